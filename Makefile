@@ -1,0 +1,34 @@
+# Two commands matter: `make run` and `make test`. Both bootstrap .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PORT ?= 8000
+export PATH := $(BIN):$(PATH)
+
+.PHONY: run test lint install
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Embedded PostgreSQL + Redis unless DATABASE_URL / REDIS_URL are set; migrations; demo data;
+# then the web process and the job worker from the Procfile. Ctrl-C stops everything.
+run: $(STAMP)
+	$(BIN)/python -m agntchat.core.embedded sh -c '\
+	  python manage.py migrate --noinput && \
+	  python manage.py seed_demo --url http://127.0.0.1:$(PORT) && \
+	  exec honcho start --no-colour -p $(PORT) web worker'
+
+# The whole suite on PostgreSQL (embedded when DATABASE_URL is unset) and real Redis.
+test: $(STAMP)
+	REDIS_PREFIX=agntchat-test-$$$$ $(BIN)/python -m agntchat.core.embedded python -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run

@@ -1,0 +1,68 @@
+"""Permission-checked fetches of agents, and where each agent appears (AGT-1)."""
+
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from agents.exceptions import AgentNotFound, NotAgentOwner
+from agents.models import Agent, AgentPin, AgentSession
+from agntchat.core import crypto
+from workspaces.models import Membership, Workspace
+
+
+def agents_visible_in(workspace_id):
+    """Agents that appear in a workspace: owner is a member, and not pinned away from it."""
+    owner_is_member = Membership.objects.filter(workspace_id=workspace_id, user_id=OuterRef("owner_id"))
+    pinned_here = AgentPin.objects.filter(workspace_id=workspace_id, agent_id=OuterRef("pk"))
+    return Agent.objects.filter(Exists(owner_is_member)).filter(
+        Q(visibility=Agent.Visibility.ALL) | Exists(pinned_here)
+    )
+
+
+def workspaces_of_agent(agent: Agent):
+    """The workspaces an agent appears in."""
+    workspaces = Workspace.objects.filter(memberships__user_id=agent.owner_id)
+    if agent.visibility == Agent.Visibility.PINNED:
+        workspaces = workspaces.filter(agent_pins__agent=agent)
+    return workspaces
+
+
+def agent_appears_in(agent: Agent, workspace_id) -> bool:
+    return agents_visible_in(workspace_id).filter(pk=agent.pk).exists()
+
+
+def agents_visible_to(user):
+    """Agents the person owns, plus those appearing in any workspace they belong to."""
+    workspace_ids = Membership.objects.filter(user=user).values("workspace_id")
+    owner_shares = Membership.objects.filter(workspace_id__in=workspace_ids, user_id=OuterRef("owner_id"))
+    pinned_shared = AgentPin.objects.filter(workspace_id__in=workspace_ids, agent_id=OuterRef("pk"))
+    return Agent.objects.filter(
+        Q(owner=user)
+        | (Exists(owner_shares) & (Q(visibility=Agent.Visibility.ALL) | Exists(pinned_shared)))
+    )
+
+
+def access_agent(user, agent_id) -> Agent:
+    """An agent the person can see, or not found."""
+    try:
+        return agents_visible_to(user).get(pk=agent_id)
+    except (Agent.DoesNotExist, ValueError, TypeError):
+        raise AgentNotFound() from None
+
+
+def access_own_agent(user, agent_id) -> Agent:
+    """An agent the person owns; seeing it without owning it is a 403, not seeing it a 404."""
+    agent = access_agent(user, agent_id)
+    if agent.owner_id != user.id:
+        raise NotAgentOwner()
+    return agent
+
+
+def agent_for_session_token(secret: str):
+    session = (
+        AgentSession.objects.select_related("agent", "agent__owner", "key")
+        .filter(token_hash=crypto.hash_secret(secret), expires_at__gt=timezone.now())
+        .first()
+    )
+    if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
+        return None
+    return session.agent

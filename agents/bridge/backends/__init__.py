@@ -1,0 +1,5 @@
+"""Model backends of the agent bridge behind one interface (pure Python, no Django)."""
+
+from .base import Backend, BackendError, Event, Result, Turn, Usage, make_backend, run_to_result
+
+__all__ = ["Backend", "BackendError", "Event", "Result", "Turn", "Usage", "make_backend", "run_to_result"]

@@ -1,0 +1,268 @@
+"""Shared interface of the model backends: one Turn in, Events then one Result out."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import shutil
+import signal
+import time
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Usage:
+    """Per-turn usage. input_tokens is the UNCACHED input; total input = input + cache_read + cache_write."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    latency_ms: int = 0
+
+
+@dataclass
+class Turn:
+    """Everything a backend needs for one turn."""
+
+    stable: str  # byte-identical across turns -> provider prompt cache
+    volatile: str  # per-turn context, kept out of the cached block
+    prompt: str  # the triggering message text
+    history: list[dict]  # [{"role": "user"|"assistant", "author": str, "text": str}], oldest first
+    model: str = ""
+    session_id: str | None = None  # CLI session/thread id from the previous turn (resume)
+    workdir: str = "."
+    base_url: str | None = None
+    api_key: str | None = None  # falls back to env ANTHROPIC_API_KEY / OPENAI_API_KEY
+    cli_state: dict = field(default_factory=dict)  # opaque: pass back the previous Result.cli_state
+
+
+@dataclass
+class Event:
+    """Streamed progress: text_delta {text}, tool {name, input|command, ...}, progress {message}, session {session_id}."""
+
+    kind: str
+    data: dict
+
+
+@dataclass
+class Result:
+    """Final outcome of a turn."""
+
+    text: str
+    usage: Usage
+    session_id: str | None = None
+    blocks: list = field(default_factory=list)
+    cli_state: dict = field(default_factory=dict)  # store it and hand it to the next Turn of this session
+
+
+class BackendError(Exception):
+    """Short human-readable reason, e.g. 'the claude CLI is not installed' or 'ANTHROPIC_API_KEY is not set'."""
+
+
+class Backend(ABC):
+    """A model backend; run() is an async generator yielding Events then exactly one Result."""
+
+    name: str
+
+    @abstractmethod
+    def run(self, turn: Turn) -> AsyncIterator[Event | Result]: ...
+
+
+def elapsed_ms(start: float) -> int:
+    """Milliseconds since a time.monotonic() reading."""
+    return int((time.monotonic() - start) * 1000)
+
+
+def error_message(body: object, fallback: str) -> str:
+    """Pull the human message out of an Anthropic/OpenAI error body ({"error": {"message"}} or {"message"})."""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return fallback
+
+
+def make_backend(name: str, **options) -> Backend:
+    """Instantiate a backend by name with its options."""
+    # Imported here so base.py stays importable without the SDKs loaded.
+    from . import anthropic_api, claude_cli, codex_cli, openai_api, scripted
+
+    classes = {
+        "anthropic_api": anthropic_api.AnthropicBackend,
+        "openai_api": openai_api.OpenAIBackend,
+        "claude_cli": claude_cli.ClaudeCLIBackend,
+        "codex_cli": codex_cli.CodexCLIBackend,
+        "scripted": scripted.ScriptedBackend,
+    }
+    if name not in classes:
+        raise BackendError(f"unknown backend {name!r} (known: {', '.join(classes)})")
+    try:
+        return classes[name](**options)
+    except TypeError as exc:
+        raise BackendError(f"bad options for backend {name!r}: {exc}") from None
+
+
+async def run_to_result(
+    backend: Backend, turn: Turn, on_event: Callable[[Event], object] | None = None
+) -> Result:
+    """Drive backend.run(), pass each Event to on_event (sync or async), return the single final Result."""
+    start = time.monotonic()
+    result: Result | None = None
+    gen = backend.run(turn)
+    try:
+        async for item in gen:
+            if result is not None:
+                raise BackendError(f"the {backend.name} backend yielded more after its result")
+            if isinstance(item, Result):
+                result = item
+            elif isinstance(item, Event):
+                if on_event is not None:
+                    maybe = on_event(item)
+                    if inspect.isawaitable(maybe):
+                        await maybe
+            else:
+                raise BackendError(f"the {backend.name} backend yielded {type(item).__name__}")
+    finally:
+        await gen.aclose()
+    if result is None:
+        raise BackendError(f"the {backend.name} backend ended without a result")
+    if not result.usage.latency_ms:
+        result.usage.latency_ms = elapsed_ms(start)
+    return result
+
+
+def _history(turn: Turn) -> list[dict]:
+    """turn.history minus a trailing copy of the prompt (callers often include the trigger in both)."""
+    history = list(turn.history)
+    if history and history[-1].get("role") == "user" and history[-1].get("text") == turn.prompt:
+        history.pop()
+    return history
+
+
+def chat_messages(turn: Turn, final_parts: list[str]) -> list[dict]:
+    """History plus a last user message made of final_parts, as strictly alternating user/assistant messages."""
+    messages: list[dict] = []
+
+    def add(role: str, text: str) -> None:
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"] += "\n\n" + text
+        else:
+            messages.append({"role": role, "content": text})
+
+    for item in _history(turn):
+        role = "assistant" if item.get("role") == "assistant" else "user"
+        text = item.get("text", "")
+        # Every other speaker is "user" to the model, so name them; the agent's own turns stay
+        # bare so the model does not learn to start its replies with its own name.
+        if role == "user" and item.get("author"):
+            text = f"{item['author']}: {text}"
+        add(role, text)
+    add("user", "\n\n".join(p for p in final_parts if p) or "(no message)")
+    if messages[0]["role"] == "assistant":  # Anthropic requires the first message to be from the user
+        messages.insert(0, {"role": "user", "content": "(earlier conversation)"})
+    return messages
+
+
+def transcript(turn: Turn) -> str:
+    """History as plain 'Author: text' lines, for CLIs that take one prompt string."""
+    lines = []
+    for item in _history(turn):
+        author = item.get("author") or ("you" if item.get("role") == "assistant" else "someone")
+        lines.append(f"{author}: {item.get('text', '')}")
+    return "\n".join(lines)
+
+
+class JsonlProcess:
+    """A CLI subprocess whose stdout is one JSON object per line; killed (with its children) on close()."""
+
+    LINE_LIMIT = 32 * 1024 * 1024  # init lines and tool results can be far above asyncio's 64 KiB default
+
+    def __init__(self, proc: asyncio.subprocess.Process, cli: str):
+        self.proc = proc
+        self.cli = cli
+        self.stderr_tail: deque[str] = deque(maxlen=20)
+        self._drain = asyncio.create_task(self._read_stderr())
+
+    @classmethod
+    async def start(cls, argv: list[str], cli: str, cwd: str, env: dict[str, str]) -> JsonlProcess:
+        """Spawn argv (argv[0] looked up on PATH); BackendError if it is missing or cannot start."""
+        exe = shutil.which(argv[0])
+        if exe is None:
+            raise BackendError(f"the {cli} CLI is not installed (looked for {argv[0]!r} on PATH)")
+        if not os.path.isdir(cwd):
+            raise BackendError(f"the working directory {cwd} does not exist")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                exe,
+                *argv[1:],
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=cls.LINE_LIMIT,
+                start_new_session=True,  # own process group, so close() also kills tools it spawned
+            )
+        except OSError as exc:
+            raise BackendError(f"cannot start the {cli} CLI: {exc.strerror or exc}") from None
+        return cls(proc, cli)
+
+    async def _read_stderr(self) -> None:
+        async for raw in self.proc.stderr:
+            text = raw.decode(errors="replace").strip()
+            if text:
+                self.stderr_tail.append(text)
+
+    async def next_line(self) -> dict | None:
+        """The next JSON object from stdout; None once stdout is closed and the process exited."""
+        while True:
+            raw = await self.proc.stdout.readline()
+            if not raw:
+                await self.proc.wait()
+                await self._drain
+                return None
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue  # CLIs occasionally print plain-text warnings on stdout
+            if isinstance(obj, dict):
+                return obj
+
+    def failure(self, last_error: str | None = None) -> BackendError:
+        """The error to raise when the CLI ended without a result (last error event, else last stderr line)."""
+        rc = self.proc.returncode
+        last = last_error or (self.stderr_tail[-1] if self.stderr_tail else "")
+        if rc:
+            return BackendError(f"the {self.cli} CLI failed (exit {rc})" + (f": {last}" if last else ""))
+        return BackendError(f"the {self.cli} CLI ended without a result" + (f": {last}" if last else ""))
+
+    async def close(self) -> None:
+        """Kill the process group if still running and reap it."""
+        if self.proc.returncode is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass
+            await self.proc.wait()
+        self._drain.cancel()
+
+
+def cli_env(extra: dict[str, str | None]) -> dict[str, str]:
+    """os.environ plus the non-empty extra values."""
+    env = dict(os.environ)
+    # Claude Code refuses to start inside another Claude Code session when this is inherited.
+    env.pop("CLAUDECODE", None)
+    env.update({k: v for k, v in extra.items() if v})
+    return env
+
+
+def safe_positional(text: str) -> str:
+    """Keep a prompt from being parsed as a CLI flag (or as codex's '-' = read stdin)."""
+    return " " + text if text.startswith("-") else text

@@ -1,0 +1,168 @@
+"""Codex CLI backend: `codex exec --json ...`, resuming the thread with `exec resume <id>`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+
+from .base import (
+    Backend,
+    BackendError,
+    Event,
+    JsonlProcess,
+    Result,
+    Turn,
+    Usage,
+    cli_env,
+    safe_positional,
+    transcript,
+)
+
+OUTPUT_TAIL = 2000  # command output can be huge; events only carry its end
+
+
+def usage_delta(cumulative: dict, previous: dict | None) -> dict:
+    """Per-turn usage from codex's cumulative thread totals (reported that way on resumed threads)."""
+    if not previous:
+        return dict(cumulative)
+    delta = {k: (v or 0) - (previous.get(k) or 0) for k, v in cumulative.items()}
+    if any(v < 0 for v in delta.values()):  # totals went down: not the same thread, trust the raw numbers
+        return dict(cumulative)
+    return delta
+
+
+def _codex_usage(u: dict) -> Usage:
+    """Codex/OpenAI usage -> Usage; OpenAI counts cached tokens inside input_tokens, we report them apart."""
+    cached = u.get("cached_input_tokens") or 0
+    written = u.get("cache_write_input_tokens") or 0
+    return Usage(
+        input_tokens=max((u.get("input_tokens") or 0) - cached - written, 0),
+        output_tokens=u.get("output_tokens") or 0,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+def _item_events(item: dict, completed: bool, state: dict) -> list[Event]:
+    kind = item.get("type")
+    if kind == "agent_message" and completed:
+        text = item.get("text") or ""
+        sep = "\n\n" if state.get("last_text") else ""
+        state["last_text"] = text  # codex's final answer is its last agent message
+        return [Event("text_delta", {"text": sep + text})] if text else []
+    if kind == "command_execution":
+        if not completed:
+            return [Event("progress", {"message": f"running: {item.get('command')}"})]
+        data = {
+            "name": "command",
+            "command": item.get("command"),
+            "exit_code": item.get("exit_code"),
+            "status": item.get("status"),
+            "output": (item.get("aggregated_output") or "")[-OUTPUT_TAIL:],
+        }
+        return [Event("tool", data)]
+    if kind == "mcp_tool_call" and completed:
+        data = {
+            "name": f"{item.get('server')}.{item.get('tool')}",
+            "input": item.get("arguments") or {},
+            "status": item.get("status"),
+        }
+        if item.get("error"):
+            data["error"] = item["error"]
+        return [Event("tool", data)]
+    if kind == "file_change" and completed:
+        return [Event("tool", {"name": "file_change", "changes": item.get("changes") or [], "status": item.get("status")})]
+    if kind == "web_search" and completed:
+        return [Event("tool", {"name": "web_search", "input": {"query": item.get("query")}})]
+    if kind == "error":  # non-fatal warnings arrive as error items
+        return [Event("progress", {"message": item.get("message") or ""})]
+    return []
+
+
+def parse_codex_line(line: dict, state: dict) -> list[Event | Result]:
+    """Translate one `codex exec --json` line; state["previous_usage"] = cumulative usage of the thread so far."""
+    kind = line.get("type")
+    if kind == "thread.started":
+        state["thread_id"] = line.get("thread_id")
+        return [Event("session", {"session_id": line.get("thread_id")})]
+    if kind in ("item.started", "item.completed"):
+        return _item_events(line.get("item") or {}, kind == "item.completed", state)
+    if kind == "turn.completed":
+        cumulative = line.get("usage") or {}
+        usage = _codex_usage(usage_delta(cumulative, state.get("previous_usage")))
+        cli_state = {"thread_id": state.get("thread_id"), "cumulative_usage": cumulative}
+        return [Result(text=state.get("last_text") or "", usage=usage, session_id=state.get("thread_id"), cli_state=cli_state)]
+    if kind == "turn.failed":
+        message = (line.get("error") or {}).get("message") or "no details"
+        raise BackendError(f"the codex CLI failed: {message}")
+    if kind == "error":  # transient (reconnects); fatal problems end in turn.failed or a non-zero exit
+        state["last_error"] = line.get("message")
+        return [Event("progress", {"message": line.get("message") or ""})]
+    return []
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class CodexCLIBackend(Backend):
+    """Runs the codex CLI in turn.workdir. Pass Result.cli_state back as Turn.cli_state for correct usage."""
+
+    name = "codex_cli"
+
+    def __init__(
+        self,
+        executable: str | None = None,
+        sandbox: str = "workspace-write",
+        extra_args: list[str] | None = None,
+    ):
+        self.executable = executable or os.environ.get("CODEX_BIN") or "codex"
+        self.sandbox = sandbox
+        self.extra_args = extra_args or []
+
+    def argv(self, turn: Turn) -> list[str]:
+        """The full command line for a turn (pure)."""
+        # codex exec has no system-prompt flag, so the stable block opens the thread's first prompt;
+        # on resume it is already in the (prefix-cached) thread and is re-sent only if it changed.
+        parts = []
+        if not turn.session_id or turn.cli_state.get("stable_sha") != _sha(turn.stable):
+            parts.append(turn.stable)
+        parts.append(turn.volatile)
+        if not turn.session_id and turn.history:
+            parts.append("Conversation so far:\n" + transcript(turn))
+        parts.append(turn.prompt)
+        prompt = "\n\n".join(p for p in parts if p) or "(no message)"
+        argv = [self.executable, "exec", "--json", "--skip-git-repo-check", "-C", turn.workdir]
+        # Nobody can approve commands mid-turn; the sandbox is what bounds the agent.
+        argv += ["-s", self.sandbox, "-c", 'approval_policy="never"']
+        if turn.model:
+            argv += ["-m", turn.model]
+        if turn.base_url:
+            argv += ["-c", f"openai_base_url={json.dumps(turn.base_url)}"]  # a TOML string
+        argv += self.extra_args
+        if turn.session_id:
+            argv += ["resume", turn.session_id]
+        return argv + [safe_positional(prompt)]
+
+    async def run(self, turn: Turn) -> AsyncIterator[Event | Result]:
+        env = cli_env({"CODEX_API_KEY": turn.api_key})
+        proc = await JsonlProcess.start(self.argv(turn), "codex", turn.workdir, env)
+        state: dict = {"thread_id": turn.session_id}
+        if turn.session_id and turn.cli_state.get("thread_id") == turn.session_id:
+            state["previous_usage"] = turn.cli_state.get("cumulative_usage")
+        result = None
+        try:
+            while (line := await proc.next_line()) is not None:
+                for item in parse_codex_line(line, state):
+                    if isinstance(item, Result):
+                        result = item
+                    else:
+                        yield item
+        finally:
+            await proc.close()
+        if result is None:
+            raise proc.failure(state.get("last_error"))
+        result.cli_state["stable_sha"] = _sha(turn.stable)
+        yield result

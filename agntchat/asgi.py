@@ -1,0 +1,33 @@
+"""ASGI entry point: HTTP through Django, WebSockets for agents (/ws/agent/) and browsers (/ws/live/)."""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agntchat.settings")
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_http = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.urls import path  # noqa: E402
+
+from agents.consumers import AgentSocket  # noqa: E402
+from conversations.consumers import LiveSocket  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        # Static files are served by daphne itself in development only.
+        "http": ASGIStaticFilesHandler(django_http) if settings.DEBUG else django_http,
+        "websocket": URLRouter(
+            [
+                # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.
+                path("ws/agent/", AgentSocket.as_asgi()),
+                path("ws/live/", AllowedHostsOriginValidator(AuthMiddlewareStack(LiveSocket.as_asgi()))),
+            ]
+        ),
+    }
+)

@@ -1,0 +1,97 @@
+"""The REST edge shared by every app: camelCase in and out, one error shape, cursor pages."""
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from djangorestframework_camel_case.parser import CamelCaseJSONParser
+from djangorestframework_camel_case.render import CamelCaseJSONRenderer
+from rest_framework import exceptions, pagination, serializers
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from agntchat.core.exceptions import AppError
+
+
+class CamelCaseRenderer(CamelCaseJSONRenderer):
+    """Every record leaving the API is camelCase, converted here and nowhere else."""
+
+
+class CamelCaseParser(CamelCaseJSONParser):
+    """Every body entering the API is snake_cased here before serializers see it."""
+
+
+class CursorPagination(pagination.CursorPagination):
+    ordering = "-created_at"
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 200
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    body = {"code": code, "message": message}
+    if fields:
+        body["fields"] = fields
+    return {"error": body}
+
+
+def _flatten(detail):
+    """DRF error details → plain strings (first message per field), recursively for nesting."""
+    if isinstance(detail, dict):
+        return {key: _flatten(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        if detail and all(isinstance(item, (str, exceptions.ErrorDetail)) for item in detail):
+            return " ".join(str(item) for item in detail)
+        return [_flatten(item) for item in detail]
+    return str(detail)
+
+
+def exception_handler(exc, context):
+    """Map every refusal to ``{"error": {"code", "message", "fields"}}`` with a 4xx status."""
+    if isinstance(exc, AppError):
+        set_rollback()
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    set_rollback()
+    headers = {}
+    if getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = exc.auth_header
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+        fields = _flatten(detail)
+        message = "Some fields are invalid." if fields else "Invalid input."
+        if set(fields) == {"non_field_errors"}:
+            message = fields.pop("non_field_errors")
+        return Response(error_body("invalid", message, fields), status=400, headers=headers)
+    code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+    return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
+
+
+class StrictSerializer(serializers.Serializer):
+    """Rejects unknown fields: a typo in a request is an error, not silently ignored."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = set(data) - set(self.fields)
+            if unknown:
+                raise serializers.ValidationError({name: "Unknown field." for name in sorted(unknown)})
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
+    """A ModelSerializer that rejects unknown fields; writes still go through actions."""
+
+
+class IsPerson:
+    """Endpoints only a person may use (agents authenticate too, but act elsewhere)."""
+
+    def has_permission(self, request, view):
+        from workspaces.models import User
+
+        return isinstance(request.user, User) and request.user.is_authenticated
+
+    def has_object_permission(self, request, view, obj):
+        return True

@@ -1,0 +1,55 @@
+"""Bearer authentication for REST: personal tokens (apt_) and agent session tokens (ags_)."""
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from agntchat.core import crypto
+
+
+def bearer_secret(header_value: str) -> str | None:
+    scheme, _, secret = (header_value or "").partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        return None
+    return secret.strip()
+
+
+def person_for_token(secret: str):
+    """The person owning a live ``apt_`` token, or None."""
+    from workspaces.models import ApiToken
+
+    token = ApiToken.objects.select_related("user").filter(token_hash=crypto.hash_secret(secret)).first()
+    if token is None or token.revoked_at or not token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token.user
+
+
+def agent_for_session(secret: str):
+    """The agent holding a live ``ags_`` session token, or None."""
+    from agents.access import agent_for_session_token
+
+    return agent_for_session_token(secret)
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """``Authorization: Bearer apt_…`` acts as the person; ``Bearer ags_…`` as the agent."""
+
+    def authenticate(self, request):
+        raw = authentication.get_authorization_header(request).decode("latin-1")
+        secret = bearer_secret(raw)
+        if secret is None:
+            if raw:
+                raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
+            return None
+        kind = secret.split("_", 1)[0]
+        if kind == "agk":
+            raise exceptions.AuthenticationFailed(
+                "Agent keys are accepted only by POST /api/v1/agent/session/; exchange it for a session token."
+            )
+        principal = person_for_token(secret) if kind == "apt" else agent_for_session(secret) if kind == "ags" else None
+        if principal is None:
+            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+        return principal, secret
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="agntchat"'

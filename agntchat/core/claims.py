@@ -1,0 +1,144 @@
+"""THE claim: one implementation of the work queue for every kind of agent work (MSG-3, MSG-6, MSG-7).
+
+A queue row (a subclass of ``Claimable``) belongs to one agent and one workspace. A connection
+claims rows with ``FOR UPDATE SKIP LOCKED`` so two connections never take the same row; a claim
+carries a lease, and a row whose lease ran out is claimable again. Acks are idempotent. Claims
+rotate across workspaces: the workspace served least recently goes first, so a quiet workspace is
+never stuck behind a busy one's backlog.
+
+Claim and ack transactions run with ``synchronous_commit = off``: losing one on a crash only
+causes a redelivery, which the idempotent ack absorbs. Inserts of the work itself stay durable.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db import connection, models, transaction
+from django.db.models import Q
+
+from agntchat.core.exceptions import AppError
+
+
+class NotHeld(AppError):
+    """An ack or extend for an item this connection does not hold."""
+
+    code = "not_held"
+    status = 409
+
+
+class Claimable(models.Model):
+    """Columns every claimable queue row carries. Subclasses add what the work is."""
+
+    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
+    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="+")
+    claimed_by = models.CharField(max_length=64, null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    acked_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+        indexes = [
+            # The claim predicate: only unacked rows, per agent, per workspace, oldest first.
+            models.Index(
+                fields=["agent", "workspace", "created_at"],
+                condition=Q(acked_at__isnull=True),
+                name="%(app_label)s_%(class)s_open",
+            ),
+            # "Served least recently" per agent and workspace.
+            models.Index(fields=["agent", "workspace", "claimed_at"], name="%(app_label)s_%(class)s_served"),
+        ]
+
+
+CLAIM_SQL = """
+WITH RECURSIVE ws AS (
+    (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
+     ORDER BY workspace_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
+            AND workspace_id > ws.workspace_id ORDER BY workspace_id LIMIT 1)
+    FROM ws WHERE ws.workspace_id IS NOT NULL
+),
+turns AS (
+    SELECT ws.workspace_id,
+           (SELECT max(claimed_at) FROM {t} s
+             WHERE s.agent_id = %(agent)s AND s.workspace_id = ws.workspace_id) AS served
+    FROM ws WHERE ws.workspace_id IS NOT NULL
+),
+picked AS (
+    SELECT q.id FROM {t} q JOIN turns ON turns.workspace_id = q.workspace_id
+    WHERE q.agent_id = %(agent)s AND q.acked_at IS NULL
+      AND (q.claimed_by IS NULL OR q.lease_expires_at < %(now)s)
+    ORDER BY turns.served ASC NULLS FIRST, q.created_at, q.id
+    LIMIT %(limit)s
+    FOR UPDATE OF q SKIP LOCKED
+)
+UPDATE {t} q
+   SET claimed_by = %(conn)s, claimed_at = %(now)s, lease_expires_at = %(lease)s,
+       attempts = q.attempts + 1
+  FROM picked WHERE q.id = picked.id
+RETURNING q.id, q.created_at
+"""
+
+
+def _relaxed_commit(cursor) -> None:
+    cursor.execute("SET LOCAL synchronous_commit = off")
+
+
+def claim(model, agent_id, connection_id: str, limit: int, now: datetime, lease_seconds: int) -> list:
+    """Claim up to LIMIT items of MODEL for one connection; return their ids, oldest first."""
+    if limit <= 0:
+        return []
+    sql = CLAIM_SQL.format(t=connection.ops.quote_name(model._meta.db_table))
+    params = {
+        "agent": agent_id,
+        "conn": connection_id,
+        "now": now,
+        "lease": now + timedelta(seconds=lease_seconds),
+        "limit": limit,
+    }
+    with transaction.atomic(), connection.cursor() as cursor:
+        _relaxed_commit(cursor)
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [row[0] for row in sorted(rows, key=lambda r: (r[1], r[0]))]
+
+
+def ack(model, item_id, connection_id: str, now: datetime) -> bool:
+    """Acknowledge an item held by CONNECTION_ID. Idempotent: True if newly acked, False if it
+    already was. Raises NotHeld when the item is another connection's (or nobody's)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        _relaxed_commit(cursor)
+        updated = model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=True).update(
+            acked_at=now
+        )
+        if updated:
+            return True
+        if model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=False).exists():
+            return False
+    raise NotHeld("This connection does not hold that item (its lease may have expired).")
+
+
+def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int) -> datetime:
+    """Push back the lease of an item this connection still holds; return the new expiry."""
+    expires = now + timedelta(seconds=lease_seconds)
+    updated = model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=True).update(
+        lease_expires_at=expires
+    )
+    if not updated:
+        raise NotHeld("This connection does not hold that item (its lease may have expired).")
+    return expires
+
+
+def release(model, connection_id: str) -> int:
+    """Give back every unacked item a closing connection held, at once (not after the lease)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        _relaxed_commit(cursor)
+        return model.objects.filter(claimed_by=connection_id, acked_at__isnull=True).update(
+            claimed_by=None, lease_expires_at=None
+        )
+
+
+def open_count(model, agent_id) -> int:
+    """Items queued or in flight for an agent: its current load."""
+    return model.objects.filter(agent_id=agent_id, acked_at__isnull=True).count()

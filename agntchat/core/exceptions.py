@@ -1,0 +1,36 @@
+"""The base of every domain error: a stable machine-readable code and an HTTP status."""
+
+
+class AppError(Exception):
+    """A refused action. Mapped once to a REST error body or a socket error frame."""
+
+    code = "error"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None, fields=None):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        if status:
+            self.status = status
+        self.fields = fields or {}
+
+
+class NotFound(AppError):
+    """Missing, or not visible to the actor: the two are never told apart."""
+
+    code = "not_found"
+    status = 404
+
+
+class PermissionDenied(AppError):
+    """The actor can see the object but may not do this to it."""
+
+    code = "permission_denied"
+    status = 403
+
+
+class Conflict(AppError):
+    code = "conflict"
+    status = 409

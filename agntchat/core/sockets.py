@@ -1,0 +1,59 @@
+"""What every WebSocket consumer shares: JSON frames, error frames, the domain-error mapping."""
+
+import json
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from agntchat.core.events import wire
+from agntchat.core.exceptions import AppError
+
+
+class FrameError(AppError):
+    code = "bad_frame"
+
+
+class JsonSocket(AsyncJsonWebsocketConsumer):
+    """Frames are JSON objects with a ``type``; a bad frame gets an error frame, never a hang-up."""
+
+    handlers: dict = {}
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        try:
+            content = json.loads(text_data or "")
+        except ValueError:
+            await self.send_error("bad_frame", "Frames must be JSON text.")
+            return
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            await self.send_error("bad_frame", "A frame is a JSON object with a string 'type'.")
+            return
+        handler = self.handlers.get(content["type"])
+        if handler is None:
+            await self.send_error("unknown_type", f"Unknown frame type '{content['type'][:40]}'.", content)
+            return
+        try:
+            await getattr(self, handler)(content)
+        except AppError as exc:
+            await self.send_error(exc.code, exc.message, content, exc.fields)
+
+    async def send_error(self, code: str, message: str, frame: dict | None = None, fields=None) -> None:
+        error = {"type": "error", "code": code, "message": message}
+        if frame:
+            for echo in ("id", "ref"):
+                if frame.get(echo) is not None:
+                    error[echo] = frame[echo]
+        if fields:
+            error["fields"] = fields
+        await self.send_json(wire(error))
+
+    async def refuse(self, message: str) -> None:
+        """Accept, say why, and close with 4401, so a client can tell bad credentials from a crash."""
+        await self.accept()
+        await self.send_error("unauthorized", message)
+        await self.close(code=4401)
+
+
+def header(scope, name: bytes) -> str:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return ""

@@ -1,0 +1,206 @@
+"""One env-driven settings module. Production values come from the environment."""
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("AGNTCHAT_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def dev_secret_key() -> str:
+    """A secret generated once per checkout and kept under ./var, so sessions survive restarts."""
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+DEBUG = env_bool("DEBUG", True)
+SECRET_KEY = os.environ.get("SECRET_KEY") or dev_secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "drf_spectacular",
+    "django_q",
+    "agntchat.core",
+    "workspaces",
+    "agents",
+    "conversations",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agntchat.urls"
+ASGI_APPLICATION = "agntchat.asgi.application"
+AUTH_USER_MODEL = "workspaces.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# PostgreSQL only. The embedded launcher (agntchat/core/embedded.py) sets DATABASE_URL when
+# none is given, so every path below sees a real server.
+DATABASE_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/agntchat")
+_db = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
+if not _db["ENGINE"].endswith("postgresql"):
+    raise RuntimeError("agntchat runs on PostgreSQL only: DATABASE_URL must be postgres://…")
+_db.setdefault("OPTIONS", {})
+if os.environ.get("DB_POOLER") == "transaction":
+    # A transaction pooler (PgBouncer) hands each transaction to any server connection:
+    # server-side prepared statements would leak between clients, and our own pool is redundant.
+    _db["OPTIONS"]["prepare_threshold"] = None
+    _db["DISABLE_SERVER_SIDE_CURSORS"] = True
+else:
+    # Under ASGI each request runs in a fresh thread: persistent per-thread connections
+    # exhaust PostgreSQL, a shared pool does not.
+    _db["OPTIONS"]["pool"] = {
+        "min_size": env_int("DB_POOL_MIN", 2),
+        "max_size": env_int("DB_POOL_MAX", 20),
+        "timeout": 10,
+    }
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Keys of this deployment share one prefix so tests and several checkouts can share a server.
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": f"{REDIS_PREFIX}:asgi",
+            "capacity": 1000,
+            "expiry": 30,
+        },
+    }
+}
+
+Q_CLUSTER = {
+    "name": "agntchat",
+    "orm": "default",  # the ORM broker keeps jobs durable in PostgreSQL
+    "workers": env_int("Q_WORKERS", 2),
+    "timeout": 300,
+    "retry": 360,
+    "catch_up": False,
+    "poll": 0.5,
+    "label": "Jobs",
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "agntchat.core.auth.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["agntchat.core.api.CamelCaseRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["agntchat.core.api.CamelCaseParser"],
+    "DEFAULT_PAGINATION_CLASS": "agntchat.core.api.CursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "agntchat.core.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agntchat API",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "CAMELIZE_NAMES": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "drf_spectacular.contrib.djangorestframework_camel_case.camelize_serializer_fields",
+    ],
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# Encryption keys for stored secrets (comma-separated Fernet keys, newest first).
+FERNET_KEYS = env_list("FERNET_KEYS", "")
+
+# The agent pipeline.
+AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)
+CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
+PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
+INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
+
+# Production hardening: on whenever DEBUG is off.
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}

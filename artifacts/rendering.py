@@ -1,0 +1,191 @@
+"""Pure rendering helpers for artifacts: markdown, sanitised HTML, code, JSON and diffs."""
+
+import difflib
+import json
+import re
+from html import escape
+
+import nh3
+from markdown_it import MarkdownIt
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+LINK_REL = "noopener noreferrer nofollow"
+SAFE_URL_SCHEMES = {"http", "https", "mailto"}
+
+# Class-based output so the page can theme it; nowrap because we add <pre><code> ourselves.
+_FORMATTER = HtmlFormatter(nowrap=True)
+_LANGUAGE_RE = re.compile(r"^[A-Za-z0-9_+#.-]{1,40}$")
+
+
+def highlight_code(code, language):
+    """Return `code` as class-highlighted HTML, or escaped plain text for an unknown language."""
+    lexer = None
+    if language and _LANGUAGE_RE.match(language):
+        try:
+            lexer = get_lexer_by_name(language)
+        except ClassNotFound:
+            lexer = None
+    if lexer is None:
+        return f"<pre><code>{escape(code, quote=False)}</code></pre>\n"
+    body = highlight(code, lexer, _FORMATTER)
+    # The language went through _LANGUAGE_RE, but escape anyway: it lands in an attribute.
+    return f'<pre class="highlight"><code class="language-{escape(language)}">{body}</code></pre>\n'
+
+
+def _fence_highlight(code, language, _attrs):
+    # markdown-it uses the result verbatim when it starts with "<pre"; "" means "do the default".
+    return highlight_code(code, language) if language else ""
+
+
+_MARKDOWN = MarkdownIt(
+    "commonmark", {"html": False, "linkify": False, "highlight": _fence_highlight}
+).enable(["table", "strikethrough"])
+
+_MARKDOWN_CLEANER = nh3.Cleaner(
+    tags={
+        "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "s", "del",
+        "code", "pre", "blockquote", "ul", "ol", "li", "a", "img", "span",
+        "table", "thead", "tbody", "tr", "th", "td",
+    },
+    attributes={
+        "a": {"href", "title"},
+        "img": {"src", "alt", "title"},
+        "ol": {"start"},
+        "code": {"class"},
+        "pre": {"class"},
+        "span": {"class"},
+        "th": {"style"},
+        "td": {"style"},
+    },
+    # Table alignment is the only inline style markdown-it emits.
+    filter_style_properties={"text-align"},
+    url_schemes=SAFE_URL_SCHEMES,
+    link_rel=LINK_REL,
+)  # fmt: skip
+
+
+def render_markdown(text):
+    """Render untrusted markdown to safe HTML (raw HTML in the source is shown as text)."""
+    return _MARKDOWN_CLEANER.clean(_MARKDOWN.render(text or ""))
+
+
+_DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)
+# nh3 filters style properties by name only; values can still carry old-IE expression(),
+# url() or backslash escapes that hide either, so such declarations are dropped.
+_BAD_CSS_RE = re.compile(r"expression|url\s*\(|javascript:|@import|\\", re.I)
+
+
+def _page_attribute_filter(element, attribute, value):
+    if attribute == "style":
+        return ";".join(d for d in value.split(";") if not _BAD_CSS_RE.search(d)) or None
+    # "data" is an allowed scheme only so inline images work; refuse it everywhere else.
+    if value.strip().lower().startswith("data:"):
+        if element == "img" and attribute == "src" and _DATA_IMAGE_RE.match(value.strip()):
+            return value
+        return None
+    return value
+
+
+_PAGE_CLEANER = nh3.Cleaner(
+    tags=(nh3.ALLOWED_TAGS | {"main", "section", "tfoot", "abbr", "address"}),
+    attributes={
+        **nh3.ALLOWED_ATTRIBUTES,
+        "*": {"class", "id", "title", "lang", "dir", "style"},
+        "a": {"href", "hreflang", "title"},
+    },
+    attribute_filter=_page_attribute_filter,
+    # Property names only; nothing that takes url() (background, list-style-image, …).
+    filter_style_properties={
+        "color", "background-color", "font-family", "font-size", "font-style", "font-weight",
+        "line-height", "letter-spacing", "text-align", "text-decoration", "text-transform",
+        "vertical-align", "white-space", "margin", "margin-top", "margin-right",
+        "margin-bottom", "margin-left", "padding", "padding-top", "padding-right",
+        "padding-bottom", "padding-left", "border", "border-top", "border-right",
+        "border-bottom", "border-left", "border-color", "border-style", "border-width",
+        "border-radius", "border-collapse", "border-spacing", "width", "height", "max-width",
+        "min-width", "max-height", "min-height", "display", "gap", "flex", "flex-direction",
+        "flex-wrap", "align-items", "justify-content", "grid-template-columns", "list-style-type",
+    },
+    url_schemes=SAFE_URL_SCHEMES | {"data"},
+    link_rel=LINK_REL,
+)  # fmt: skip
+
+
+def sanitize_html(html):
+    """Clean an untrusted HTML page: formatting kept; scripts, handlers, forms and frames gone."""
+    return _PAGE_CLEANER.clean(html or "")
+
+
+def render_artifact(kind, content, language=None):
+    """Render an artifact body of `kind` (markdown, html, code, json) to safe HTML."""
+    if kind == "markdown":
+        return render_markdown(content)
+    if kind == "html":
+        return sanitize_html(content)
+    if kind == "code":
+        return highlight_code(content or "", language)
+    if kind == "json":
+        try:
+            pretty = json.dumps(json.loads(content), indent=2, ensure_ascii=False)
+        except (TypeError, ValueError):
+            return highlight_code(content or "", None)
+        return highlight_code(pretty, "json")
+    raise ValueError(f"unknown artifact kind: {kind!r}")
+
+
+def diff_versions(old, new, old_label="old", new_label="new"):
+    """Compare two versions line by line: unified text, an escaped HTML table and counts."""
+    old_lines, new_lines = (old or "").splitlines(), (new or "").splitlines()
+    unified = "\n".join(
+        difflib.unified_diff(old_lines, new_lines, old_label, new_label, lineterm="")
+    )
+    rows, added, removed = [], 0, 0
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    for group in matcher.get_grouped_opcodes(3):
+        first, last = group[0], group[-1]
+        old_range, new_range = _hunk_range(first[1], last[2]), _hunk_range(first[3], last[4])
+        rows.append(
+            f'<tr class="diff-hunk"><td colspan="3">@@ -{old_range} +{new_range} @@</td></tr>'
+        )
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                for k in range(i2 - i1):
+                    rows.append(_diff_row("ctx", i1 + k + 1, j1 + k + 1, old_lines[i1 + k]))
+                continue
+            for k in range(i1, i2):
+                rows.append(_diff_row("del", k + 1, "", old_lines[k]))
+            for k in range(j1, j2):
+                rows.append(_diff_row("ins", "", k + 1, new_lines[k]))
+            removed += i2 - i1
+            added += j2 - j1
+    html = (
+        f'<table class="diff"><thead><tr><th>{escape(old_label)}</th><th>{escape(new_label)}'
+        f"</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    return {"unified": unified, "html": html, "added": added, "removed": removed}
+
+
+def _hunk_range(start, stop):
+    # Same notation as difflib.unified_diff, so the table and the text agree.
+    length = stop - start
+    if length == 1:
+        return f"{start + 1}"
+    return f"{start + 1 if length else start},{length}"
+
+
+def _diff_row(kind, old_no, new_no, text):
+    line = escape(text, quote=False)
+    if kind != "ctx":
+        line = f"<{kind}>{line}</{kind}>"
+    return (
+        f'<tr class="diff-{kind}"><td class="diff-no">{old_no}</td>'
+        f'<td class="diff-no">{new_no}</td><td class="diff-line">{line}</td></tr>'
+    )
+
+
+def highlight_css(selector=".highlight"):
+    """Return the pygments stylesheet for the class-based code highlighting."""
+    return HtmlFormatter(style="default").get_style_defs(selector)

@@ -1,0 +1,111 @@
+"""REST for conversations and messages. People and agents post through the same action."""
+
+from django.db.models import Q
+from django.urls import path
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agntchat.core.api import IsPerson, StrictSerializer
+from conversations import actions
+from conversations.access import access_conversation, access_message, conversations_visible_to
+from conversations.models import Conversation, Message
+from conversations.payloads import conversation_data, message_data
+from workspaces.access import access_workspace
+
+
+class ParticipantInput(StrictSerializer):
+    type = serializers.ChoiceField(choices=["person", "agent"])
+    id = serializers.UUIDField()
+
+
+class ConversationInput(StrictSerializer):
+    workspace = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=[Conversation.Kind.CHANNEL, Conversation.Kind.DIRECT])
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    participants = ParticipantInput(many=True, required=False, default=list)
+
+
+class MessageInput(StrictSerializer):
+    body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
+    reply_to = serializers.UUIDField(required=False, allow_null=True, default=None)
+
+
+class HistoryQuery(StrictSerializer):
+    after = serializers.UUIDField(required=False)
+    before = serializers.UUIDField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
+
+
+def _valid(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class ConversationListView(APIView):
+    def get(self, request):
+        conversations = conversations_visible_to(request.user)
+        if request.query_params.get("workspace"):
+            conversations = conversations.filter(workspace=access_workspace(request.user, request.query_params["workspace"]))
+        conversations = conversations.order_by("-last_message_at", "-created_at")[:200]
+        return Response({"results": [conversation_data(c) for c in conversations]})
+
+    def post(self, request):
+        if not IsPerson().has_permission(request, self):
+            self.permission_denied(request, "Only people open conversations through this endpoint.")
+        data = _valid(ConversationInput, request.data)
+        workspace = access_workspace(request.user, data["workspace"])
+        people = [p["id"] for p in data["participants"] if p["type"] == "person"]
+        agents = [p["id"] for p in data["participants"] if p["type"] == "agent"]
+        conversation = actions.create_conversation(
+            request.user, workspace, kind=data["kind"], title=data["title"], user_ids=people, agent_ids=agents
+        )
+        return Response(conversation_data(conversation), status=201)
+
+
+class ConversationDetailView(APIView):
+    def get(self, request, conversation_id):
+        conversation = access_conversation(request.user, conversation_id)
+        out = conversation_data(conversation)
+        out["participants"] = [
+            {"type": "agent", "id": p.agent_id} if p.agent_id else {"type": "person", "id": p.user_id}
+            for p in conversation.participants.all()
+        ]
+        return Response(out)
+
+
+class MessageListView(APIView):
+    def get(self, request, conversation_id):
+        conversation = access_conversation(request.user, conversation_id)
+        query = _valid(HistoryQuery, request.query_params.dict())
+        messages = Message.objects.filter(conversation=conversation).select_related("author_user", "author_agent")
+        if query.get("after"):
+            anchor = access_message(request.user, query["after"])
+            messages = messages.filter(
+                Q(created_at__gt=anchor.created_at) | Q(created_at=anchor.created_at, id__gt=anchor.id)
+            ).order_by("created_at", "id")
+            page = list(messages[: query["limit"]])
+        else:
+            if query.get("before"):
+                anchor = access_message(request.user, query["before"])
+                messages = messages.filter(
+                    Q(created_at__lt=anchor.created_at) | Q(created_at=anchor.created_at, id__lt=anchor.id)
+                )
+            # The newest page, returned oldest first like a chat window.
+            page = list(messages.order_by("-created_at", "-id")[: query["limit"]])[::-1]
+        return Response({"results": [message_data(m) for m in page], "has_more": len(page) == query["limit"]})
+
+    def post(self, request, conversation_id):
+        conversation = access_conversation(request.user, conversation_id)
+        data = _valid(MessageInput, request.data)
+        reply_to = access_message(request.user, data["reply_to"]) if data["reply_to"] else None
+        message = actions.post_message(request.user, conversation, data["body"], reply_to=reply_to)
+        return Response(message_data(message), status=201)
+
+
+urlpatterns = [
+    path("conversations/", ConversationListView.as_view()),
+    path("conversations/<uuid:conversation_id>/", ConversationDetailView.as_view()),
+    path("conversations/<uuid:conversation_id>/messages/", MessageListView.as_view()),
+]

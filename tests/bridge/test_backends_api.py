@@ -1,0 +1,241 @@
+"""API backends against loopback stand-ins, through the real anthropic/openai SDK clients."""
+
+import json
+
+import pytest
+
+from agents.bridge.backends import BackendError, Event, Result, Turn, Usage, make_backend, run_to_result
+from agents.bridge.backends.base import chat_messages
+
+from .standins import ANTHROPIC_500, ANTHROPIC_OVERLOADED, StandinServer, tokens
+
+STABLE = "You are Bo, a helpful teammate.\nRules: be brief.\n" * 20
+HISTORY = [
+    {"role": "user", "author": "Ana", "text": "Morning all"},
+    {"role": "user", "author": "Cy", "text": "Bo, can you check the build?"},
+    {"role": "assistant", "author": "Bo", "text": "On it."},
+]
+
+
+@pytest.fixture
+def server():
+    s = StandinServer().start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def turn(server, prompt="Is it green?", stable=STABLE, volatile="Next speaker: Bo. Reply in one line.", **kw):
+    return Turn(stable, volatile, prompt, HISTORY, base_url=server.url if server else None, api_key="test-key", **kw)
+
+
+def cached_block(request):
+    blocks = [b for b in request["json"]["system"] if b.get("cache_control")]
+    assert len(blocks) == 1
+    return json.dumps(blocks[0]).encode()
+
+
+# -- Anthropic -------------------------------------------------------------------------------
+
+
+async def test_anthropic_streams_text_and_caches_stable_block(server):
+    backend = make_backend("anthropic_api", max_retries=0)
+    events = []
+    first = await run_to_result(backend, turn(server, volatile="Next speaker: Bo."), events.append)
+    second = await run_to_result(backend, turn(server, prompt="And now?", volatile="Next speaker: Bo, then Ana."))
+
+    assert first.text == server.reply
+    assert "".join(e.data["text"] for e in events if e.kind == "text_delta") == server.reply
+    r1, r2 = server.requests
+    assert r1["path"] == "/v1/messages" and r1["json"]["stream"] is True
+    assert r1["json"]["model"] == "claude-sonnet-4-6"
+    # The cached system block is byte-identical although the volatile part changed.
+    assert cached_block(r1) == cached_block(r2)
+    assert cached_block(r1) == json.dumps(
+        {"type": "text", "text": STABLE, "cache_control": {"type": "ephemeral"}}
+    ).encode()
+    assert "Next speaker" not in json.dumps(r1["json"]["system"])
+    assert "Next speaker: Bo, then Ana." in json.dumps(r2["json"]["messages"][-1])
+    assert first.usage.cache_write_tokens > 0 and first.usage.cache_read_tokens == 0
+    assert second.usage.cache_read_tokens > 0 and second.usage.cache_write_tokens == 0
+    assert second.usage.output_tokens > 0 and second.usage.input_tokens > 0
+    assert second.usage.latency_ms >= 0
+
+    third = await run_to_result(backend, turn(server, stable=STABLE + "New rule: use emoji.\n"))
+    assert third.usage.cache_write_tokens > 0 and third.usage.cache_read_tokens == 0
+
+
+async def test_anthropic_messages_alternate_and_name_authors(server):
+    await run_to_result(make_backend("anthropic_api", max_retries=0), turn(server))
+    messages = server.requests[0]["json"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["content"] == "Ana: Morning all\n\nCy: Bo, can you check the build?"
+    assert messages[1]["content"] == "On it."
+    assert messages[2]["content"].endswith("Is it green?")
+    # The key travels the way the SDK sends it.
+    assert server.requests[0]["headers"].get("Authorization") == "Bearer test-key"
+
+
+def test_chat_messages_edge_cases():
+    t = Turn("", "", "hi", [{"role": "assistant", "author": "Bo", "text": "hello"}, {"role": "user", "author": "Ana", "text": "hi"}])
+    # Leading assistant gets a user opener; a trailing copy of the prompt is not sent twice.
+    assert chat_messages(t, ["ctx", t.prompt]) == [
+        {"role": "user", "content": "(earlier conversation)"},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "ctx\n\nhi"},
+    ]
+
+
+async def test_anthropic_wrong_key_is_backend_error(server):
+    t = turn(server)
+    t.api_key = "wrong"
+    with pytest.raises(BackendError, match="401: invalid x-api-key"):
+        await run_to_result(make_backend("anthropic_api", max_retries=0), t)
+
+
+async def test_anthropic_server_error_and_midstream_error(server):
+    server.errors.append((500, ANTHROPIC_500))
+    with pytest.raises(BackendError, match="500: Internal server error"):
+        await run_to_result(make_backend("anthropic_api", max_retries=0), turn(server))
+    server.midstream_error = ANTHROPIC_OVERLOADED
+    with pytest.raises(BackendError, match="Overloaded"):
+        await run_to_result(make_backend("anthropic_api", max_retries=0), turn(server))
+
+
+async def test_anthropic_retries_once_then_succeeds(server):
+    server.errors.append((500, ANTHROPIC_500))
+    result = await run_to_result(make_backend("anthropic_api", max_retries=1), turn(server))
+    assert result.text == server.reply and len(server.requests) == 2
+
+
+async def test_anthropic_missing_key_and_unreachable():
+    with pytest.raises(BackendError, match="ANTHROPIC_API_KEY is not set"):
+        await run_to_result(make_backend("anthropic_api"), Turn("s", "v", "p", []))
+    t = Turn("s", "v", "p", [], api_key="k", base_url="http://127.0.0.1:9")
+    with pytest.raises(BackendError, match="cannot reach the Anthropic API"):
+        await run_to_result(make_backend("anthropic_api", max_retries=0), t)
+
+
+async def test_anthropic_key_from_env(server, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    result = await run_to_result(make_backend("anthropic_api", max_retries=0), Turn("s", "", "p", []))
+    assert result.text == server.reply
+
+
+# -- OpenAI ----------------------------------------------------------------------------------
+
+
+async def test_openai_streams_with_usage_and_cached_tokens(server):
+    backend = make_backend("openai_api", max_retries=0)
+    events = []
+    first = await run_to_result(backend, oturn(server), events.append)
+    second = await run_to_result(backend, oturn(server, volatile="Different volatile"))
+
+    assert first.text == server.reply
+    assert "".join(e.data["text"] for e in events if e.kind == "text_delta") == server.reply
+    r1 = server.requests[0]
+    assert r1["path"] == "/v1/chat/completions"
+    assert r1["json"]["stream"] is True and r1["json"]["stream_options"] == {"include_usage": True}
+    messages = r1["json"]["messages"]
+    assert messages[0] == {"role": "system", "content": STABLE}
+    assert messages[1] == {"role": "system", "content": "Next speaker: Bo. Reply in one line."}
+    assert [m["role"] for m in messages[2:]] == ["user", "assistant", "user"]
+    assert messages[-1]["content"] == "Is it green?"
+    assert first.usage.cache_read_tokens == 0 and first.usage.output_tokens > 0
+    assert second.usage.cache_read_tokens > 0
+    # input_tokens is the uncached part; prompt_tokens (which includes cached ones) is split up.
+    prompt_tokens = sum(tokens(m["content"]) for m in server.requests[1]["json"]["messages"])
+    assert second.usage.input_tokens + second.usage.cache_read_tokens == prompt_tokens
+    assert second.usage.cache_read_tokens == tokens("openai:" + STABLE)
+
+
+def oturn(server, **kw):
+    t = turn(server, **kw)
+    t.base_url = server.url + "/v1"
+    t.model = "llama3"
+    return t
+
+
+async def test_openai_compatible_server_without_details_and_key(server, monkeypatch):
+    # Ollama-style: a base_url without a key, usage without *_details.
+    server.api_key = "unused"
+    server.omit_usage_details = True
+    t = oturn(server)
+    t.api_key = None
+    result = await run_to_result(make_backend("openai_api", max_retries=0), t)
+    assert result.text == server.reply
+    assert result.usage.cache_read_tokens == 0 and result.usage.input_tokens > 0
+    assert server.requests[0]["json"]["model"] == "llama3"
+
+
+async def test_openai_errors(server):
+    t = oturn(server)
+    t.api_key = "wrong"
+    with pytest.raises(BackendError, match="401: Incorrect API key"):
+        await run_to_result(make_backend("openai_api", max_retries=0), t)
+    with pytest.raises(BackendError, match="OPENAI_API_KEY is not set"):
+        await run_to_result(make_backend("openai_api"), Turn("s", "v", "p", []))
+    t = Turn("s", "v", "p", [], api_key="k", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(BackendError, match="cannot reach the OpenAI API"):
+        await run_to_result(make_backend("openai_api", max_retries=0), t)
+
+
+# -- scripted, make_backend, run_to_result ---------------------------------------------------
+
+
+async def test_scripted_backend():
+    backend = make_backend("scripted", replies={"ping": "pong"}, default="Echo: {prompt}")
+    events = []
+    result = await run_to_result(backend, Turn("", "", " PING ", []), events.append)
+    assert result.text == "pong" and result.blocks == [{"type": "label", "text": "scripted"}]
+    assert [e.kind for e in events] == ["session", "text_delta"]
+    result = await run_to_result(backend, Turn("", "", "what {x} now", [], session_id="s1"))
+    assert result.text == "Echo: what {x} now" and result.session_id == "s1"
+    with pytest.raises(BackendError, match="scripted failure"):
+        await run_to_result(backend, Turn("", "", "please [[fail]]", []))
+
+
+async def test_scripted_delay_is_measured():
+    result = await run_to_result(make_backend("scripted", delay_ms=120), Turn("", "", "x", []))
+    assert result.usage.latency_ms >= 120
+
+
+def test_make_backend_rejects_unknown_names_and_options():
+    with pytest.raises(BackendError, match="unknown backend"):
+        make_backend("gpt_magic")
+    with pytest.raises(BackendError, match="bad options"):
+        make_backend("scripted", bogus=1)
+
+
+class _Broken:
+    name = "broken"
+
+    def __init__(self, items):
+        self.items = items
+
+    async def run(self, turn):
+        for item in self.items:
+            yield item
+
+
+async def test_run_to_result_enforces_exactly_one_result_last():
+    ok = Result("a", Usage())
+    with pytest.raises(BackendError, match="without a result"):
+        await run_to_result(_Broken([Event("progress", {"message": "x"})]), Turn("", "", "", []))
+    with pytest.raises(BackendError, match="more after its result"):
+        await run_to_result(_Broken([ok, ok]), Turn("", "", "", []))
+    with pytest.raises(BackendError, match="more after its result"):
+        await run_to_result(_Broken([ok, Event("progress", {})]), Turn("", "", "", []))
+    seen = []
+
+    async def on_event(e):
+        seen.append(e)
+
+    result = await run_to_result(_Broken([Event("progress", {"message": "x"}), ok]), Turn("", "", "", []), on_event)
+    assert result is ok and len(seen) == 1

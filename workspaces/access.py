@@ -1,0 +1,37 @@
+"""Permission-checked fetches of workspaces. Another tenant's id is simply not found."""
+
+from workspaces.exceptions import NotAllowed, WorkspaceNotFound
+from workspaces.models import Membership, Workspace
+
+
+def workspaces_visible_to(user):
+    """Workspaces the person is a member of, personal first then teams by name."""
+    return (
+        Workspace.objects.filter(memberships__user=user)
+        .extra(select={"personal_first": "kind <> 'personal'"})
+        .order_by("personal_first", "name", "created_at")
+    )
+
+
+def access_membership(user, workspace_id) -> Membership:
+    """The person's membership of WORKSPACE_ID, or not found."""
+    if not getattr(user, "is_authenticated", False) or not hasattr(user, "memberships"):
+        raise WorkspaceNotFound()
+    try:
+        return Membership.objects.select_related("workspace").get(workspace_id=workspace_id, user=user)
+    except (Membership.DoesNotExist, ValueError, TypeError):
+        raise WorkspaceNotFound() from None
+
+
+def access_workspace(user, workspace_id) -> Workspace:
+    return access_membership(user, workspace_id).workspace
+
+
+def require_manager(membership: Membership) -> None:
+    if not membership.is_manager:
+        raise NotAllowed("Only an admin or the owner of this workspace can do that.")
+
+
+def require_owner(membership: Membership) -> None:
+    if membership.role != "owner":
+        raise NotAllowed("Only the owner of this workspace can do that.")

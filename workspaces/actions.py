@@ -1,0 +1,158 @@
+"""Every state change of workspaces, memberships, invitations, tokens and credentials."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agntchat.core import crypto
+from agntchat.core.events import publish
+from workspaces.access import require_manager, require_owner
+from workspaces.exceptions import InvitationInvalid, NotAllowed, OwnerRule, PersonalWorkspaceRule
+from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
+
+
+def _announce(workspace: Workspace, what: str) -> None:
+    publish(f"workspace.{workspace.id}", {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}})
+
+
+def ensure_personal_workspace(user: User) -> Workspace:
+    """Create the person's one personal workspace if it does not exist yet (idempotent)."""
+    with transaction.atomic():
+        workspace = Workspace.objects.filter(owner=user, kind=Workspace.Kind.PERSONAL).first()
+        if workspace is None:
+            workspace = Workspace.objects.create(name="Personal", kind=Workspace.Kind.PERSONAL, owner=user)
+            Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
+        return workspace
+
+
+def create_team_workspace(user: User, name: str) -> Workspace:
+    with transaction.atomic():
+        workspace = Workspace.objects.create(name=name, kind=Workspace.Kind.TEAM, owner=user)
+        Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
+    return workspace
+
+
+def rename_workspace(membership: Membership, name: str) -> Workspace:
+    require_manager(membership)
+    workspace = membership.workspace
+    workspace.name = name
+    workspace.save(update_fields=["name", "updated_at"])
+    _announce(workspace, "workspace.renamed")
+    return workspace
+
+
+def delete_workspace(membership: Membership) -> None:
+    workspace = membership.workspace
+    if workspace.is_personal:
+        raise PersonalWorkspaceRule("A personal workspace can never be deleted.")
+    require_owner(membership)
+    _announce(workspace, "workspace.deleted")
+    workspace.delete()
+
+
+def create_invitation(membership: Membership, role: str = Role.MEMBER, email: str = "") -> tuple[Invitation, str]:
+    """Return the invitation and its secret token (shown once: only the hash is kept)."""
+    workspace = membership.workspace
+    if workspace.is_personal:
+        raise PersonalWorkspaceRule("Nobody can be invited to a personal workspace.")
+    require_manager(membership)
+    if role == Role.OWNER:
+        raise OwnerRule("The owner is set at creation; nobody can be invited as owner.")
+    if role == Role.ADMIN and membership.role != Role.OWNER:
+        raise NotAllowed("Only the owner can invite someone as an admin.")
+    token = crypto.new_secret("inv")
+    invitation = Invitation.objects.create(
+        workspace=workspace,
+        created_by=membership.user,
+        role=role,
+        email=email,
+        token_hash=crypto.hash_secret(token),
+        expires_at=timezone.now() + timedelta(days=settings.INVITATION_TTL_DAYS),
+    )
+    return invitation, token
+
+
+def accept_invitation(user: User, token: str) -> Membership:
+    with transaction.atomic():
+        invitation = (
+            Invitation.objects.select_for_update()
+            .select_related("workspace")
+            .filter(token_hash=crypto.hash_secret(token or ""))
+            .first()
+        )
+        if invitation is None or invitation.revoked_at:
+            raise InvitationInvalid("This invitation link is not valid.", status=404)
+        if invitation.accepted_at:
+            raise InvitationInvalid("This invitation has already been used.")
+        if invitation.expires_at <= timezone.now():
+            raise InvitationInvalid("This invitation has expired; ask for a new link.")
+        membership = Membership.objects.filter(workspace=invitation.workspace, user=user).first()
+        if membership is None:
+            membership = Membership.objects.create(workspace=invitation.workspace, user=user, role=invitation.role)
+        invitation.accepted_by = user
+        invitation.accepted_at = timezone.now()
+        invitation.save(update_fields=["accepted_by", "accepted_at", "updated_at"])
+        _announce(invitation.workspace, "member.joined")
+    return membership
+
+
+def change_role(membership: Membership, target: Membership, role: str) -> Membership:
+    """Only the owner changes roles, and never their own: the owner is fixed."""
+    require_owner(membership)
+    if target.role == Role.OWNER:
+        raise OwnerRule("The owner's role can never be changed.")
+    if role not in (Role.ADMIN, Role.MEMBER):
+        raise OwnerRule("A member can only be made admin or member; the owner is fixed.")
+    target.role = role
+    target.save(update_fields=["role", "updated_at"])
+    _announce(membership.workspace, "member.role_changed")
+    return target
+
+
+def remove_member(membership: Membership, target: Membership) -> None:
+    if target.role == Role.OWNER:
+        raise OwnerRule("The owner can never be removed from their workspace.")
+    if target.user_id == membership.user_id:
+        return leave_workspace(membership)
+    require_manager(membership)
+    if target.role == Role.ADMIN and membership.role != Role.OWNER:
+        raise NotAllowed("Only the owner can remove an admin.")
+    target.delete()
+    _announce(membership.workspace, "member.removed")
+
+
+def leave_workspace(membership: Membership) -> None:
+    if membership.workspace.is_personal:
+        raise PersonalWorkspaceRule("You cannot leave your personal workspace.")
+    if membership.role == Role.OWNER:
+        raise OwnerRule("The owner cannot leave; delete the workspace instead.")
+    membership.delete()
+    _announce(membership.workspace, "member.left")
+
+
+def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:
+    secret = crypto.new_secret("apt")
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=crypto.lookup_prefix(secret), token_hash=crypto.hash_secret(secret)
+    )
+    return token, secret
+
+
+def revoke_api_token(token: ApiToken) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at", "updated_at"])
+
+
+def create_credential(membership: Membership, name: str, value: str, kind: str = "api_key") -> Credential:
+    require_manager(membership)
+    return Credential.objects.create(
+        workspace=membership.workspace, name=name, kind=kind, ciphertext=crypto.encrypt(value), created_by=membership.user
+    )
+
+
+def delete_credential(membership: Membership, credential: Credential) -> None:
+    require_manager(membership)
+    credential.delete()

@@ -1,0 +1,55 @@
+"""Staff admin. The owner and personal-workspace rules hold here too (fields are read-only)."""
+
+from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
+
+from agntchat.core.exceptions import AppError
+from workspaces import actions
+from workspaces.models import Membership, User, Workspace
+
+
+@admin.register(User)
+class PersonAdmin(UserAdmin):
+    list_display = ("username", "email", "display_name", "is_staff", "created_at")
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ("user", "role")
+    readonly_fields = ("user", "role")
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "owner", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("name", "owner__username")
+    inlines = [MembershipInline]
+
+    def get_readonly_fields(self, request, obj=None):
+        # The owner and the kind are fixed at creation (WS-1, WS-2).
+        return ("owner", "kind") if obj else ()
+
+    def has_delete_permission(self, request, obj=None):
+        return obj is None or not obj.is_personal
+
+    def delete_queryset(self, request, queryset):
+        for workspace in queryset:
+            self.delete_model(request, workspace)
+
+    def delete_model(self, request, obj):
+        try:
+            actions.delete_workspace(Membership.objects.get(workspace=obj, role="owner"))
+        except AppError as exc:
+            messages.error(request, exc.message)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            obj.save(update_fields=["name", "updated_at"])
+        else:
+            actions.create_team_workspace(obj.owner, obj.name)

@@ -1,0 +1,290 @@
+"""REST for people, workspaces, members, invitations, tokens and credentials."""
+
+from django.contrib.auth import authenticate
+from django.urls import path
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agntchat.core.api import IsPerson, StrictSerializer, error_body
+from workspaces import actions
+from workspaces.access import access_membership, require_manager, workspaces_visible_to
+from workspaces.exceptions import WorkspaceNotFound
+from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
+
+
+class UserSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    username = serializers.CharField()
+    display_name = serializers.CharField()
+    email = serializers.EmailField()
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):
+    owner_id = serializers.UUIDField(read_only=True)
+    role = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workspace
+        fields = ["id", "name", "kind", "owner_id", "role", "created_at"]
+
+    def get_role(self, workspace):
+        roles = self.context.get("roles", {})
+        return roles.get(workspace.id)
+
+
+class MemberSerializer(serializers.ModelSerializer):
+    user = UserSerializer()
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user", "role", "created_at"]
+
+
+class NameInput(StrictSerializer):
+    name = serializers.CharField(max_length=80, trim_whitespace=True)
+
+
+class TokenInput(StrictSerializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=256, trim_whitespace=False)
+    name = serializers.CharField(max_length=80, required=False, allow_blank=True)
+
+
+class InvitationInput(StrictSerializer):
+    role = serializers.ChoiceField(choices=[Role.MEMBER, Role.ADMIN], default=Role.MEMBER)
+    email = serializers.EmailField(required=False, allow_blank=True, default="")
+
+
+class AcceptInput(StrictSerializer):
+    token = serializers.CharField(max_length=100)
+
+
+class RoleInput(StrictSerializer):
+    role = serializers.ChoiceField(choices=[Role.MEMBER, Role.ADMIN])
+
+
+class CredentialInput(StrictSerializer):
+    name = serializers.CharField(max_length=80)
+    kind = serializers.CharField(max_length=40, required=False, default="api_key")
+    value = serializers.CharField(max_length=10_000, trim_whitespace=False)
+
+
+def _valid(serializer_class, request):
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _workspace_out(request, workspace, role):
+    return WorkspaceSerializer(workspace, context={"roles": {workspace.id: role}}).data
+
+
+class TokenView(APIView):
+    """POST: exchange a username and password for a personal API token (shown once)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes = []
+
+    def post(self, request):
+        data = _valid(TokenInput, request)
+        user = authenticate(request, username=data["username"], password=data["password"])
+        if user is None:
+            return Response(error_body("invalid_credentials", "Wrong username or password."), status=401)
+        token, secret = actions.issue_api_token(user, data.get("name", ""))
+        return Response({"id": token.id, "token": secret, "prefix": token.prefix}, status=201)
+
+
+class TokenListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        tokens = ApiToken.objects.filter(user=request.user).order_by("-created_at")
+        return Response(
+            {"results": [
+                {"id": t.id, "name": t.name, "prefix": t.prefix, "createdAt": t.created_at,
+                 "lastUsedAt": t.last_used_at, "revokedAt": t.revoked_at}
+                for t in tokens
+            ]}
+        )
+
+
+class TokenDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def delete(self, request, token_id):
+        token = ApiToken.objects.filter(user=request.user, id=token_id).first()
+        if token is None:
+            raise WorkspaceNotFound("Token not found.")
+        actions.revoke_api_token(token)
+        return Response(status=204)
+
+
+class MeView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        return Response(UserSerializer(request.user).data)
+
+
+class WorkspaceListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        workspaces = list(workspaces_visible_to(request.user))
+        roles = dict(Membership.objects.filter(user=request.user).values_list("workspace_id", "role"))
+        return Response({"results": WorkspaceSerializer(workspaces, many=True, context={"roles": roles}).data})
+
+    def post(self, request):
+        data = _valid(NameInput, request)
+        workspace = actions.create_team_workspace(request.user, data["name"])
+        return Response(_workspace_out(request, workspace, Role.OWNER), status=201)
+
+
+class WorkspaceDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        return Response(_workspace_out(request, membership.workspace, membership.role))
+
+    def patch(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        data = _valid(NameInput, request)
+        workspace = actions.rename_workspace(membership, data["name"])
+        return Response(_workspace_out(request, workspace, membership.role))
+
+    def delete(self, request, workspace_id):
+        actions.delete_workspace(access_membership(request.user, workspace_id))
+        return Response(status=204)
+
+
+class LeaveView(APIView):
+    permission_classes = [IsPerson]
+
+    def post(self, request, workspace_id):
+        actions.leave_workspace(access_membership(request.user, workspace_id))
+        return Response(status=204)
+
+
+class MemberListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        members = membership.workspace.memberships.select_related("user").order_by("created_at")
+        return Response({"results": MemberSerializer(members, many=True).data})
+
+
+def _target(membership, user_id) -> Membership:
+    target = (
+        Membership.objects.select_related("user", "workspace")
+        .filter(workspace=membership.workspace, user_id=user_id)
+        .first()
+    )
+    if target is None:
+        raise WorkspaceNotFound("Member not found.")
+    return target
+
+
+class MemberDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def patch(self, request, workspace_id, user_id):
+        membership = access_membership(request.user, workspace_id)
+        data = _valid(RoleInput, request)
+        target = actions.change_role(membership, _target(membership, user_id), data["role"])
+        return Response(MemberSerializer(target).data)
+
+    def delete(self, request, workspace_id, user_id):
+        membership = access_membership(request.user, workspace_id)
+        actions.remove_member(membership, _target(membership, user_id))
+        return Response(status=204)
+
+
+class InvitationListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        require_manager(membership)
+        invitations = Invitation.objects.filter(workspace=membership.workspace).order_by("-created_at")
+        return Response({"results": [_invitation_out(i) for i in invitations]})
+
+    def post(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        data = _valid(InvitationInput, request)
+        invitation, token = actions.create_invitation(membership, data["role"], data.get("email", ""))
+        out = _invitation_out(invitation)
+        out["token"] = token
+        out["url"] = request.build_absolute_uri(f"/invite/{token}/")
+        return Response(out, status=201)
+
+
+def _invitation_out(invitation):
+    return {
+        "id": invitation.id, "role": invitation.role, "email": invitation.email,
+        "expiresAt": invitation.expires_at, "acceptedAt": invitation.accepted_at, "createdAt": invitation.created_at,
+    }
+
+
+class AcceptInvitationView(APIView):
+    permission_classes = [IsPerson]
+
+    def post(self, request):
+        data = _valid(AcceptInput, request)
+        membership = actions.accept_invitation(request.user, data["token"])
+        return Response(_workspace_out(request, membership.workspace, membership.role), status=200)
+
+
+class CredentialListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        require_manager(membership)
+        creds = Credential.objects.filter(workspace=membership.workspace).order_by("name")
+        return Response({"results": [_credential_out(c) for c in creds]})
+
+    def post(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        data = _valid(CredentialInput, request)
+        if Credential.objects.filter(workspace=membership.workspace, name=data["name"]).exists():
+            return Response(error_body("invalid", "Some fields are invalid.", {"name": "A credential with this name exists."}), status=400)
+        credential = actions.create_credential(membership, data["name"], data["value"], data["kind"])
+        return Response(_credential_out(credential), status=status.HTTP_201_CREATED)
+
+
+class CredentialDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def delete(self, request, workspace_id, credential_id):
+        membership = access_membership(request.user, workspace_id)
+        credential = Credential.objects.filter(workspace=membership.workspace, id=credential_id).first()
+        if credential is None:
+            raise WorkspaceNotFound("Credential not found.")
+        actions.delete_credential(membership, credential)
+        return Response(status=204)
+
+
+def _credential_out(credential):
+    # The secret never leaves the server through this API.
+    return {"id": credential.id, "name": credential.name, "kind": credential.kind, "createdAt": credential.created_at}
+
+
+urlpatterns = [
+    path("auth/token/", TokenView.as_view()),
+    path("auth/tokens/", TokenListView.as_view()),
+    path("auth/tokens/<uuid:token_id>/", TokenDetailView.as_view()),
+    path("me/", MeView.as_view()),
+    path("workspaces/", WorkspaceListView.as_view()),
+    path("workspaces/<uuid:workspace_id>/", WorkspaceDetailView.as_view()),
+    path("workspaces/<uuid:workspace_id>/leave/", LeaveView.as_view()),
+    path("workspaces/<uuid:workspace_id>/members/", MemberListView.as_view()),
+    path("workspaces/<uuid:workspace_id>/members/<uuid:user_id>/", MemberDetailView.as_view()),
+    path("workspaces/<uuid:workspace_id>/invitations/", InvitationListView.as_view()),
+    path("workspaces/<uuid:workspace_id>/credentials/", CredentialListView.as_view()),
+    path("workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/", CredentialDetailView.as_view()),
+    path("invitations/accept/", AcceptInvitationView.as_view()),
+]

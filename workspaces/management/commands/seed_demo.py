@@ -1,0 +1,47 @@
+"""Create demo data once (a person, their personal workspace, a team workspace); print the login."""
+
+import secrets
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from conversations.actions import create_conversation
+from conversations.models import Conversation
+from workspaces.actions import create_team_workspace
+from workspaces.models import User, Workspace
+
+DEMO_USERNAME = "demo"
+
+
+def demo_password() -> str:
+    """Generated once per checkout and kept under ./var, so the printed login stays valid."""
+    path = settings.VAR_DIR / "demo_password"
+    if not path.exists():
+        settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(9))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+class Command(BaseCommand):
+    help = "Create the demo person and workspaces if they do not exist; print how to log in."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000")
+
+    def handle(self, *args, url, **options):
+        password = demo_password()
+        with transaction.atomic():
+            user = User.objects.filter(username=DEMO_USERNAME).first()
+            if user is None:
+                user = User.objects.create_user(DEMO_USERNAME, "demo@example.com", password, display_name="Demo Person")
+            elif not user.check_password(password):
+                user.set_password(password)
+                user.save(update_fields=["password"])
+            team = Workspace.objects.filter(owner=user, kind=Workspace.Kind.TEAM, name="Demo team").first()
+            if team is None:
+                team = create_team_workspace(user, "Demo team")
+            if not Conversation.objects.filter(workspace=team, kind=Conversation.Kind.CHANNEL, title="general").exists():
+                create_conversation(user, team, kind=Conversation.Kind.CHANNEL, title="general")
+        self.stdout.write(f"\n  agntchat is running at {url}\n  log in as: {DEMO_USERNAME} / {password}\n")

@@ -1,0 +1,119 @@
+"""People, workspaces, memberships, invitations, personal API tokens, workspace credentials."""
+
+from django.contrib.auth.models import AbstractUser, UserManager
+from django.db import models, transaction
+from django.db.models import Q
+
+from agntchat.core.models import BaseModel
+
+
+class User(BaseModel, AbstractUser):
+    """A person. Creating one, by any path, also creates their personal workspace (WS-1)."""
+
+    # AbstractUser has date_joined; created_at/updated_at come from BaseModel.
+    display_name = models.CharField(max_length=80, blank=True)
+
+    objects = UserManager()
+
+    def save(self, *args, **kwargs):
+        # Overriding save (not a signal) covers signup, createsuperuser, the admin and the API
+        # alike: every way of creating a person goes through here.
+        creating = self._state.adding
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            if creating:
+                from workspaces.actions import ensure_personal_workspace
+
+                ensure_personal_workspace(self)
+
+    @property
+    def label(self) -> str:
+        return self.display_name or self.username
+
+
+class Workspace(BaseModel):
+    class Kind(models.TextChoices):
+        PERSONAL = "personal"
+        TEAM = "team"
+
+    name = models.CharField(max_length=80)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    # Set once at creation; no action changes it (WS-2).
+    owner = models.ForeignKey(User, on_delete=models.PROTECT, related_name="owned_workspaces")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner"], condition=Q(kind="personal"), name="one_personal_workspace_per_person"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_personal(self) -> bool:
+        return self.kind == self.Kind.PERSONAL
+
+
+class Role(models.TextChoices):
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+
+
+class Membership(BaseModel):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="one_membership_per_person"),
+            models.UniqueConstraint(
+                fields=["workspace"], condition=Q(role="owner"), name="one_owner_per_workspace"
+            ),
+        ]
+
+    @property
+    def is_manager(self) -> bool:
+        """Admin and owner do the same day to day: invite, credentials, hosts."""
+        return self.role in (Role.OWNER, Role.ADMIN)
+
+
+class Invitation(BaseModel):
+    """An invite link. The token is shown once; only its hash is stored."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    created_by = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    email = models.EmailField(blank=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField()
+    accepted_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class ApiToken(BaseModel):
+    """A personal API token (``apt_…``) for REST and MCP clients; stored only as a hash."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80, blank=True)
+    prefix = models.CharField(max_length=12, db_index=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+
+class Credential(BaseModel):
+    """A secret a workspace gives its agents (an API key, say); encrypted at rest."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="credentials")
+    name = models.CharField(max_length=80)
+    kind = models.CharField(max_length=40, default="api_key")
+    ciphertext = models.TextField()
+    created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="unique_credential_name")]
