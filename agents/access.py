@@ -6,12 +6,15 @@ from django.utils import timezone
 from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent, AgentPin, AgentSession
 from agntchat.core import crypto
+from agntchat.core.ids import as_uuid
 from workspaces.models import Membership, Workspace
 
 
 def agents_visible_in(workspace_id):
     """Agents that appear in a workspace: owner is a member, and not pinned away from it."""
-    owner_is_member = Membership.objects.filter(workspace_id=workspace_id, user_id=OuterRef("owner_id"))
+    owner_is_member = Membership.objects.filter(
+        workspace_id=workspace_id, user_id=OuterRef("owner_id")
+    )
     pinned_here = AgentPin.objects.filter(workspace_id=workspace_id, agent_id=OuterRef("pk"))
     return Agent.objects.filter(Exists(owner_is_member)).filter(
         Q(visibility=Agent.Visibility.ALL) | Exists(pinned_here)
@@ -33,7 +36,9 @@ def agent_appears_in(agent: Agent, workspace_id) -> bool:
 def agents_visible_to(user):
     """Agents the person owns, plus those appearing in any workspace they belong to."""
     workspace_ids = Membership.objects.filter(user=user).values("workspace_id")
-    owner_shares = Membership.objects.filter(workspace_id__in=workspace_ids, user_id=OuterRef("owner_id"))
+    owner_shares = Membership.objects.filter(
+        workspace_id__in=workspace_ids, user_id=OuterRef("owner_id")
+    )
     pinned_shared = AgentPin.objects.filter(workspace_id__in=workspace_ids, agent_id=OuterRef("pk"))
     return Agent.objects.filter(
         Q(owner=user)
@@ -44,8 +49,8 @@ def agents_visible_to(user):
 def access_agent(user, agent_id) -> Agent:
     """An agent the person can see, or not found."""
     try:
-        return agents_visible_to(user).get(pk=agent_id)
-    except (Agent.DoesNotExist, ValueError, TypeError):
+        return agents_visible_to(user).get(pk=as_uuid(agent_id))
+    except Agent.DoesNotExist:
         raise AgentNotFound() from None
 
 

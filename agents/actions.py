@@ -13,19 +13,39 @@ from agntchat.core import crypto
 from workspaces.models import Membership
 
 
-def create_agent(owner, *, name: str, handle: str = "", role: str = "", capabilities=(), backend=Agent.Backend.CLAUDE_CLI,
-                 model: str = "", base_url: str = "", pinned_workspace_ids=None) -> Agent:
+def create_agent(
+    owner,
+    *,
+    name: str,
+    handle: str = "",
+    role: str = "",
+    capabilities=(),
+    backend=Agent.Backend.CLAUDE_CLI,
+    model: str = "",
+    base_url: str = "",
+    pinned_workspace_ids=None,
+) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
     if Agent.objects.filter(owner=owner, handle=handle).exists():
-        raise AgentRule("You already have an agent with this handle.", fields={"handle": "Already taken."})
+        raise AgentRule(
+            "You already have an agent with this handle.", fields={"handle": "Already taken."}
+        )
     with transaction.atomic():
         try:
             agent = Agent.objects.create(
-                owner=owner, name=name, handle=handle, role=role, capabilities=list(capabilities),
-                backend=backend, model=model, base_url=base_url,
+                owner=owner,
+                name=name,
+                handle=handle,
+                role=role,
+                capabilities=list(capabilities),
+                backend=backend,
+                model=model,
+                base_url=base_url,
             )
         except IntegrityError:
-            raise AgentRule("You already have an agent with this handle.", fields={"handle": "Already taken."}) from None
+            raise AgentRule(
+                "You already have an agent with this handle.", fields={"handle": "Already taken."}
+            ) from None
         if pinned_workspace_ids is not None:
             set_agent_pins(agent, pinned_workspace_ids)
     return agent
@@ -50,14 +70,16 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
             agent.visibility = Agent.Visibility.ALL
         else:
             allowed = set(
-                Membership.objects.filter(user_id=agent.owner_id, workspace_id__in=workspace_ids).values_list(
-                    "workspace_id", flat=True
-                )
+                Membership.objects.filter(
+                    user_id=agent.owner_id, workspace_id__in=workspace_ids
+                ).values_list("workspace_id", flat=True)
             )
             missing = {str(w) for w in workspace_ids} - {str(w) for w in allowed}
             if missing:
-                raise AgentRule("An agent can only be pinned to workspaces its owner belongs to.",
-                                fields={"pinnedWorkspaces": "Unknown workspace."})
+                raise AgentRule(
+                    "An agent can only be pinned to workspaces its owner belongs to.",
+                    fields={"pinnedWorkspaces": "Unknown workspace."},
+                )
             AgentPin.objects.bulk_create([AgentPin(agent=agent, workspace_id=w) for w in allowed])
             agent.visibility = Agent.Visibility.PINNED
         agent.save(update_fields=["visibility", "updated_at"])
@@ -67,8 +89,12 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
 def create_agent_key(agent: Agent, name: str = "") -> tuple[AgentKey, str]:
     """A new long-lived key; the secret is returned once and stored only as a hash."""
     secret = crypto.new_secret("agk")
-    key = AgentKey.objects.create(agent=agent, name=name, prefix=crypto.lookup_prefix(secret),
-                                  key_hash=crypto.hash_secret(secret))
+    key = AgentKey.objects.create(
+        agent=agent,
+        name=name,
+        prefix=crypto.lookup_prefix(secret),
+        key_hash=crypto.hash_secret(secret),
+    )
     return key, secret
 
 
@@ -83,13 +109,20 @@ def revoke_agent_key(key: AgentKey) -> None:
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     """Exchange a live agent key for a short-lived session token (WS-3); None if the key is bad."""
-    key = AgentKey.objects.select_related("agent__owner").filter(key_hash=crypto.hash_secret(key_secret)).first()
+    key = (
+        AgentKey.objects.select_related("agent__owner")
+        .filter(key_hash=crypto.hash_secret(key_secret))
+        .first()
+    )
     if key is None or key.revoked_at is not None or not key.agent.owner.is_active:
         return None
     now = timezone.now()
     secret = crypto.new_secret("ags")
     session = AgentSession.objects.create(
-        agent=key.agent, key=key, prefix=crypto.lookup_prefix(secret), token_hash=crypto.hash_secret(secret),
+        agent=key.agent,
+        key=key,
+        prefix=crypto.lookup_prefix(secret),
+        token_hash=crypto.hash_secret(secret),
         expires_at=now + timedelta(seconds=settings.AGENT_SESSION_TTL),
     )
     AgentKey.objects.filter(pk=key.pk).update(last_used_at=now)

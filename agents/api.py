@@ -20,11 +20,17 @@ class AgentInput(StrictSerializer):
     name = serializers.CharField(max_length=80)
     handle = serializers.SlugField(max_length=40, required=False)
     role = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
-    capabilities = serializers.ListField(child=serializers.CharField(max_length=60), max_length=50, required=False, default=list)
-    backend = serializers.ChoiceField(choices=Agent.Backend.choices, required=False, default=Agent.Backend.CLAUDE_CLI)
+    capabilities = serializers.ListField(
+        child=serializers.CharField(max_length=60), max_length=50, required=False, default=list
+    )
+    backend = serializers.ChoiceField(
+        choices=Agent.Backend.choices, required=False, default=Agent.Backend.CLAUDE_CLI
+    )
     model = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     base_url = serializers.URLField(required=False, allow_blank=True, default="")
-    pinned_workspaces = serializers.ListField(child=serializers.UUIDField(), required=False, allow_null=True, default=None)
+    pinned_workspaces = serializers.ListField(
+        child=serializers.UUIDField(), required=False, allow_null=True, default=None
+    )
 
 
 class AgentUpdate(AgentInput):
@@ -40,11 +46,19 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
     if online is None:
         online = presence.is_online(agent.id)
     return {
-        "id": agent.id, "name": agent.name, "handle": agent.handle, "role": agent.role,
-        "capabilities": agent.capabilities, "backend": agent.backend, "model": agent.model,
-        "base_url": agent.base_url, "owner_id": agent.owner_id, "visibility": agent.visibility,
+        "id": agent.id,
+        "name": agent.name,
+        "handle": agent.handle,
+        "role": agent.role,
+        "capabilities": agent.capabilities,
+        "backend": agent.backend,
+        "model": agent.model,
+        "base_url": agent.base_url,
+        "owner_id": agent.owner_id,
+        "visibility": agent.visibility,
         "pinned_workspaces": [str(p.workspace_id) for p in agent.pins.all()],
-        "online": online, "created_at": agent.created_at,
+        "online": online,
+        "created_at": agent.created_at,
     }
 
 
@@ -123,8 +137,14 @@ class KeyDetailView(APIView):
 
 
 def _key_out(key: AgentKey) -> dict:
-    return {"id": key.id, "name": key.name, "prefix": key.prefix, "created_at": key.created_at,
-            "last_used_at": key.last_used_at, "revoked_at": key.revoked_at}
+    return {
+        "id": key.id,
+        "name": key.name,
+        "prefix": key.prefix,
+        "created_at": key.created_at,
+        "last_used_at": key.last_used_at,
+        "revoked_at": key.revoked_at,
+    }
 
 
 class AgentSessionView(APIView):
@@ -135,12 +155,19 @@ class AgentSessionView(APIView):
 
     def post(self, request):
         secret = bearer_secret(request.headers.get("Authorization", ""))
-        opened = actions.open_agent_session(secret) if secret and secret.startswith("agk_") else None
+        opened = (
+            actions.open_agent_session(secret) if secret and secret.startswith("agk_") else None
+        )
         if opened is None:
-            return Response(error_body("invalid_agent_key", "Invalid or revoked agent key."), status=401,
-                            headers={"WWW-Authenticate": 'Bearer realm="agntchat"'})
+            return Response(
+                error_body("invalid_agent_key", "Invalid or revoked agent key."),
+                status=401,
+                headers={"WWW-Authenticate": 'Bearer realm="agntchat"'},
+            )
         session, token = opened
-        return Response({"token": token, "expires_at": session.expires_at, "agent_id": session.agent_id})
+        return Response(
+            {"token": token, "expires_at": session.expires_at, "agent_id": session.agent_id}
+        )
 
 
 class AgentSelfView(APIView):

@@ -62,7 +62,9 @@ class AgentSocket(JsonSocket):
     async def connect(self):
         self.agent = await _agent_for(bearer_secret(header(self.scope, b"authorization")))
         if self.agent is None:
-            await self.refuse("A valid agent session token is required (Authorization: Bearer ags_…).")
+            await self.refuse(
+                "A valid agent session token is required (Authorization: Bearer ags_…)."
+            )
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = uuid.uuid4().hex
@@ -78,8 +80,14 @@ class AgentSocket(JsonSocket):
                 await self.send_error(exc.code, exc.message)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
-        await self.send_json({"type": "hello", "agentId": str(self.agent.id), "connectionId": self.connection_id,
-                              "prefetch": self.prefetch})
+        await self.send_json(
+            {
+                "type": "hello",
+                "agentId": str(self.agent.id),
+                "connectionId": self.connection_id,
+                "prefetch": self.prefetch,
+            }
+        )
         await self.fill()
 
     async def disconnect(self, code):
@@ -97,7 +105,9 @@ class AgentSocket(JsonSocket):
         room = self.prefetch - len(self.held)
         if room <= 0:
             return
-        frames = await database_sync_to_async(gateway.claim_work)(self.agent.id, self.connection_id, room)
+        frames = await database_sync_to_async(gateway.claim_work)(
+            self.agent.id, self.connection_id, room
+        )
         for frame in frames:
             self.held[frame["id"]] = frame["kind"]
             await self.send_json(frame)
@@ -133,11 +143,15 @@ class AgentSocket(JsonSocket):
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
         try:
-            expires = await database_sync_to_async(gateway.extend_work)(kind, item_id, self.connection_id)
+            expires = await database_sync_to_async(gateway.extend_work)(
+                kind, item_id, self.connection_id
+            )
         except NotHeld:
             self.held.pop(item_id, None)
             raise
-        await self.send_json({"type": "extended", "id": item_id, "leaseExpiresAt": expires.isoformat()})
+        await self.send_json(
+            {"type": "extended", "id": item_id, "leaseExpiresAt": expires.isoformat()}
+        )
 
     async def on_heartbeat(self, frame):
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)

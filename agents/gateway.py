@@ -39,7 +39,9 @@ WORK_KINDS = {
 }
 
 
-def claim_work(agent_id, connection_id: str, capacity: int, lease_seconds: int | None = None) -> list[dict]:
+def claim_work(
+    agent_id, connection_id: str, capacity: int, lease_seconds: int | None = None
+) -> list[dict]:
     """Claim up to CAPACITY items across every kind; return ready-to-send work frames."""
     lease = lease_seconds or settings.CLAIM_LEASE_SECONDS
     frames = []
@@ -50,7 +52,11 @@ def claim_work(agent_id, connection_id: str, capacity: int, lease_seconds: int |
         ids = claims.claim(model, agent_id, connection_id, room, timezone.now(), lease)
         if ids:
             payloads = build(ids)
-            frames += [wire({"type": "work", "kind": kind, "id": i, "payload": payloads[i]}) for i in ids if i in payloads]
+            frames += [
+                wire({"type": "work", "kind": kind, "id": i, "payload": payloads[i]})
+                for i in ids
+                if i in payloads
+            ]
     return frames
 
 
@@ -59,8 +65,13 @@ def ack_work(kind: str, item_id, connection_id: str) -> bool:
 
 
 def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | None = None):
-    return claims.extend(WORK_KINDS[kind][0], item_id, connection_id, timezone.now(),
-                         lease_seconds or settings.CLAIM_LEASE_SECONDS)
+    return claims.extend(
+        WORK_KINDS[kind][0],
+        item_id,
+        connection_id,
+        timezone.now(),
+        lease_seconds or settings.CLAIM_LEASE_SECONDS,
+    )
 
 
 def release_work(connection_id: str) -> int:

@@ -29,10 +29,16 @@ class Agent(BaseModel):
     model = models.CharField(max_length=100, blank=True)
     base_url = models.URLField(blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.ALL)
-    pinned_workspaces = models.ManyToManyField(Workspace, through="AgentPin", related_name="pinned_agents", blank=True)
+    pinned_workspaces = models.ManyToManyField(
+        Workspace, through="AgentPin", related_name="pinned_agents", blank=True
+    )
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["owner", "handle"], name="unique_agent_handle_per_owner")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "handle"], name="unique_agent_handle_per_owner"
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -52,7 +58,9 @@ class AgentPin(BaseModel):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="agent_pins")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["agent", "workspace"], name="one_pin_per_workspace")]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "workspace"], name="one_pin_per_workspace")
+        ]
 
 
 class AgentKey(BaseModel):

@@ -26,7 +26,10 @@ application = ProtocolTypeRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.
                 path("ws/agent/", AgentSocket.as_asgi()),
-                path("ws/live/", AllowedHostsOriginValidator(AuthMiddlewareStack(LiveSocket.as_asgi()))),
+                path(
+                    "ws/live/",
+                    AllowedHostsOriginValidator(AuthMiddlewareStack(LiveSocket.as_asgi())),
+                ),
             ]
         ),
     }

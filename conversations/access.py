@@ -2,8 +2,9 @@
 
 from django.db.models import Exists, OuterRef, Q
 
-from agents.access import agents_visible_in
+from agents.access import workspaces_of_agent
 from agents.models import Agent
+from agntchat.core.ids import as_uuid
 from conversations.exceptions import ConversationNotFound, MessageNotFound
 from conversations.models import Conversation, Message, Participant
 from workspaces.models import Membership
@@ -14,35 +15,49 @@ def conversations_visible_to(actor):
     conversations they take part in, in workspaces where they appear."""
     if isinstance(actor, Agent):
         taking_part = Participant.objects.filter(conversation_id=OuterRef("pk"), agent=actor)
-        appears = agents_visible_in(OuterRef("workspace_id")).filter(pk=actor.pk)
-        return Conversation.objects.filter(Exists(taking_part), Exists(appears))
+        return Conversation.objects.filter(
+            Exists(taking_part), workspace__in=workspaces_of_agent(actor)
+        )
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=actor)
     taking_part = Participant.objects.filter(conversation_id=OuterRef("pk"), user=actor)
-    return Conversation.objects.filter(Exists(member)).filter(Q(kind=Conversation.Kind.CHANNEL) | Exists(taking_part))
+    return Conversation.objects.filter(Exists(member)).filter(
+        Q(kind=Conversation.Kind.CHANNEL) | Exists(taking_part)
+    )
 
 
 def access_conversation(actor, conversation_id) -> Conversation:
     try:
-        return conversations_visible_to(actor).select_related("workspace").get(pk=conversation_id)
-    except (Conversation.DoesNotExist, ValueError, TypeError):
+        return (
+            conversations_visible_to(actor)
+            .select_related("workspace")
+            .get(pk=as_uuid(conversation_id))
+        )
+    except Conversation.DoesNotExist:
         raise ConversationNotFound() from None
 
 
 def access_message(actor, message_id) -> Message:
     visible = conversations_visible_to(actor)
     try:
-        return Message.objects.select_related("conversation").get(pk=message_id, conversation__in=visible)
-    except (Message.DoesNotExist, ValueError, TypeError):
+        return Message.objects.select_related("conversation").get(
+            pk=as_uuid(message_id), conversation__in=visible
+        )
+    except Message.DoesNotExist:
         raise MessageNotFound() from None
 
 
 def audience_user_ids(conversation: Conversation) -> list:
     """People who can read a conversation: for live events and unread counts."""
     if conversation.kind == Conversation.Kind.CHANNEL:
-        return list(Membership.objects.filter(workspace_id=conversation.workspace_id).values_list("user_id", flat=True))
+        return list(
+            Membership.objects.filter(workspace_id=conversation.workspace_id).values_list(
+                "user_id", flat=True
+            )
+        )
     return list(
         Participant.objects.filter(
-            conversation=conversation, user__isnull=False,
+            conversation=conversation,
+            user__isnull=False,
             user__memberships__workspace_id=conversation.workspace_id,
         ).values_list("user_id", flat=True)
     )

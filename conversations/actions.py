@@ -19,46 +19,85 @@ def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
 
 
-def create_conversation(creator, workspace, *, kind: str, title: str = "", user_ids=(), agent_ids=()) -> Conversation:
+def create_conversation(
+    creator, workspace, *, kind: str, title: str = "", user_ids=(), agent_ids=()
+) -> Conversation:
     """Open a conversation; every participant must belong to (or appear in) the workspace."""
     user_ids = {str(u) for u in user_ids}
     agent_ids = {str(a) for a in agent_ids}
     if not _is_agent(creator):
         user_ids.add(str(creator.id))
-    members = {str(u) for u in Membership.objects.filter(workspace=workspace, user_id__in=user_ids).values_list("user_id", flat=True)}
-    agents = {str(a) for a in agents_visible_in(workspace.id).filter(pk__in=agent_ids).values_list("id", flat=True)}
+    members = {
+        str(u)
+        for u in Membership.objects.filter(workspace=workspace, user_id__in=user_ids).values_list(
+            "user_id", flat=True
+        )
+    }
+    agents = {
+        str(a)
+        for a in agents_visible_in(workspace.id)
+        .filter(pk__in=agent_ids)
+        .values_list("id", flat=True)
+    }
     unknown = (user_ids - members) | (agent_ids - agents)
     if unknown:
-        raise ConversationRule("Some participants are not in this workspace.", fields={"participants": sorted(unknown)})
+        raise ConversationRule(
+            "Some participants are not in this workspace.", fields={"participants": sorted(unknown)}
+        )
     with transaction.atomic():
         conversation = Conversation.objects.create(
-            workspace=workspace, kind=kind, title=title, created_by=None if _is_agent(creator) else creator
+            workspace=workspace,
+            kind=kind,
+            title=title,
+            created_by=None if _is_agent(creator) else creator,
         )
         rows = [Participant(conversation=conversation, user_id=u) for u in sorted(members)]
         rows += [Participant(conversation=conversation, agent_id=a) for a in sorted(agents)]
         if _is_agent(creator) and str(creator.id) not in agents:
             rows.append(Participant(conversation=conversation, agent=creator))
         Participant.objects.bulk_create(rows)
-        publish_many([f"user.{u}" for u in members], {"type": "live.event", "event": {"type": "conversation.created", "conversation_id": conversation.id}})
+        publish_many(
+            [f"user.{u}" for u in members],
+            {
+                "type": "live.event",
+                "event": {"type": "conversation.created", "conversation_id": conversation.id},
+            },
+        )
     return conversation
 
 
 def add_participant(conversation: Conversation, *, user=None, agent=None) -> Participant:
-    participant, _ = Participant.objects.get_or_create(conversation=conversation, user=user, agent=agent)
+    participant, _ = Participant.objects.get_or_create(
+        conversation=conversation, user=user, agent=agent
+    )
     return participant
 
 
-def post_message(actor, conversation: Conversation, body: str, *, reply_to: Message | None = None,
-                 kind: str = Message.Kind.TEXT, payload: dict | None = None) -> Message:
+def post_message(
+    actor,
+    conversation: Conversation,
+    body: str,
+    *,
+    reply_to: Message | None = None,
+    kind: str = Message.Kind.TEXT,
+    payload: dict | None = None,
+) -> Message:
     """Store a message and queue it for every agent that must see it, in one transaction;
     announce it after commit (MSG-2). The same path for a person and for an agent."""
     body = (body or "").strip()
     if not body and not payload:
-        raise ConversationRule("A message needs a body.", fields={"body": "This field may not be blank."})
+        raise ConversationRule(
+            "A message needs a body.", fields={"body": "This field may not be blank."}
+        )
     if len(body) > MAX_BODY:
-        raise ConversationRule(f"A message can be at most {MAX_BODY} characters.", fields={"body": "Too long."})
+        raise ConversationRule(
+            f"A message can be at most {MAX_BODY} characters.", fields={"body": "Too long."}
+        )
     if reply_to is not None and reply_to.conversation_id != conversation.id:
-        raise ConversationRule("A reply must be in the same conversation.", fields={"replyTo": "Not in this conversation."})
+        raise ConversationRule(
+            "A reply must be in the same conversation.",
+            fields={"replyTo": "Not in this conversation."},
+        )
     agent_author = actor if _is_agent(actor) else None
     with transaction.atomic():
         if agent_author is None and actor is not None:
@@ -82,7 +121,10 @@ def post_message(actor, conversation: Conversation, body: str, *, reply_to: Mess
         )
         if kind == Message.Kind.TEXT and recipients:
             Delivery.objects.bulk_create(
-                [Delivery(agent_id=a, workspace_id=conversation.workspace_id, message=message) for a in recipients]
+                [
+                    Delivery(agent_id=a, workspace_id=conversation.workspace_id, message=message)
+                    for a in recipients
+                ]
             )
             for agent_id in recipients:
                 publish(f"agent.{agent_id}", {"type": "work.available"})
@@ -102,8 +144,13 @@ def announce_message(message: Message, event_type: str) -> None:
         topics = [f"workspace.{conversation.workspace_id}"]
     else:
         topics = [f"user.{u}" for u in audience_user_ids(conversation)]
-    publish_many(topics, {"type": "live.event", "event": {"type": event_type, "message": message_data(message)}})
+    publish_many(
+        topics,
+        {"type": "live.event", "event": {"type": event_type, "message": message_data(message)}},
+    )
 
 
 def mark_read(user, conversation: Conversation) -> None:
-    Participant.objects.filter(conversation=conversation, user=user).update(last_read_at=timezone.now())
+    Participant.objects.filter(conversation=conversation, user=user).update(
+        last_read_at=timezone.now()
+    )

@@ -47,7 +47,9 @@ class ConversationListView(APIView):
     def get(self, request):
         conversations = conversations_visible_to(request.user)
         if request.query_params.get("workspace"):
-            conversations = conversations.filter(workspace=access_workspace(request.user, request.query_params["workspace"]))
+            conversations = conversations.filter(
+                workspace=access_workspace(request.user, request.query_params["workspace"])
+            )
         conversations = conversations.order_by("-last_message_at", "-created_at")[:200]
         return Response({"results": [conversation_data(c) for c in conversations]})
 
@@ -59,7 +61,12 @@ class ConversationListView(APIView):
         people = [p["id"] for p in data["participants"] if p["type"] == "person"]
         agents = [p["id"] for p in data["participants"] if p["type"] == "agent"]
         conversation = actions.create_conversation(
-            request.user, workspace, kind=data["kind"], title=data["title"], user_ids=people, agent_ids=agents
+            request.user,
+            workspace,
+            kind=data["kind"],
+            title=data["title"],
+            user_ids=people,
+            agent_ids=agents,
         )
         return Response(conversation_data(conversation), status=201)
 
@@ -69,7 +76,9 @@ class ConversationDetailView(APIView):
         conversation = access_conversation(request.user, conversation_id)
         out = conversation_data(conversation)
         out["participants"] = [
-            {"type": "agent", "id": p.agent_id} if p.agent_id else {"type": "person", "id": p.user_id}
+            {"type": "agent", "id": p.agent_id}
+            if p.agent_id
+            else {"type": "person", "id": p.user_id}
             for p in conversation.participants.all()
         ]
         return Response(out)
@@ -79,22 +88,28 @@ class MessageListView(APIView):
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         query = _valid(HistoryQuery, request.query_params.dict())
-        messages = Message.objects.filter(conversation=conversation).select_related("author_user", "author_agent")
+        messages = Message.objects.filter(conversation=conversation).select_related(
+            "author_user", "author_agent"
+        )
         if query.get("after"):
             anchor = access_message(request.user, query["after"])
             messages = messages.filter(
-                Q(created_at__gt=anchor.created_at) | Q(created_at=anchor.created_at, id__gt=anchor.id)
+                Q(created_at__gt=anchor.created_at)
+                | Q(created_at=anchor.created_at, id__gt=anchor.id)
             ).order_by("created_at", "id")
             page = list(messages[: query["limit"]])
         else:
             if query.get("before"):
                 anchor = access_message(request.user, query["before"])
                 messages = messages.filter(
-                    Q(created_at__lt=anchor.created_at) | Q(created_at=anchor.created_at, id__lt=anchor.id)
+                    Q(created_at__lt=anchor.created_at)
+                    | Q(created_at=anchor.created_at, id__lt=anchor.id)
                 )
             # The newest page, returned oldest first like a chat window.
             page = list(messages.order_by("-created_at", "-id")[: query["limit"]])[::-1]
-        return Response({"results": [message_data(m) for m in page], "has_more": len(page) == query["limit"]})
+        return Response(
+            {"results": [message_data(m) for m in page], "has_more": len(page) == query["limit"]}
+        )
 
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)

@@ -9,7 +9,9 @@ from workspaces.models import Membership
 
 @database_sync_to_async
 def _workspace_ids(user) -> set[str]:
-    return {str(w) for w in Membership.objects.filter(user=user).values_list("workspace_id", flat=True)}
+    return {
+        str(w) for w in Membership.objects.filter(user=user).values_list("workspace_id", flat=True)
+    }
 
 
 class LiveSocket(JsonSocket):

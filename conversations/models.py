@@ -3,9 +3,9 @@
 from django.db import models
 from django.db.models import Q
 
+from agents.models import Agent
 from agntchat.core.claims import Claimable
 from agntchat.core.models import BaseModel
-from agents.models import Agent
 from workspaces.models import User, Workspace
 
 
@@ -19,7 +19,9 @@ class Conversation(BaseModel):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="conversations")
     kind = models.CharField(max_length=10, choices=Kind.choices)
     title = models.CharField(max_length=200, blank=True)
-    created_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     settings = models.JSONField(default=dict, blank=True)
     last_message_at = models.DateTimeField(null=True, blank=True)
 
@@ -30,18 +32,33 @@ class Conversation(BaseModel):
 class Participant(BaseModel):
     """A person or an agent taking part in a conversation (exactly one of the two)."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="participants")
-    user = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="participations")
-    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="participations")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="participants"
+    )
+    user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.CASCADE, related_name="participations"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="participations"
+    )
     last_read_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(user__isnull=True) ^ Q(agent__isnull=True), name="participant_is_person_xor_agent"
+                condition=Q(user__isnull=True) ^ Q(agent__isnull=True),
+                name="participant_is_person_xor_agent",
             ),
-            models.UniqueConstraint(fields=["conversation", "user"], condition=Q(user__isnull=False), name="person_once_per_conversation"),
-            models.UniqueConstraint(fields=["conversation", "agent"], condition=Q(agent__isnull=False), name="agent_once_per_conversation"),
+            models.UniqueConstraint(
+                fields=["conversation", "user"],
+                condition=Q(user__isnull=False),
+                name="person_once_per_conversation",
+            ),
+            models.UniqueConstraint(
+                fields=["conversation", "agent"],
+                condition=Q(agent__isnull=False),
+                name="agent_once_per_conversation",
+            ),
         ]
 
 
@@ -50,16 +67,26 @@ class Message(BaseModel):
         TEXT = "text"
         NOTICE = "notice"  # a short system notice ("Nova could not answer: …")
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
-    author_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    author_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    author_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEXT)
     body = models.TextField(blank=True)
     payload = models.JSONField(default=dict, blank=True)
-    reply_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
-        indexes = [models.Index(fields=["conversation", "created_at", "id"], name="message_history")]
+        indexes = [
+            models.Index(fields=["conversation", "created_at", "id"], name="message_history")
+        ]
 
     @property
     def author(self):
@@ -72,4 +99,6 @@ class Delivery(BaseModel, Claimable):
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
 
     class Meta(Claimable.Meta):
-        constraints = [models.UniqueConstraint(fields=["agent", "message"], name="one_delivery_per_agent")]
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "message"], name="one_delivery_per_agent")
+        ]

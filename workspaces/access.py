@@ -1,5 +1,6 @@
 """Permission-checked fetches of workspaces. Another tenant's id is simply not found."""
 
+from agntchat.core.ids import as_uuid
 from workspaces.exceptions import NotAllowed, WorkspaceNotFound
 from workspaces.models import Membership, Workspace
 
@@ -18,8 +19,10 @@ def access_membership(user, workspace_id) -> Membership:
     if not getattr(user, "is_authenticated", False) or not hasattr(user, "memberships"):
         raise WorkspaceNotFound()
     try:
-        return Membership.objects.select_related("workspace").get(workspace_id=workspace_id, user=user)
-    except (Membership.DoesNotExist, ValueError, TypeError):
+        return Membership.objects.select_related("workspace").get(
+            workspace_id=as_uuid(workspace_id), user=user
+        )
+    except Membership.DoesNotExist:
         raise WorkspaceNotFound() from None
 
 

@@ -14,7 +14,10 @@ from workspaces.models import ApiToken, Credential, Invitation, Membership, Role
 
 
 def _announce(workspace: Workspace, what: str) -> None:
-    publish(f"workspace.{workspace.id}", {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}})
+    publish(
+        f"workspace.{workspace.id}",
+        {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}},
+    )
 
 
 def ensure_personal_workspace(user: User) -> Workspace:
@@ -22,7 +25,9 @@ def ensure_personal_workspace(user: User) -> Workspace:
     with transaction.atomic():
         workspace = Workspace.objects.filter(owner=user, kind=Workspace.Kind.PERSONAL).first()
         if workspace is None:
-            workspace = Workspace.objects.create(name="Personal", kind=Workspace.Kind.PERSONAL, owner=user)
+            workspace = Workspace.objects.create(
+                name="Personal", kind=Workspace.Kind.PERSONAL, owner=user
+            )
             Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
         return workspace
 
@@ -52,7 +57,9 @@ def delete_workspace(membership: Membership) -> None:
     workspace.delete()
 
 
-def create_invitation(membership: Membership, role: str = Role.MEMBER, email: str = "") -> tuple[Invitation, str]:
+def create_invitation(
+    membership: Membership, role: str = Role.MEMBER, email: str = ""
+) -> tuple[Invitation, str]:
     """Return the invitation and its secret token (shown once: only the hash is kept)."""
     workspace = membership.workspace
     if workspace.is_personal:
@@ -90,7 +97,9 @@ def accept_invitation(user: User, token: str) -> Membership:
             raise InvitationInvalid("This invitation has expired; ask for a new link.")
         membership = Membership.objects.filter(workspace=invitation.workspace, user=user).first()
         if membership is None:
-            membership = Membership.objects.create(workspace=invitation.workspace, user=user, role=invitation.role)
+            membership = Membership.objects.create(
+                workspace=invitation.workspace, user=user, role=invitation.role
+            )
         invitation.accepted_by = user
         invitation.accepted_at = timezone.now()
         invitation.save(update_fields=["accepted_by", "accepted_at", "updated_at"])
@@ -135,7 +144,10 @@ def leave_workspace(membership: Membership) -> None:
 def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:
     secret = crypto.new_secret("apt")
     token = ApiToken.objects.create(
-        user=user, name=name, prefix=crypto.lookup_prefix(secret), token_hash=crypto.hash_secret(secret)
+        user=user,
+        name=name,
+        prefix=crypto.lookup_prefix(secret),
+        token_hash=crypto.hash_secret(secret),
     )
     return token, secret
 
@@ -146,10 +158,16 @@ def revoke_api_token(token: ApiToken) -> None:
         token.save(update_fields=["revoked_at", "updated_at"])
 
 
-def create_credential(membership: Membership, name: str, value: str, kind: str = "api_key") -> Credential:
+def create_credential(
+    membership: Membership, name: str, value: str, kind: str = "api_key"
+) -> Credential:
     require_manager(membership)
     return Credential.objects.create(
-        workspace=membership.workspace, name=name, kind=kind, ciphertext=crypto.encrypt(value), created_by=membership.user
+        workspace=membership.workspace,
+        name=name,
+        kind=kind,
+        ciphertext=crypto.encrypt(value),
+        created_by=membership.user,
     )
 
 

@@ -91,7 +91,9 @@ class TokenView(APIView):
         data = _valid(TokenInput, request)
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
-            return Response(error_body("invalid_credentials", "Wrong username or password."), status=401)
+            return Response(
+                error_body("invalid_credentials", "Wrong username or password."), status=401
+            )
         token, secret = actions.issue_api_token(user, data.get("name", ""))
         return Response({"id": token.id, "token": secret, "prefix": token.prefix}, status=201)
 
@@ -102,11 +104,19 @@ class TokenListView(APIView):
     def get(self, request):
         tokens = ApiToken.objects.filter(user=request.user).order_by("-created_at")
         return Response(
-            {"results": [
-                {"id": t.id, "name": t.name, "prefix": t.prefix, "createdAt": t.created_at,
-                 "lastUsedAt": t.last_used_at, "revokedAt": t.revoked_at}
-                for t in tokens
-            ]}
+            {
+                "results": [
+                    {
+                        "id": t.id,
+                        "name": t.name,
+                        "prefix": t.prefix,
+                        "createdAt": t.created_at,
+                        "lastUsedAt": t.last_used_at,
+                        "revokedAt": t.revoked_at,
+                    }
+                    for t in tokens
+                ]
+            }
         )
 
 
@@ -133,8 +143,12 @@ class WorkspaceListView(APIView):
 
     def get(self, request):
         workspaces = list(workspaces_visible_to(request.user))
-        roles = dict(Membership.objects.filter(user=request.user).values_list("workspace_id", "role"))
-        return Response({"results": WorkspaceSerializer(workspaces, many=True, context={"roles": roles}).data})
+        roles = dict(
+            Membership.objects.filter(user=request.user).values_list("workspace_id", "role")
+        )
+        return Response(
+            {"results": WorkspaceSerializer(workspaces, many=True, context={"roles": roles}).data}
+        )
 
     def post(self, request):
         data = _valid(NameInput, request)
@@ -209,13 +223,17 @@ class InvitationListView(APIView):
     def get(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
         require_manager(membership)
-        invitations = Invitation.objects.filter(workspace=membership.workspace).order_by("-created_at")
+        invitations = Invitation.objects.filter(workspace=membership.workspace).order_by(
+            "-created_at"
+        )
         return Response({"results": [_invitation_out(i) for i in invitations]})
 
     def post(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
         data = _valid(InvitationInput, request)
-        invitation, token = actions.create_invitation(membership, data["role"], data.get("email", ""))
+        invitation, token = actions.create_invitation(
+            membership, data["role"], data.get("email", "")
+        )
         out = _invitation_out(invitation)
         out["token"] = token
         out["url"] = request.build_absolute_uri(f"/invite/{token}/")
@@ -224,8 +242,12 @@ class InvitationListView(APIView):
 
 def _invitation_out(invitation):
     return {
-        "id": invitation.id, "role": invitation.role, "email": invitation.email,
-        "expiresAt": invitation.expires_at, "acceptedAt": invitation.accepted_at, "createdAt": invitation.created_at,
+        "id": invitation.id,
+        "role": invitation.role,
+        "email": invitation.email,
+        "expiresAt": invitation.expires_at,
+        "acceptedAt": invitation.accepted_at,
+        "createdAt": invitation.created_at,
     }
 
 
@@ -251,8 +273,17 @@ class CredentialListView(APIView):
         membership = access_membership(request.user, workspace_id)
         data = _valid(CredentialInput, request)
         if Credential.objects.filter(workspace=membership.workspace, name=data["name"]).exists():
-            return Response(error_body("invalid", "Some fields are invalid.", {"name": "A credential with this name exists."}), status=400)
-        credential = actions.create_credential(membership, data["name"], data["value"], data["kind"])
+            return Response(
+                error_body(
+                    "invalid",
+                    "Some fields are invalid.",
+                    {"name": "A credential with this name exists."},
+                ),
+                status=400,
+            )
+        credential = actions.create_credential(
+            membership, data["name"], data["value"], data["kind"]
+        )
         return Response(_credential_out(credential), status=status.HTTP_201_CREATED)
 
 
@@ -261,7 +292,9 @@ class CredentialDetailView(APIView):
 
     def delete(self, request, workspace_id, credential_id):
         membership = access_membership(request.user, workspace_id)
-        credential = Credential.objects.filter(workspace=membership.workspace, id=credential_id).first()
+        credential = Credential.objects.filter(
+            workspace=membership.workspace, id=credential_id
+        ).first()
         if credential is None:
             raise WorkspaceNotFound("Credential not found.")
         actions.delete_credential(membership, credential)
@@ -270,7 +303,12 @@ class CredentialDetailView(APIView):
 
 def _credential_out(credential):
     # The secret never leaves the server through this API.
-    return {"id": credential.id, "name": credential.name, "kind": credential.kind, "createdAt": credential.created_at}
+    return {
+        "id": credential.id,
+        "name": credential.name,
+        "kind": credential.kind,
+        "createdAt": credential.created_at,
+    }
 
 
 urlpatterns = [
@@ -285,6 +323,9 @@ urlpatterns = [
     path("workspaces/<uuid:workspace_id>/members/<uuid:user_id>/", MemberDetailView.as_view()),
     path("workspaces/<uuid:workspace_id>/invitations/", InvitationListView.as_view()),
     path("workspaces/<uuid:workspace_id>/credentials/", CredentialListView.as_view()),
-    path("workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/", CredentialDetailView.as_view()),
+    path(
+        "workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/",
+        CredentialDetailView.as_view(),
+    ),
     path("invitations/accept/", AcceptInvitationView.as_view()),
 ]

@@ -44,7 +44,9 @@ class Workspace(BaseModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["owner"], condition=Q(kind="personal"), name="one_personal_workspace_per_person"
+                fields=["owner"],
+                condition=Q(kind="personal"),
+                name="one_personal_workspace_per_person",
             )
         ]
 
@@ -90,7 +92,9 @@ class Invitation(BaseModel):
     email = models.EmailField(blank=True)
     token_hash = models.CharField(max_length=64, unique=True)
     expires_at = models.DateTimeField()
-    accepted_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    accepted_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     accepted_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -116,4 +120,6 @@ class Credential(BaseModel):
     created_by = models.ForeignKey(User, on_delete=models.SET_NULL, null=True, related_name="+")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["workspace", "name"], name="unique_credential_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="unique_credential_name")
+        ]

@@ -26,7 +26,11 @@ def home(request):
     if request.method == "POST" and form.is_valid():
         actions.create_team_workspace(request.user, form.cleaned_data["name"])
         return redirect("home")
-    return render(request, "workspaces/home.html", {"workspaces": workspaces_visible_to(request.user), "form": form})
+    return render(
+        request,
+        "workspaces/home.html",
+        {"workspaces": workspaces_visible_to(request.user), "form": form},
+    )
 
 
 @login_required

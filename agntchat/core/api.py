@@ -77,7 +77,19 @@ class StrictSerializer(serializers.Serializer):
         if isinstance(data, dict):
             unknown = set(data) - set(self.fields)
             if unknown:
-                raise serializers.ValidationError({name: "Unknown field." for name in sorted(unknown)})
+                raise serializers.ValidationError(
+                    {name: "Unknown field." for name in sorted(unknown)}
+                )
+            # DRF would quietly turn 123 into "123"; a wrong type is an error here.
+            wrong = {
+                name: "Must be a string."
+                for name, field in self.fields.items()
+                if isinstance(field, serializers.CharField)
+                and data.get(name) is not None
+                and not isinstance(data[name], str)
+            }
+            if wrong:
+                raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
 
 

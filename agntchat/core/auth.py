@@ -17,7 +17,11 @@ def person_for_token(secret: str):
     """The person owning a live ``apt_`` token, or None."""
     from workspaces.models import ApiToken
 
-    token = ApiToken.objects.select_related("user").filter(token_hash=crypto.hash_secret(secret)).first()
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(token_hash=crypto.hash_secret(secret))
+        .first()
+    )
     if token is None or token.revoked_at or not token.user.is_active:
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
@@ -46,7 +50,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "Agent keys are accepted only by POST /api/v1/agent/session/; exchange it for a session token."
             )
-        principal = person_for_token(secret) if kind == "apt" else agent_for_session(secret) if kind == "ags" else None
+        principal = (
+            person_for_token(secret)
+            if kind == "apt"
+            else agent_for_session(secret)
+            if kind == "ags"
+            else None
+        )
         if principal is None:
             raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
         return principal, secret

@@ -29,7 +29,9 @@ class Claimable(models.Model):
     """Columns every claimable queue row carries. Subclasses add what the work is."""
 
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
-    workspace = models.ForeignKey("workspaces.Workspace", on_delete=models.CASCADE, related_name="+")
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="+"
+    )
     claimed_by = models.CharField(max_length=64, null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -46,7 +48,9 @@ class Claimable(models.Model):
                 name="%(app_label)s_%(class)s_open",
             ),
             # "Served least recently" per agent and workspace.
-            models.Index(fields=["agent", "workspace", "claimed_at"], name="%(app_label)s_%(class)s_served"),
+            models.Index(
+                fields=["agent", "workspace", "claimed_at"], name="%(app_label)s_%(class)s_served"
+            ),
         ]
 
 
@@ -85,7 +89,9 @@ def _relaxed_commit(cursor) -> None:
     cursor.execute("SET LOCAL synchronous_commit = off")
 
 
-def claim(model, agent_id, connection_id: str, limit: int, now: datetime, lease_seconds: int) -> list:
+def claim(
+    model, agent_id, connection_id: str, limit: int, now: datetime, lease_seconds: int
+) -> list:
     """Claim up to LIMIT items of MODEL for one connection; return their ids, oldest first."""
     if limit <= 0:
         return []
@@ -109,12 +115,14 @@ def ack(model, item_id, connection_id: str, now: datetime) -> bool:
     already was. Raises NotHeld when the item is another connection's (or nobody's)."""
     with transaction.atomic(), connection.cursor() as cursor:
         _relaxed_commit(cursor)
-        updated = model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=True).update(
-            acked_at=now
-        )
+        updated = model.objects.filter(
+            id=item_id, claimed_by=connection_id, acked_at__isnull=True
+        ).update(acked_at=now)
         if updated:
             return True
-        if model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=False).exists():
+        if model.objects.filter(
+            id=item_id, claimed_by=connection_id, acked_at__isnull=False
+        ).exists():
             return False
     raise NotHeld("This connection does not hold that item (its lease may have expired).")
 
@@ -122,9 +130,9 @@ def ack(model, item_id, connection_id: str, now: datetime) -> bool:
 def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int) -> datetime:
     """Push back the lease of an item this connection still holds; return the new expiry."""
     expires = now + timedelta(seconds=lease_seconds)
-    updated = model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=True).update(
-        lease_expires_at=expires
-    )
+    updated = model.objects.filter(
+        id=item_id, claimed_by=connection_id, acked_at__isnull=True
+    ).update(lease_expires_at=expires)
     if not updated:
         raise NotHeld("This connection does not hold that item (its lease may have expired).")
     return expires

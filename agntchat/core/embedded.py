@@ -34,8 +34,12 @@ def start_postgres():
     admin_url = f"postgres://postgres@{host}:{info.port}/postgres"
     import psycopg
 
-    with psycopg.connect(admin_url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+    with psycopg.connect(
+        admin_url.replace("postgres://", "postgresql://"), autocommit=True
+    ) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
     return server, f"postgres://postgres@{host}:{info.port}/{DATABASE_NAME}"
@@ -62,8 +66,21 @@ def start_redis():
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     proc = subprocess.Popen(
-        [str(binary), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data_dir),
-         "--save", "", "--appendonly", "no", "--logfile", str(data_dir / "redis.log")],
+        [
+            str(binary),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dir",
+            str(data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(data_dir / "redis.log"),
+        ],
         start_new_session=True,  # Ctrl-C in the terminal must not kill it before we stop it
     )
     deadline = time.monotonic() + 10

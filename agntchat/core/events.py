@@ -36,7 +36,9 @@ async def apublish_now(topic: str, event: dict) -> None:
 def publish(topic: str, event: dict) -> None:
     """Publish on commit of the current transaction: a rolled-back write announces nothing."""
     event = wire(event)
-    transaction.on_commit(lambda: async_to_sync(get_channel_layer().group_send)(group_name(topic), event), robust=True)
+    transaction.on_commit(
+        lambda: async_to_sync(get_channel_layer().group_send)(group_name(topic), event), robust=True
+    )
 
 
 def publish_many(topics, event: dict) -> None:

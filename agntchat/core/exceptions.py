@@ -7,7 +7,9 @@ class AppError(Exception):
     code = "error"
     status = 400
 
-    def __init__(self, message: str, *, code: str | None = None, status: int | None = None, fields=None):
+    def __init__(
+        self, message: str, *, code: str | None = None, status: int | None = None, fields=None
+    ):
         super().__init__(message)
         self.message = message
         if code:

@@ -20,4 +20,6 @@ def healthz(request):
     except Exception as exc:
         checks["redis"] = f"error: {type(exc).__name__}"
     healthy = all(value == "ok" for value in checks.values())
-    return JsonResponse({"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503)
+    return JsonResponse(
+        {"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503
+    )

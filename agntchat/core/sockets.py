@@ -28,14 +28,18 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             return
         handler = self.handlers.get(content["type"])
         if handler is None:
-            await self.send_error("unknown_type", f"Unknown frame type '{content['type'][:40]}'.", content)
+            await self.send_error(
+                "unknown_type", f"Unknown frame type '{content['type'][:40]}'.", content
+            )
             return
         try:
             await getattr(self, handler)(content)
         except AppError as exc:
             await self.send_error(exc.code, exc.message, content, exc.fields)
 
-    async def send_error(self, code: str, message: str, frame: dict | None = None, fields=None) -> None:
+    async def send_error(
+        self, code: str, message: str, frame: dict | None = None, fields=None
+    ) -> None:
         error = {"type": "error", "code": code, "message": message}
         if frame:
             for echo in ("id", "ref"):

@@ -13,8 +13,14 @@ ANTHROPIC_401 = {
     "error": {"type": "authentication_error", "message": "invalid x-api-key"},
     "request_id": "req_011CStandin401",
 }
-ANTHROPIC_500 = {"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}
-ANTHROPIC_OVERLOADED = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+ANTHROPIC_500 = {
+    "type": "error",
+    "error": {"type": "api_error", "message": "Internal server error"},
+}
+ANTHROPIC_OVERLOADED = {
+    "type": "error",
+    "error": {"type": "overloaded_error", "message": "Overloaded"},
+}
 OPENAI_401 = {
     "error": {
         "message": "Incorrect API key provided: wrong. You can find your API key at https://platform.openai.com/account/api-keys.",
@@ -44,7 +50,9 @@ class StandinServer:
         self.reply = reply
         self.requests: list[dict] = []  # {"path", "headers", "raw", "json"}
         self.errors: list[tuple[int, dict]] = []  # queued (status, body) answers, consumed first
-        self.midstream_error: dict | None = None  # anthropic: send this SSE error event after one delta
+        self.midstream_error: dict | None = (
+            None  # anthropic: send this SSE error event after one delta
+        )
         self.omit_usage_details = False  # openai: mimic compatible servers that omit *_details
         self.cache: set[str] = set()  # prefixes seen: the simulated provider prompt cache
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -87,7 +95,9 @@ class StandinServer:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = json.loads(raw or b"{}")
                 path = self.path.split("?")[0]
-                server.requests.append({"path": path, "headers": dict(self.headers), "raw": raw, "json": body})
+                server.requests.append(
+                    {"path": path, "headers": dict(self.headers), "raw": raw, "json": body}
+                )
                 is_openai = path.endswith("/chat/completions")
                 if server.errors:
                     return self._json(*server.errors.pop(0))
@@ -97,10 +107,14 @@ class StandinServer:
                     return self._anthropic(body)
                 if is_openai:
                     return self._openai(body)
-                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+                self._json(
+                    404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
+                )
 
             def _authorized(self) -> bool:
-                given = self.headers.get("x-api-key") or self.headers.get("Authorization", "").removeprefix("Bearer ")
+                given = self.headers.get("x-api-key") or self.headers.get(
+                    "Authorization", ""
+                ).removeprefix("Bearer ")
                 return given == server.api_key
 
             def _json(self, status: int, body: dict):
@@ -134,7 +148,9 @@ class StandinServer:
                 write = read = 0
                 if cut:
                     write, read = server._cache_lookup(json.dumps(system[:cut], sort_keys=True))
-                rest = _content_text(system[cut:]) + "".join(_content_text(m["content"]) for m in body["messages"])
+                rest = _content_text(system[cut:]) + "".join(
+                    _content_text(m["content"]) for m in body["messages"]
+                )
                 usage = {
                     "input_tokens": tokens(rest),
                     "cache_creation_input_tokens": write,
@@ -154,11 +170,17 @@ class StandinServer:
                 }
                 self._send("message_start", {"type": "message_start", "message": message})
                 block = {"type": "text", "text": ""}
-                self._send("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
+                self._send(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": block},
+                )
                 self._send("ping", {"type": "ping"})
                 for n, chunk in enumerate(server.chunks()):
                     delta = {"type": "text_delta", "text": chunk}
-                    self._send("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+                    self._send(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": 0, "delta": delta},
+                    )
                     if n == 0 and server.midstream_error:
                         return self._send("error", server.midstream_error)
                 self._send("content_block_stop", {"type": "content_block_stop", "index": 0})
@@ -174,15 +196,23 @@ class StandinServer:
                 if messages and messages[0]["role"] == "system":
                     _, cached = server._cache_lookup("openai:" + messages[0]["content"])
                 prompt_tokens = sum(tokens(_content_text(m["content"])) for m in messages)
-                base = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time())}
+                base = {
+                    "id": "chatcmpl-standin",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                }
                 base["model"] = body.get("model")
                 self._sse_start()
                 first = {"role": "assistant", "content": ""}
-                self._send(None, {**base, "choices": [{"index": 0, "delta": first, "finish_reason": None}]})
+                self._send(
+                    None, {**base, "choices": [{"index": 0, "delta": first, "finish_reason": None}]}
+                )
                 for chunk in server.chunks():
                     choice = {"index": 0, "delta": {"content": chunk}, "finish_reason": None}
                     self._send(None, {**base, "choices": [choice]})
-                self._send(None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                self._send(
+                    None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                )
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage = {
                         "prompt_tokens": prompt_tokens,
@@ -190,7 +220,10 @@ class StandinServer:
                         "total_tokens": prompt_tokens + tokens(server.reply),
                     }
                     if not server.omit_usage_details:
-                        usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+                        usage["prompt_tokens_details"] = {
+                            "cached_tokens": cached,
+                            "audio_tokens": 0,
+                        }
                         usage["completion_tokens_details"] = {"reasoning_tokens": 0}
                     self._send(None, {**base, "choices": [], "usage": usage})
                 self._send(None, "[DONE]")

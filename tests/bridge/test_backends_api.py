@@ -4,7 +4,15 @@ import json
 
 import pytest
 
-from agents.bridge.backends import BackendError, Event, Result, Turn, Usage, make_backend, run_to_result
+from agents.bridge.backends import (
+    BackendError,
+    Event,
+    Result,
+    Turn,
+    Usage,
+    make_backend,
+    run_to_result,
+)
 from agents.bridge.backends.base import chat_messages
 
 from .standins import ANTHROPIC_500, ANTHROPIC_OVERLOADED, StandinServer, tokens
@@ -30,8 +38,22 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def turn(server, prompt="Is it green?", stable=STABLE, volatile="Next speaker: Bo. Reply in one line.", **kw):
-    return Turn(stable, volatile, prompt, HISTORY, base_url=server.url if server else None, api_key="test-key", **kw)
+def turn(
+    server,
+    prompt="Is it green?",
+    stable=STABLE,
+    volatile="Next speaker: Bo. Reply in one line.",
+    **kw,
+):
+    return Turn(
+        stable,
+        volatile,
+        prompt,
+        HISTORY,
+        base_url=server.url if server else None,
+        api_key="test-key",
+        **kw,
+    )
 
 
 def cached_block(request):
@@ -47,7 +69,9 @@ async def test_anthropic_streams_text_and_caches_stable_block(server):
     backend = make_backend("anthropic_api", max_retries=0)
     events = []
     first = await run_to_result(backend, turn(server, volatile="Next speaker: Bo."), events.append)
-    second = await run_to_result(backend, turn(server, prompt="And now?", volatile="Next speaker: Bo, then Ana."))
+    second = await run_to_result(
+        backend, turn(server, prompt="And now?", volatile="Next speaker: Bo, then Ana.")
+    )
 
     assert first.text == server.reply
     assert "".join(e.data["text"] for e in events if e.kind == "text_delta") == server.reply
@@ -56,9 +80,12 @@ async def test_anthropic_streams_text_and_caches_stable_block(server):
     assert r1["json"]["model"] == "claude-sonnet-4-6"
     # The cached system block is byte-identical although the volatile part changed.
     assert cached_block(r1) == cached_block(r2)
-    assert cached_block(r1) == json.dumps(
-        {"type": "text", "text": STABLE, "cache_control": {"type": "ephemeral"}}
-    ).encode()
+    assert (
+        cached_block(r1)
+        == json.dumps(
+            {"type": "text", "text": STABLE, "cache_control": {"type": "ephemeral"}}
+        ).encode()
+    )
     assert "Next speaker" not in json.dumps(r1["json"]["system"])
     assert "Next speaker: Bo, then Ana." in json.dumps(r2["json"]["messages"][-1])
     assert first.usage.cache_write_tokens > 0 and first.usage.cache_read_tokens == 0
@@ -82,7 +109,15 @@ async def test_anthropic_messages_alternate_and_name_authors(server):
 
 
 def test_chat_messages_edge_cases():
-    t = Turn("", "", "hi", [{"role": "assistant", "author": "Bo", "text": "hello"}, {"role": "user", "author": "Ana", "text": "hi"}])
+    t = Turn(
+        "",
+        "",
+        "hi",
+        [
+            {"role": "assistant", "author": "Bo", "text": "hello"},
+            {"role": "user", "author": "Ana", "text": "hi"},
+        ],
+    )
     # Leading assistant gets a user opener; a trailing copy of the prompt is not sent twice.
     assert chat_messages(t, ["ctx", t.prompt]) == [
         {"role": "user", "content": "(earlier conversation)"},
@@ -124,7 +159,9 @@ async def test_anthropic_missing_key_and_unreachable():
 async def test_anthropic_key_from_env(server, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-    result = await run_to_result(make_backend("anthropic_api", max_retries=0), Turn("s", "", "p", []))
+    result = await run_to_result(
+        make_backend("anthropic_api", max_retries=0), Turn("s", "", "p", [])
+    )
     assert result.text == server.reply
 
 
@@ -237,5 +274,7 @@ async def test_run_to_result_enforces_exactly_one_result_last():
     async def on_event(e):
         seen.append(e)
 
-    result = await run_to_result(_Broken([Event("progress", {"message": "x"}), ok]), Turn("", "", "", []), on_event)
+    result = await run_to_result(
+        _Broken([Event("progress", {"message": "x"}), ok]), Turn("", "", "", []), on_event
+    )
     assert result is ok and len(seen) == 1

@@ -41,14 +41,30 @@ def test_claude_success_stream():
     items = parse_all(parse_claude_line, "claude_success.jsonl")
     assert items[0] == Event("session", {"session_id": SID})
     tools = [i for i in items if isinstance(i, Event) and i.kind == "tool"]
-    assert tools == [Event("tool", {"name": "Bash", "input": {"command": "make test", "description": "Run the test suite"}, "id": "toolu_01XyZ"})]
-    assert text_of(items) == "Let me check the build status.\n\nThe build is green: 42 tests passed."
+    assert tools == [
+        Event(
+            "tool",
+            {
+                "name": "Bash",
+                "input": {"command": "make test", "description": "Run the test suite"},
+                "id": "toolu_01XyZ",
+            },
+        )
+    ]
+    assert (
+        text_of(items) == "Let me check the build status.\n\nThe build is green: 42 tests passed."
+    )
     result = items[-1]
     assert isinstance(result, Result) and sum(isinstance(i, Result) for i in items) == 1
     assert result.text == "The build is green: 42 tests passed."
     assert result.session_id == SID
     u = result.usage
-    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens) == (9, 79, 5210, 5330)
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens) == (
+        9,
+        79,
+        5210,
+        5330,
+    )
     assert u.cost_usd == pytest.approx(0.0271)
 
 
@@ -59,7 +75,9 @@ def test_claude_tool_result_and_status_lines_are_ignored():
 
 
 def test_claude_error_subtype_raises():
-    with pytest.raises(BackendError, match=r"error_max_turns.*Reached maximum number of turns \(5\)"):
+    with pytest.raises(
+        BackendError, match=r"error_max_turns.*Reached maximum number of turns \(5\)"
+    ):
         parse_all(parse_claude_line, "claude_error_max_turns.jsonl")
 
 
@@ -105,9 +123,15 @@ def test_codex_resumed_turn_reports_deltas_not_cumulative():
     items = parse_all(parse_codex_line, "codex_resume.jsonl", state)
     second = items[-1]
     # Cumulative input 100 then 200: this turn used 100, of which 40 came from the cache.
-    total_in = second.usage.input_tokens + second.usage.cache_read_tokens + second.usage.cache_write_tokens
+    total_in = (
+        second.usage.input_tokens + second.usage.cache_read_tokens + second.usage.cache_write_tokens
+    )
     assert (first.usage.input_tokens, total_in) == (100, 100)
-    assert (second.usage.input_tokens, second.usage.cache_read_tokens, second.usage.output_tokens) == (60, 40, 5)
+    assert (
+        second.usage.input_tokens,
+        second.usage.cache_read_tokens,
+        second.usage.output_tokens,
+    ) == (60, 40, 5)
     assert second.text == "Still green."
     assert [i.data["message"] for i in items if isinstance(i, Event) and i.kind == "progress"] == [
         "Reconnecting... 1/5 (stream disconnected before completion)",
@@ -133,7 +157,14 @@ def fake(tmp_path, monkeypatch):
     """Configure the fake CLI; returns a function reading back its argv log."""
     log = tmp_path / "argv.jsonl"
     monkeypatch.setenv("FAKE_CLI_LOG", str(log))
-    for name in ("FAKE_CLI_FIXTURE", "FAKE_CLI_EXIT", "FAKE_CLI_STDERR", "FAKE_CLI_HANG", "CLAUDE_BIN", "CODEX_BIN"):
+    for name in (
+        "FAKE_CLI_FIXTURE",
+        "FAKE_CLI_EXIT",
+        "FAKE_CLI_STDERR",
+        "FAKE_CLI_HANG",
+        "CLAUDE_BIN",
+        "CODEX_BIN",
+    ):
         monkeypatch.delenv(name, raising=False)
 
     def calls():
@@ -159,16 +190,33 @@ def workdir(tmp_path):
 
 async def test_claude_backend_end_to_end_with_resume(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_success.jsonl"))
-    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"), allowed_tools=["Read", "Bash(git *)"])
+    backend = make_backend(
+        "claude_cli", executable=str(FAKE_BIN / "claude"), allowed_tools=["Read", "Bash(git *)"]
+    )
     history = [{"role": "user", "author": "Ana", "text": "Morning"}]
-    turn = Turn("STABLE", "VOLATILE", "-is the build green?", history, model="sonnet", workdir=workdir(tmp_path))
+    turn = Turn(
+        "STABLE",
+        "VOLATILE",
+        "-is the build green?",
+        history,
+        model="sonnet",
+        workdir=workdir(tmp_path),
+    )
     events = []
     result = await run_to_result(backend, turn, events.append)
     assert result.text == "The build is green: 42 tests passed." and result.session_id == SID
     assert [e.kind for e in events] == ["session", "text_delta", "tool", "text_delta"]
 
-    turn2 = Turn("STABLE", "VOLATILE 2", "and now?", history, workdir=turn.workdir, session_id=result.session_id,
-                 api_key="sk-test", base_url="http://127.0.0.1:1")
+    turn2 = Turn(
+        "STABLE",
+        "VOLATILE 2",
+        "and now?",
+        history,
+        workdir=turn.workdir,
+        session_id=result.session_id,
+        api_key="sk-test",
+        base_url="http://127.0.0.1:1",
+    )
     await run_to_result(backend, turn2)
 
     first, second = fake()
@@ -190,9 +238,14 @@ async def test_claude_backend_end_to_end_with_resume(fake, tmp_path, monkeypatch
 async def test_claude_backend_found_on_path_via_env(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_success.jsonl"))
     monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ['PATH']}")
-    result = await run_to_result(make_backend("claude_cli"), Turn("", "", "-v", [], workdir=workdir(tmp_path)))
+    result = await run_to_result(
+        make_backend("claude_cli"), Turn("", "", "-v", [], workdir=workdir(tmp_path))
+    )
     assert result.session_id == SID and fake()[0]["name"] == "claude"
-    assert fake()[0]["argv"][:2] == ["-p", " -v"]  # a leading dash must not turn the prompt into a flag
+    assert fake()[0]["argv"][:2] == [
+        "-p",
+        " -v",
+    ]  # a leading dash must not turn the prompt into a flag
 
 
 async def test_claude_backend_error_result_and_failed_exit(fake, tmp_path, monkeypatch):
@@ -203,7 +256,10 @@ async def test_claude_backend_error_result_and_failed_exit(fake, tmp_path, monke
         await run_to_result(backend, turn)
     monkeypatch.delenv("FAKE_CLI_FIXTURE")
     monkeypatch.setenv("FAKE_CLI_EXIT", "1")
-    monkeypatch.setenv("FAKE_CLI_STDERR", "Error: When using --print, --output-format=stream-json requires --verbose")
+    monkeypatch.setenv(
+        "FAKE_CLI_STDERR",
+        "Error: When using --print, --output-format=stream-json requires --verbose",
+    )
     with pytest.raises(BackendError, match=r"exit 1\): Error: When using --print"):
         await run_to_result(backend, turn)
     monkeypatch.setenv("FAKE_CLI_EXIT", "0")
@@ -216,7 +272,9 @@ async def test_missing_executables_and_workdir(tmp_path):
     with pytest.raises(BackendError, match="the claude CLI is not installed"):
         await run_to_result(make_backend("claude_cli", executable="claude-does-not-exist"), turn)
     with pytest.raises(BackendError, match="the codex CLI is not installed"):
-        await run_to_result(make_backend("codex_cli", executable=str(tmp_path / "nope" / "codex")), turn)
+        await run_to_result(
+            make_backend("codex_cli", executable=str(tmp_path / "nope" / "codex")), turn
+        )
     turn.workdir = str(tmp_path / "missing")
     with pytest.raises(BackendError, match="working directory"):
         await run_to_result(make_backend("claude_cli", executable=str(FAKE_BIN / "claude")), turn)
@@ -239,7 +297,9 @@ async def test_closing_the_stream_kills_the_cli_and_its_children(fake, tmp_path,
 async def test_cancelling_the_task_kills_the_cli(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CLI_HANG", "1")
     backend = make_backend("codex_cli", executable=str(FAKE_BIN / "codex"))
-    task = asyncio.create_task(run_to_result(backend, Turn("", "", "hi", [], workdir=workdir(tmp_path))))
+    task = asyncio.create_task(
+        run_to_result(backend, Turn("", "", "hi", [], workdir=workdir(tmp_path)))
+    )
     for _ in range(100):
         if fake():
             break
@@ -255,8 +315,16 @@ async def test_codex_backend_end_to_end_with_resume_and_usage_deltas(fake, tmp_p
     wd = workdir(tmp_path)
     history = [{"role": "user", "author": "Ana", "text": "Morning"}]
     monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "codex_turn1.jsonl"))
-    turn = Turn("STABLE", "VOLATILE", "is it green?", history, model="gpt-5-codex", workdir=wd,
-                base_url="http://127.0.0.1:1/v1", api_key="sk-codex")
+    turn = Turn(
+        "STABLE",
+        "VOLATILE",
+        "is it green?",
+        history,
+        model="gpt-5-codex",
+        workdir=wd,
+        base_url="http://127.0.0.1:1/v1",
+        api_key="sk-codex",
+    )
     events = []
     first = await run_to_result(backend, turn, events.append)
     assert first.session_id == TID and first.text == "The build is green: 42 tests passed."
@@ -264,14 +332,25 @@ async def test_codex_backend_end_to_end_with_resume_and_usage_deltas(fake, tmp_p
     assert [e.kind for e in events][:2] == ["session", "progress"]
 
     monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "codex_resume.jsonl"))
-    turn2 = Turn("STABLE", "VOLATILE 2", "and now?", history, workdir=wd, session_id=first.session_id,
-                 cli_state=first.cli_state)
+    turn2 = Turn(
+        "STABLE",
+        "VOLATILE 2",
+        "and now?",
+        history,
+        workdir=wd,
+        session_id=first.session_id,
+        cli_state=first.cli_state,
+    )
     second = await run_to_result(backend, turn2)
-    assert second.usage.input_tokens + second.usage.cache_read_tokens == 100  # not the cumulative 200
+    assert (
+        second.usage.input_tokens + second.usage.cache_read_tokens == 100
+    )  # not the cumulative 200
     assert second.cli_state["cumulative_usage"]["input_tokens"] == 200
 
     # A changed stable block is re-sent on the resumed thread.
-    turn3 = Turn("STABLE v2", "V3", "again", history, workdir=wd, session_id=TID, cli_state=second.cli_state)
+    turn3 = Turn(
+        "STABLE v2", "V3", "again", history, workdir=wd, session_id=TID, cli_state=second.cli_state
+    )
     await run_to_result(backend, turn3)
 
     a, b, c = fake()
@@ -283,7 +362,11 @@ async def test_codex_backend_end_to_end_with_resume_and_usage_deltas(fake, tmp_p
         "-c", 'openai_base_url="http://127.0.0.1:1/v1"',
         "STABLE\n\nVOLATILE\n\nConversation so far:\nAna: Morning\n\nis it green?",
     ]  # fmt: skip
-    assert b["argv"][-3:] == ["resume", TID, "VOLATILE 2\n\nand now?"]  # stable already in the thread
+    assert b["argv"][-3:] == [
+        "resume",
+        TID,
+        "VOLATILE 2\n\nand now?",
+    ]  # stable already in the thread
     assert c["argv"][-3:] == ["resume", TID, "STABLE v2\n\nV3\n\nagain"]
 
 

@@ -2,4 +2,13 @@
 
 from .base import Backend, BackendError, Event, Result, Turn, Usage, make_backend, run_to_result
 
-__all__ = ["Backend", "BackendError", "Event", "Result", "Turn", "Usage", "make_backend", "run_to_result"]
+__all__ = [
+    "Backend",
+    "BackendError",
+    "Event",
+    "Result",
+    "Turn",
+    "Usage",
+    "make_backend",
+    "run_to_result",
+]

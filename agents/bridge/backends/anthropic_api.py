@@ -8,9 +8,21 @@ from collections.abc import AsyncIterator
 
 import anthropic
 
-from .base import Backend, BackendError, Event, Result, Turn, Usage, chat_messages, elapsed_ms, error_message
+from .base import (
+    Backend,
+    BackendError,
+    Event,
+    Result,
+    Turn,
+    Usage,
+    chat_messages,
+    elapsed_ms,
+    error_message,
+)
 
-DEFAULT_MODEL = "claude-sonnet-4-6"  # claude-sonnet-4-5 reaches end-of-life 2026-11-30 (SDK deprecation table)
+DEFAULT_MODEL = (
+    "claude-sonnet-4-6"  # claude-sonnet-4-5 reaches end-of-life 2026-11-30 (SDK deprecation table)
+)
 
 
 class AnthropicBackend(Backend):
@@ -29,7 +41,9 @@ class AnthropicBackend(Backend):
         if turn.stable:
             # Only the stable block is cached; the volatile part goes to the user side so this
             # prefix stays byte-identical from turn to turn (RUN-4).
-            system.append({"type": "text", "text": turn.stable, "cache_control": {"type": "ephemeral"}})
+            system.append(
+                {"type": "text", "text": turn.stable, "cache_control": {"type": "ephemeral"}}
+            )
         kwargs = {
             "model": turn.model or DEFAULT_MODEL,
             "max_tokens": self.max_tokens,

@@ -7,7 +7,6 @@ import inspect
 import json
 import os
 import shutil
-import signal
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -59,7 +58,9 @@ class Result:
     usage: Usage
     session_id: str | None = None
     blocks: list = field(default_factory=list)
-    cli_state: dict = field(default_factory=dict)  # store it and hand it to the next Turn of this session
+    cli_state: dict = field(
+        default_factory=dict
+    )  # store it and hand it to the next Turn of this session
 
 
 class BackendError(Exception):
@@ -165,7 +166,9 @@ def chat_messages(turn: Turn, final_parts: list[str]) -> list[dict]:
             text = f"{item['author']}: {text}"
         add(role, text)
     add("user", "\n\n".join(p for p in final_parts if p) or "(no message)")
-    if messages[0]["role"] == "assistant":  # Anthropic requires the first message to be from the user
+    if (
+        messages[0]["role"] == "assistant"
+    ):  # Anthropic requires the first message to be from the user
         messages.insert(0, {"role": "user", "content": "(earlier conversation)"})
     return messages
 
@@ -182,7 +185,9 @@ def transcript(turn: Turn) -> str:
 class JsonlProcess:
     """A CLI subprocess whose stdout is one JSON object per line; killed (with its children) on close()."""
 
-    LINE_LIMIT = 32 * 1024 * 1024  # init lines and tool results can be far above asyncio's 64 KiB default
+    LINE_LIMIT = (
+        32 * 1024 * 1024
+    )  # init lines and tool results can be far above asyncio's 64 KiB default
 
     def __init__(self, proc: asyncio.subprocess.Process, cli: str):
         self.proc = proc
@@ -240,8 +245,12 @@ class JsonlProcess:
         rc = self.proc.returncode
         last = last_error or (self.stderr_tail[-1] if self.stderr_tail else "")
         if rc:
-            return BackendError(f"the {self.cli} CLI failed (exit {rc})" + (f": {last}" if last else ""))
-        return BackendError(f"the {self.cli} CLI ended without a result" + (f": {last}" if last else ""))
+            return BackendError(
+                f"the {self.cli} CLI failed (exit {rc})" + (f": {last}" if last else "")
+            )
+        return BackendError(
+            f"the {self.cli} CLI ended without a result" + (f": {last}" if last else "")
+        )
 
     async def close(self) -> None:
         """Kill the process group if still running and reap it."""

@@ -39,7 +39,9 @@ def parse_claude_line(line: dict, state: dict) -> list[Event | Result]:
         event = line.get("event") or {}
         delta = event.get("delta") or {}
         if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
-            state["streamed"] = True  # the full assistant message will repeat this text; skip it then
+            state["streamed"] = (
+                True  # the full assistant message will repeat this text; skip it then
+            )
             return [_text_event(delta.get("text", ""), state)]
         return []
     if kind == "assistant":
@@ -48,7 +50,11 @@ def parse_claude_line(line: dict, state: dict) -> list[Event | Result]:
             if block.get("type") == "text" and block.get("text") and not state.get("streamed"):
                 out.append(_text_event(block["text"], state))
             elif block.get("type") == "tool_use":
-                data = {"name": block.get("name"), "input": block.get("input") or {}, "id": block.get("id")}
+                data = {
+                    "name": block.get("name"),
+                    "input": block.get("input") or {},
+                    "id": block.get("id"),
+                }
                 out.append(Event("tool", data))
         return out
     if kind == "result":
@@ -64,7 +70,9 @@ def parse_claude_line(line: dict, state: dict) -> list[Event | Result]:
             cache_write_tokens=u.get("cache_creation_input_tokens") or 0,
             cost_usd=line.get("total_cost_usd"),
         )
-        return [Result(text=line.get("result") or "", usage=usage, session_id=state.get("session_id"))]
+        return [
+            Result(text=line.get("result") or "", usage=usage, session_id=state.get("session_id"))
+        ]
     return []  # user lines (tool results), status lines, anything new
 
 

@@ -28,7 +28,9 @@ def usage_delta(cumulative: dict, previous: dict | None) -> dict:
     if not previous:
         return dict(cumulative)
     delta = {k: (v or 0) - (previous.get(k) or 0) for k, v in cumulative.items()}
-    if any(v < 0 for v in delta.values()):  # totals went down: not the same thread, trust the raw numbers
+    if any(
+        v < 0 for v in delta.values()
+    ):  # totals went down: not the same thread, trust the raw numbers
         return dict(cumulative)
     return delta
 
@@ -73,7 +75,16 @@ def _item_events(item: dict, completed: bool, state: dict) -> list[Event]:
             data["error"] = item["error"]
         return [Event("tool", data)]
     if kind == "file_change" and completed:
-        return [Event("tool", {"name": "file_change", "changes": item.get("changes") or [], "status": item.get("status")})]
+        return [
+            Event(
+                "tool",
+                {
+                    "name": "file_change",
+                    "changes": item.get("changes") or [],
+                    "status": item.get("status"),
+                },
+            )
+        ]
     if kind == "web_search" and completed:
         return [Event("tool", {"name": "web_search", "input": {"query": item.get("query")}})]
     if kind == "error":  # non-fatal warnings arrive as error items
@@ -93,11 +104,20 @@ def parse_codex_line(line: dict, state: dict) -> list[Event | Result]:
         cumulative = line.get("usage") or {}
         usage = _codex_usage(usage_delta(cumulative, state.get("previous_usage")))
         cli_state = {"thread_id": state.get("thread_id"), "cumulative_usage": cumulative}
-        return [Result(text=state.get("last_text") or "", usage=usage, session_id=state.get("thread_id"), cli_state=cli_state)]
+        return [
+            Result(
+                text=state.get("last_text") or "",
+                usage=usage,
+                session_id=state.get("thread_id"),
+                cli_state=cli_state,
+            )
+        ]
     if kind == "turn.failed":
         message = (line.get("error") or {}).get("message") or "no details"
         raise BackendError(f"the codex CLI failed: {message}")
-    if kind == "error":  # transient (reconnects); fatal problems end in turn.failed or a non-zero exit
+    if (
+        kind == "error"
+    ):  # transient (reconnects); fatal problems end in turn.failed or a non-zero exit
         state["last_error"] = line.get("message")
         return [Event("progress", {"message": line.get("message") or ""})]
     return []

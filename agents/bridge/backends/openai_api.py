@@ -8,7 +8,17 @@ from collections.abc import AsyncIterator
 
 import openai
 
-from .base import Backend, BackendError, Event, Result, Turn, Usage, chat_messages, elapsed_ms, error_message
+from .base import (
+    Backend,
+    BackendError,
+    Event,
+    Result,
+    Turn,
+    Usage,
+    chat_messages,
+    elapsed_ms,
+    error_message,
+)
 
 DEFAULT_MODEL = "gpt-4o-mini"
 

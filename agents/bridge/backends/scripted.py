@@ -14,7 +14,12 @@ class ScriptedBackend(Backend):
 
     name = "scripted"
 
-    def __init__(self, replies: dict[str, str] | None = None, default: str = "Echo: {prompt}", delay_ms: int = 0):
+    def __init__(
+        self,
+        replies: dict[str, str] | None = None,
+        default: str = "Echo: {prompt}",
+        delay_ms: int = 0,
+    ):
         self.replies = {k.strip().casefold(): v for k, v in (replies or {}).items()}
         self.default = default
         self.delay_ms = delay_ms
@@ -43,4 +48,9 @@ class ScriptedBackend(Backend):
             cost_usd=0.0,
             latency_ms=elapsed_ms(start),
         )
-        yield Result(text=text, usage=usage, session_id=session_id, blocks=[{"type": "label", "text": "scripted"}])
+        yield Result(
+            text=text,
+            usage=usage,
+            session_id=session_id,
+            blocks=[{"type": "label", "text": "scripted"}],
+        )

@@ -21,7 +21,9 @@ if env.get("FAKE_CLI_LOG"):
         "argv": sys.argv[1:],
         "name": os.path.basename(sys.argv[0]),
         "cwd": os.getcwd(),
-        "env": {k: env.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CODEX_API_KEY")},
+        "env": {
+            k: env.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CODEX_API_KEY")
+        },
         "pid": os.getpid(),
         "child_pid": child.pid if child else None,
     }

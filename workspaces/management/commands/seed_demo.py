@@ -35,13 +35,21 @@ class Command(BaseCommand):
         with transaction.atomic():
             user = User.objects.filter(username=DEMO_USERNAME).first()
             if user is None:
-                user = User.objects.create_user(DEMO_USERNAME, "demo@example.com", password, display_name="Demo Person")
+                user = User.objects.create_user(
+                    DEMO_USERNAME, "demo@example.com", password, display_name="Demo Person"
+                )
             elif not user.check_password(password):
                 user.set_password(password)
                 user.save(update_fields=["password"])
-            team = Workspace.objects.filter(owner=user, kind=Workspace.Kind.TEAM, name="Demo team").first()
+            team = Workspace.objects.filter(
+                owner=user, kind=Workspace.Kind.TEAM, name="Demo team"
+            ).first()
             if team is None:
                 team = create_team_workspace(user, "Demo team")
-            if not Conversation.objects.filter(workspace=team, kind=Conversation.Kind.CHANNEL, title="general").exists():
+            if not Conversation.objects.filter(
+                workspace=team, kind=Conversation.Kind.CHANNEL, title="general"
+            ).exists():
                 create_conversation(user, team, kind=Conversation.Kind.CHANNEL, title="general")
-        self.stdout.write(f"\n  agntchat is running at {url}\n  log in as: {DEMO_USERNAME} / {password}\n")
+        self.stdout.write(
+            f"\n  agntchat is running at {url}\n  log in as: {DEMO_USERNAME} / {password}\n"
+        )

@@ -1,0 +1,321 @@
+"""The agent socket: claims, acks, leases, release on close, catch-up, fairness, bad frames."""
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from agents import actions as agent_actions
+from agntchat.core import presence
+from agntchat.core.events import group_name
+from conversations import actions
+from conversations.models import Delivery, Message
+from tests.conftest import agent_session
+from tests.socket_helpers import agent_communicator, drain, frames_until, next_frame
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+post = sync_to_async(actions.post_message)
+
+
+async def connect(token, query=""):
+    comm = agent_communicator(token, query)
+    connected, _ = await comm.connect()
+    assert connected
+    hello = await next_frame(comm)
+    assert hello["type"] == "hello"
+    return comm, hello
+
+
+async def test_it_pushes_a_message_to_the_connected_agent_and_acks_it(alice, channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    comm, hello = await connect(token)
+    assert hello["agentId"] == str(nova.id)
+    assert await comm.receive_nothing(timeout=0.2)
+    message = await post(alice, channel, "Hello @nova")
+    work = await next_frame(comm)
+    assert work["type"] == "work" and work["kind"] == "message"
+    assert work["payload"]["message"]["id"] == str(message.id)
+    assert work["payload"]["message"]["body"] == "Hello @nova"
+    assert work["payload"]["conversation"]["id"] == str(channel.id)
+    assert work["payload"]["workspace"]["id"] == str(channel.workspace_id)
+    assert "directives" in work["payload"]
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    await comm.send_json_to({"type": "ack", "id": work["id"]})  # idempotent: no error
+    assert await comm.receive_nothing(timeout=0.3)
+    delivery = await Delivery.objects.aget(id=work["id"])
+    assert delivery.acked_at is not None and delivery.attempts == 1
+    await comm.disconnect()
+
+
+async def test_an_agent_does_not_get_its_own_message(channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    await comm.send_json_to(
+        {"type": "post", "conversationId": str(channel.id), "body": "I am here", "ref": "r1"}
+    )
+    posted = await next_frame(comm)
+    assert posted["type"] == "posted" and posted["ref"] == "r1"
+    assert await comm.receive_nothing(timeout=0.3)
+    assert await Delivery.objects.filter(message_id=posted["messageId"]).acount() == 0
+    await comm.disconnect()
+
+
+async def test_offline_messages_all_arrive_in_order_on_connect(alice, channel, nova):
+    posted = [await post(alice, channel, f"m{i}") for i in range(5)]
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token, "prefetch=10")
+    bodies = [(await next_frame(comm))["payload"]["message"]["body"] for _ in posted]
+    assert bodies == [m.body for m in posted]
+    assert await comm.receive_nothing(timeout=0.2)
+    await comm.disconnect()
+
+
+async def test_prefetch_limits_unacked_items_and_an_ack_frees_a_slot(alice, channel, nova):
+    for i in range(4):
+        await post(alice, channel, f"m{i}")
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token, "prefetch=2")
+    first, second = await next_frame(comm), await next_frame(comm)
+    assert first["id"] != second["id"]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.send_json_to({"type": "ack", "id": first["id"]})
+    third = await next_frame(comm)
+    assert third["payload"]["message"]["body"] == "m2"
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_a_closed_socket_gives_its_items_to_another_connection(alice, channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    first, _ = await connect(token, "prefetch=3")
+    for i in range(3):
+        await post(alice, channel, f"m{i}")
+    held_by_first = {f["id"] for f in await drain(first)}
+    assert len(held_by_first) == 3
+    second, _ = await connect(token, "prefetch=3")
+    assert await second.receive_nothing(timeout=0.3)  # all three are the first one's
+    await first.disconnect()  # never acked: its items move at once, not after the lease
+    redelivered = [await next_frame(second) for _ in range(3)]
+    assert {f["id"] for f in redelivered} == held_by_first
+    for frame in redelivered:
+        await second.send_json_to({"type": "ack", "id": frame["id"]})
+    assert await second.receive_nothing(timeout=0.3)
+    assert await Delivery.objects.filter(acked_at__isnull=True).acount() == 0
+    await second.disconnect()
+
+
+async def test_a_silent_holder_loses_its_item_after_the_lease(alice, channel, nova, settings):
+    settings.CLAIM_LEASE_SECONDS = 1
+    token = await sync_to_async(agent_session)(nova)
+    holder, _ = await connect(token)
+    message = await post(alice, channel, "slow one")
+    work = await next_frame(holder)
+    other, _ = await connect(token)
+    assert await other.receive_nothing(timeout=0.3)  # still leased to the holder
+    await asyncio.sleep(1.1)
+    # A heartbeat does not extend the holder's lease, and makes the other connection look again.
+    await holder.send_json_to({"type": "heartbeat"})
+    await other.send_json_to({"type": "heartbeat"})
+    again = await next_frame(other)
+    assert again["id"] == work["id"] and again["payload"]["message"]["id"] == str(message.id)
+    assert again["payload"]["attempt"] == 2
+    await holder.send_json_to({"type": "ack", "id": work["id"]})
+    error = await next_frame(holder)
+    assert error["type"] == "error" and error["code"] == "not_held"
+    await other.send_json_to({"type": "ack", "id": again["id"]})
+    await holder.disconnect()
+    await other.disconnect()
+
+
+async def test_extend_keeps_an_item_past_its_lease(alice, channel, nova, settings):
+    settings.CLAIM_LEASE_SECONDS = 1
+    token = await sync_to_async(agent_session)(nova)
+    holder, _ = await connect(token)
+    await post(alice, channel, "long turn")
+    work = await next_frame(holder)
+    other, _ = await connect(token)
+    for _ in range(3):
+        await asyncio.sleep(0.5)
+        await holder.send_json_to({"type": "extend", "id": work["id"]})
+        assert (await next_frame(holder))["type"] == "extended"
+        await other.send_json_to({"type": "heartbeat"})
+    assert await other.receive_nothing(timeout=0.3)
+    await holder.send_json_to({"type": "ack", "id": work["id"]})
+    await holder.disconnect()
+    await other.disconnect()
+
+
+async def test_a_dropped_push_is_recovered_by_the_next_heartbeat(alice, channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    # Drop the push for real: empty the agent's group in Redis, as a lost group message would.
+    layer = get_channel_layer()
+    await sync_to_async(presence.client().delete)(layer._group_key(group_name(f"agent.{nova.id}")))
+    await post(alice, channel, "nobody heard this")
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.send_json_to({"type": "heartbeat"})
+    work = await next_frame(comm)
+    assert work["payload"]["message"]["body"] == "nobody heard this"
+    await comm.disconnect()
+
+
+async def test_a_rolled_back_message_queues_and_pushes_nothing(alice, channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+
+    def post_then_fail():
+        with transaction.atomic():
+            actions.post_message(alice, channel, "never happened")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await sync_to_async(post_then_fail)()
+    assert await comm.receive_nothing(timeout=0.5)
+    assert await Message.objects.acount() == 0 and await Delivery.objects.acount() == 0
+    await comm.disconnect()
+
+
+async def test_claims_rotate_across_workspaces(alice, channel, nova):
+    # 200 messages queued in team A, then 1 in Alice's personal workspace.
+    personal = await sync_to_async(lambda: alice.owned_workspaces.get(kind="personal"))()
+    dm = await sync_to_async(actions.create_conversation)(
+        alice, personal, kind="direct", agent_ids=[nova.id]
+    )
+
+    def queue():
+        for i in range(200):
+            actions.post_message(alice, channel, f"busy {i}")
+        actions.post_message(alice, dm, "quiet one")
+
+    await sync_to_async(queue)()
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    order = []
+    for _ in range(4):
+        work = await next_frame(comm)
+        order.append(work["payload"]["message"]["body"])
+        await comm.send_json_to({"type": "ack", "id": work["id"]})
+    assert "quiet one" in order[:3], order
+    await comm.disconnect()
+
+
+async def test_bad_frames_get_error_frames_and_the_socket_stays_open(alice, channel, nova):
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    cases = [
+        ("not json", "bad_frame"),
+        ("[1, 2]", "bad_frame"),
+        ('{"no": "type"}', "bad_frame"),
+        ('{"type": "dance"}', "unknown_type"),
+        ('{"type": "ack", "id": "00000000-0000-0000-0000-000000000000"}', "not_held"),
+        ('{"type": "extend", "id": "nope"}', "not_held"),
+        ('{"type": "configure", "prefetch": 0}', "bad_frame"),
+        ('{"type": "post", "conversationId": "nope", "body": "x"}', "conversation_not_found"),
+        (f'{{"type": "post", "conversationId": "{channel.id}", "body": 5}}', "bad_frame"),
+        (
+            f'{{"type": "post", "conversationId": "{channel.id}", "body": "   "}}',
+            "conversation_invalid",
+        ),
+    ]
+    for raw, code in cases:
+        await comm.send_to(text_data=raw)
+        frame = await next_frame(comm)
+        assert frame["type"] == "error" and frame["code"] == code, (raw, frame)
+    assert await Message.objects.acount() == 0
+    await comm.send_json_to({"type": "configure", "prefetch": 2})
+    assert (await next_frame(comm)) == {"type": "configured", "prefetch": 2}
+    await comm.disconnect()
+
+
+async def test_presence_follows_connections(nova):
+    token = await sync_to_async(agent_session)(nova)
+    assert not await sync_to_async(presence.is_online)(nova.id)
+    comm, _ = await connect(token)
+    assert await sync_to_async(presence.is_online)(nova.id)
+    await comm.disconnect()
+    assert not await sync_to_async(presence.is_online)(nova.id)
+
+
+async def test_it_refuses_keys_expired_sessions_and_nonsense(nova):
+    _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
+    for token in [key, "ags_forged", "", "apt_x"]:
+        comm = agent_communicator(token)
+        connected, _ = await comm.connect()
+        assert connected
+        frame = await next_frame(comm)
+        assert frame["type"] == "error" and frame["code"] == "unauthorized"
+        assert (await comm.receive_output(timeout=1))["type"] == "websocket.close"
+
+
+async def test_an_agent_pinned_away_is_not_woken_there(alice, channel, nova):
+    personal = await sync_to_async(lambda: alice.owned_workspaces.get(kind="personal"))()
+    await sync_to_async(agent_actions.set_agent_pins)(nova, [personal.id])
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    await post(alice, channel, "anyone?")
+    assert await comm.receive_nothing(timeout=0.4)
+    assert await Delivery.objects.acount() == 0
+    await comm.send_json_to({"type": "post", "conversationId": str(channel.id), "body": "sneaky"})
+    error = await next_frame(comm)
+    assert error["code"] == "conversation_not_found"
+    await comm.disconnect()
+
+
+async def test_the_live_socket_shows_new_messages_to_members_only(
+    alice, bob, charlie, channel, team_b, nova
+):
+    from channels.testing import WebsocketCommunicator
+    from django.test import Client
+
+    from agntchat.asgi import application
+
+    async def live_for(user):
+        client = Client()
+        await sync_to_async(client.force_login)(user)
+        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+        comm = WebsocketCommunicator(
+            application,
+            "/ws/live/",
+            headers=[
+                (b"cookie", cookie),
+                (b"origin", b"http://127.0.0.1"),
+                (b"host", b"127.0.0.1"),
+            ],
+        )
+        connected, _ = await comm.connect()
+        assert connected
+        assert (await next_frame(comm))["type"] == "hello"
+        return comm
+
+    bob_live, charlie_live = await live_for(bob), await live_for(charlie)
+    token = await sync_to_async(agent_session)(nova)
+    agent, _ = await connect(token)
+    await agent.send_json_to(
+        {"type": "post", "conversationId": str(channel.id), "body": "Findings are in"}
+    )
+    seen = await frames_until(bob_live, lambda f: f.get("type") == "message.created")
+    assert seen[-1]["message"]["body"] == "Findings are in"
+    assert seen[-1]["message"]["author"]["type"] == "agent"
+    assert await charlie_live.receive_nothing(timeout=0.5)
+    # No cookie, or a foreign origin: refused.
+    anon = WebsocketCommunicator(
+        application,
+        "/ws/live/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
+    )
+    await anon.connect()
+    assert (await next_frame(anon))["code"] == "unauthorized"
+    evil = WebsocketCommunicator(
+        application,
+        "/ws/live/",
+        headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")],
+    )
+    connected, _ = await evil.connect()
+    assert not connected
+    for comm in (bob_live, charlie_live, agent):
+        await comm.disconnect()
+    # Removing Bob from the workspace stops his live events for its channels.
+

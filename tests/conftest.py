@@ -1,0 +1,104 @@
+"""The cast every test story uses, built through actions like real people would.
+
+Alice owns team workspace A, Bob is a member of A, Charlie is an outsider with his own team B.
+"""
+
+import pytest
+from rest_framework.test import APIClient
+
+from workspaces import actions as workspace_actions
+from workspaces.models import User
+
+
+def make_person(username: str) -> User:
+    return User.objects.create_user(
+        username, f"{username}@example.com", "pw-" + username + "-123456"
+    )
+
+
+@pytest.fixture
+def alice(db):
+    return make_person("alice")
+
+
+@pytest.fixture
+def bob(db):
+    return make_person("bob")
+
+
+@pytest.fixture
+def charlie(db):
+    return make_person("charlie")
+
+
+@pytest.fixture
+def team_a(alice, bob):
+    workspace = workspace_actions.create_team_workspace(alice, "Team A")
+    owner = workspace.memberships.get(user=alice)
+    _, token = workspace_actions.create_invitation(owner)
+    workspace_actions.accept_invitation(bob, token)
+    return workspace
+
+
+@pytest.fixture
+def team_b(charlie):
+    return workspace_actions.create_team_workspace(charlie, "Team B")
+
+
+def client_for(user) -> APIClient:
+    """A REST client authenticated the way API users are: a personal bearer token."""
+    _, secret = workspace_actions.issue_api_token(user)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def api():
+    return client_for
+
+
+def agent_session(agent) -> str:
+    """A live session token for an agent, obtained the way a bridge does: key → session."""
+    from agents import actions as agent_actions
+
+    _, key = agent_actions.create_agent_key(agent)
+    _, token = agent_actions.open_agent_session(key)
+    return token
+
+
+@pytest.fixture
+def nova(alice):
+    """Alice's agent, visible in all her workspaces."""
+    from agents import actions as agent_actions
+
+    return agent_actions.create_agent(
+        alice, name="Nova", role="researcher", capabilities=["research"], backend="scripted"
+    )
+
+
+@pytest.fixture
+def channel(alice, team_a, nova):
+    """#general in team A with Alice, Bob and Nova taking part."""
+    from conversations.actions import create_conversation
+
+    return create_conversation(
+        alice,
+        team_a,
+        kind="channel",
+        title="general",
+        user_ids=[team_a.memberships.get(role="member").user_id],
+        agent_ids=[nova.id],
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def close_pools_before_teardown(django_db_setup, django_db_blocker):
+    """Socket tests touch the database from worker threads: hand every pooled connection back
+    before pytest-django drops the test database."""
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for conn in connections.all():
+            conn.close_pool()

@@ -1,0 +1,114 @@
+"""Helpers for socket tests: in-process ASGI communicators and a real daphne server."""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from channels.testing import WebsocketCommunicator
+
+from agntchat.asgi import application
+
+
+def agent_communicator(token: str, query: str = "") -> WebsocketCommunicator:
+    path = "/ws/agent/" + (f"?{query}" if query else "")
+    return WebsocketCommunicator(
+        application, path, headers=[(b"authorization", f"Bearer {token}".encode())]
+    )
+
+
+async def next_frame(comm, timeout=3) -> dict:
+    return await comm.receive_json_from(timeout=timeout)
+
+
+async def frames_until(comm, predicate, timeout=5) -> list[dict]:
+    """Read frames until one satisfies PREDICATE; return all read."""
+    seen = []
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise AssertionError(f"no matching frame; saw {seen}")
+        frame = await comm.receive_json_from(timeout=remaining)
+        seen.append(frame)
+        if predicate(frame):
+            return seen
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_url() -> str:
+    """The test database as a URL, for server subprocesses."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    host = s["HOST"] or ""
+    if host.startswith("/"):
+        from urllib.parse import quote
+
+        host = quote(host, safe="")
+    port = f":{s['PORT']}" if s["PORT"] else ""
+    return f"postgres://{s['USER']}@{host}{port}/{s['NAME']}"
+
+
+class Daphne:
+    """A real daphne process serving agntchat on the test database."""
+
+    def __init__(self, extra_env=None):
+        self.port = free_port()
+        env = dict(os.environ, DATABASE_URL=database_url(), DEBUG="1", **(extra_env or {}))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "agntchat.asgi:application",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("daphne exited: " + self.proc.stderr.read().decode()[-2000:])
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def dumps(frame: dict) -> str:
+    return json.dumps(frame)
+
+
+async def drain(comm, quiet=0.3) -> list[dict]:
+    """Every frame that arrives until the socket has been quiet for QUIET seconds.
+
+    (A timed-out receive on a channels communicator cancels the application, so we ask
+    receive_nothing first and only then read.)"""
+    frames = []
+    while not await comm.receive_nothing(timeout=quiet):
+        frames.append(await comm.receive_json_from())
+    return frames
