@@ -100,5 +100,12 @@ def close_pools_before_teardown(django_db_setup, django_db_blocker):
     from django.db import connections
 
     with django_db_blocker.unblock():
+        # Server subprocesses killed on purpose may leave backends that PostgreSQL has not
+        # reaped yet; end them so the test database can be dropped.
+        with connections["default"].cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         for conn in connections.all():
             conn.close_pool()

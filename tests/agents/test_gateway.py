@@ -318,4 +318,3 @@ async def test_the_live_socket_shows_new_messages_to_members_only(
     for comm in (bob_live, charlie_live, agent):
         await comm.disconnect()
     # Removing Bob from the workspace stops his live events for its channels.
-

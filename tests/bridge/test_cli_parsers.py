@@ -287,7 +287,7 @@ async def test_closing_the_stream_kills_the_cli_and_its_children(fake, tmp_path,
     gen = backend.run(Turn("", "", "hi", [], workdir=workdir(tmp_path)))
     first = await asyncio.wait_for(gen.__anext__(), 10)
     assert first.kind == "session"
-    await gen.aclose()
+    await asyncio.wait_for(gen.aclose(), 3)  # the fake sleeps 60s: only a kill ends it this fast
     record = fake()[0]
     assert not alive(record["pid"])
     await asyncio.sleep(0.1)  # the orphaned child is killed by the same signal, give it a moment
@@ -306,7 +306,7 @@ async def test_cancelling_the_task_kills_the_cli(fake, tmp_path, monkeypatch):
         await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await task
+        await asyncio.wait_for(task, 3)
     assert not alive(fake()[0]["pid"])
 
 

@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -256,10 +257,13 @@ class JsonlProcess:
         """Kill the process group if still running and reap it."""
         if self.proc.returncode is None:
             try:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            await self.proc.wait()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except TimeoutError:
+                pass  # a descendant that left the process group still holds our pipes; don't hang on it
         self._drain.cancel()
 
 

@@ -1,0 +1,173 @@
+"""Agents over REST: creation, visibility (AGT-1/2), keys and sessions (WS-3), tenant isolation."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from agents import actions
+from agents.models import Agent, AgentKey, AgentSession
+from tests.conftest import agent_session
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_creates_an_agent_with_its_model_config(alice, api):
+    response = api(alice).post(
+        "/api/v1/agents/",
+        {
+            "name": "Nova",
+            "role": "researcher",
+            "capabilities": ["research", "web"],
+            "backend": "openai_api",
+            "model": "llama3",
+            "baseUrl": "http://127.0.0.1:11434/v1",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (
+        body["handle"] == "nova"
+        and body["backend"] == "openai_api"
+        and body["baseUrl"] == "http://127.0.0.1:11434/v1"
+    )
+    assert body["online"] is False and body["visibility"] == "all"
+
+
+def test_the_default_backend_is_the_claude_cli(alice, api):
+    assert (
+        api(alice).post("/api/v1/agents/", {"name": "Ada"}, format="json").json()["backend"]
+        == "claude_cli"
+    )
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "name"),
+        ({"name": "x", "backend": "gpt-9"}, "backend"),
+        ({"name": "x", "capabilities": "web"}, "capabilities"),
+        ({"name": "x", "baseUrl": "not a url"}, "baseUrl"),
+        ({"name": "x", "secret": 1}, "secret"),
+        ({"name": "x", "handle": "no spaces"}, "handle"),
+    ],
+)
+def test_it_rejects_bad_agent_bodies(alice, api, body, field):
+    response = api(alice).post("/api/v1/agents/", body, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["error"]["fields"]
+    assert Agent.objects.count() == 0
+
+
+def test_handles_are_unique_per_owner(alice, bob, api):
+    assert api(alice).post("/api/v1/agents/", {"name": "Nova"}, format="json").status_code == 201
+    again = api(alice).post("/api/v1/agents/", {"name": "Nova"}, format="json")
+    assert again.status_code == 400 and "handle" in again.json()["error"]["fields"]
+    assert api(bob).post("/api/v1/agents/", {"name": "Nova"}, format="json").status_code == 201
+
+
+def test_an_agent_appears_in_every_workspace_of_its_owner_unless_pinned(
+    alice, bob, team_a, nova, api
+):
+    personal = alice.owned_workspaces.get(kind="personal")
+    in_team = api(bob).get(f"/api/v1/agents/?workspace={team_a.id}").json()["results"]
+    assert [a["id"] for a in in_team] == [str(nova.id)]
+    response = api(alice).patch(
+        f"/api/v1/agents/{nova.id}/", {"pinnedWorkspaces": [str(personal.id)]}, format="json"
+    )
+    assert response.status_code == 200 and response.json()["visibility"] == "pinned"
+    assert api(bob).get(f"/api/v1/agents/?workspace={team_a.id}").json()["results"] == []
+    assert api(bob).get(f"/api/v1/agents/{nova.id}/").status_code == 404
+    # Back to everywhere.
+    api(alice).patch(f"/api/v1/agents/{nova.id}/", {"pinnedWorkspaces": None}, format="json")
+    assert api(bob).get(f"/api/v1/agents/{nova.id}/").status_code == 200
+
+
+def test_pinning_to_someone_elses_workspace_is_refused(alice, charlie, team_b, nova, api):
+    response = api(alice).patch(
+        f"/api/v1/agents/{nova.id}/", {"pinnedWorkspaces": [str(team_b.id)]}, format="json"
+    )
+    assert response.status_code == 400
+    nova.refresh_from_db()
+    assert nova.visibility == "all" and nova.pins.count() == 0
+
+
+def test_a_key_is_shown_once_and_stored_only_as_a_hash(alice, nova, api):
+    response = api(alice).post(f"/api/v1/agents/{nova.id}/keys/", {"name": "laptop"}, format="json")
+    assert response.status_code == 201
+    key = response.json()["key"]
+    assert key.startswith("agk_")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM agents_agentkey")
+        assert key not in str(cursor.fetchall())
+    listed = api(alice).get(f"/api/v1/agents/{nova.id}/keys/").json()["results"]
+    assert len(listed) == 1 and "key" not in listed[0] and listed[0]["prefix"] == key[:12]
+
+
+def test_the_key_is_exchanged_for_a_session_and_is_no_credential_elsewhere(nova, client):
+    _, key = actions.create_agent_key(nova)
+    assert client.get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {key}").status_code == 401
+    response = client.post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 200
+    token = response.json()["token"]
+    assert token.startswith("ags_")
+    expires = response.json()["expiresAt"]
+    assert (
+        timedelta(minutes=14)
+        < timezone.datetime.fromisoformat(expires) - timezone.now()
+        <= timedelta(minutes=15)
+    )
+    me = client.get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert me.status_code == 200 and me.json()["id"] == str(nova.id)
+    # A session token is not a key: it cannot open further sessions.
+    assert (
+        client.post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code
+        == 401
+    )
+
+
+def test_expired_sessions_and_revoked_keys_stop_working(alice, nova, client, api):
+    key_row, key = actions.create_agent_key(nova)
+    token = client.post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {key}").json()[
+        "token"
+    ]
+    AgentSession.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert client.get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
+    token = client.post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {key}").json()[
+        "token"
+    ]
+    assert api(alice).delete(f"/api/v1/agents/{nova.id}/keys/{key_row.id}/").status_code == 204
+    assert client.get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
+    response = client.post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_agent_key"
+
+
+def test_an_agent_cannot_use_person_endpoints(nova, client):
+    token = agent_session(nova)
+    for path in ["/api/v1/me/", "/api/v1/workspaces/", "/api/v1/agents/"]:
+        assert client.get(path, HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 403
+
+
+def test_only_the_owner_manages_an_agent_and_outsiders_see_nothing(
+    alice, bob, charlie, team_a, team_b, nova, api
+):
+    before = (list(Agent.objects.values()), AgentKey.objects.count())
+    # Bob sees Nova in team A but does not own it: 403.
+    assert api(bob).get(f"/api/v1/agents/{nova.id}/").status_code == 200
+    assert (
+        api(bob).patch(f"/api/v1/agents/{nova.id}/", {"name": "Mine"}, format="json").status_code
+        == 403
+    )
+    assert api(bob).post(f"/api/v1/agents/{nova.id}/keys/", {}, format="json").status_code == 403
+    # Charlie cannot see it at all: 404 everywhere.
+    for response in [
+        api(charlie).get(f"/api/v1/agents/{nova.id}/"),
+        api(charlie).patch(f"/api/v1/agents/{nova.id}/", {"name": "Mine"}, format="json"),
+        api(charlie).get(f"/api/v1/agents/{nova.id}/keys/"),
+        api(charlie).post(f"/api/v1/agents/{nova.id}/keys/", {}, format="json"),
+        api(charlie).get(f"/api/v1/agents/?workspace={team_a.id}"),
+    ]:
+        assert response.status_code == 404
+    assert (list(Agent.objects.values()), AgentKey.objects.count()) == before
