@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agents.exceptions import AgentRule
-from agents.models import Agent, AgentKey, AgentPin, AgentSession
+from agents.models import Agent, AgentKey, AgentPin, AgentSession, PersonalityRevision, TurnUsage
 from agntchat.core import crypto
 from workspaces.models import Membership
 
@@ -128,3 +128,77 @@ def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     AgentKey.objects.filter(pk=key.pk).update(last_used_at=now)
     AgentSession.objects.filter(agent=key.agent, expires_at__lt=now).delete()
     return session, secret
+
+
+PERSONALITY_MAX = 20_000
+# A document this long or longer is "of meaningful size": halving it in one write is suspicious.
+PERSONALITY_GUARD_MIN = 200
+
+
+class PersonalityShrink(AgentRule):
+    code = "personality_shrink"
+
+
+def set_personality(agent: Agent, text: str, *, author, force: bool = False) -> PersonalityRevision:
+    """Rewrite the personality document, keeping every revision (RUN-6). A write that cuts a
+    meaningful document by more than half is refused unless the owner forces it."""
+    text = text or ""
+    if len(text) > PERSONALITY_MAX:
+        raise AgentRule(
+            f"A personality can be at most {PERSONALITY_MAX} characters.",
+            fields={"text": "Too long."},
+        )
+    is_owner = not isinstance(author, Agent) and author.id == agent.owner_id
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().get(pk=agent.pk)
+        old = agent.personality
+        if (
+            len(old) >= PERSONALITY_GUARD_MIN
+            and len(text) < len(old) / 2
+            and not (force and is_owner)
+        ):
+            raise PersonalityShrink(
+                f"This would shrink the personality from {len(old)} to {len(text)} characters; "
+                "that looks like a mistake. The owner can force it."
+            )
+        agent.personality = text
+        agent.save(update_fields=["personality", "updated_at"])
+        return PersonalityRevision.objects.create(
+            agent=agent,
+            text=text,
+            forced=bool(force and is_owner),
+            author_user=None if isinstance(author, Agent) else author,
+            author_agent=author if isinstance(author, Agent) else None,
+        )
+
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "latency_ms",
+)
+
+
+def record_usage(
+    agent: Agent, workspace_id, usage: dict, *, conversation_id=None, task_id=None
+) -> TurnUsage | None:
+    """Store what one turn cost (RUN-8). Unknown or negative figures are dropped, not trusted."""
+    if not isinstance(usage, dict):
+        return None
+    counts = {}
+    for name in USAGE_FIELDS:
+        value = usage.get(name, 0)
+        counts[name] = value if isinstance(value, int) and 0 <= value < 2**31 else 0
+    cost = usage.get("cost_usd")
+    return TurnUsage.objects.create(
+        agent=agent,
+        workspace_id=workspace_id,
+        conversation_id=conversation_id,
+        task_id=task_id,
+        backend=str(usage.get("backend", agent.backend))[:20],
+        model=str(usage.get("model", agent.model))[:100],
+        cost_usd=cost if isinstance(cost, (int, float)) and cost >= 0 else None,
+        **counts,
+    )

@@ -12,8 +12,9 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 
-from agents import gateway
+from agents import actions, gateway, tasks
 from agents.access import agent_for_session_token
+from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
@@ -21,6 +22,7 @@ from agntchat.core.events import apublish_now, group_name
 from agntchat.core.sockets import FrameError, JsonSocket, header
 from conversations import actions as conversation_actions
 from conversations.access import access_conversation, access_message
+from conversations.models import Delivery, Message
 
 MAX_PREFETCH = 100
 
@@ -47,7 +49,38 @@ def _post(agent, frame):
     body = frame.get("body")
     if not isinstance(body, str):
         raise FrameError("post needs a string 'body'.")
-    return conversation_actions.post_message(agent, conversation, body, reply_to=reply_to)
+    kind = Message.Kind.NOTICE if frame.get("notice") is True else Message.Kind.TEXT
+    return conversation_actions.post_message(
+        agent, conversation, body, reply_to=reply_to, kind=kind
+    )
+
+
+@database_sync_to_async
+def _record_usage(agent, kind, item_id, usage):
+    """Usage reported with an ack or a result, attributed to the item's workspace."""
+    if kind == "message":
+        delivery = Delivery.objects.select_related("message").get(pk=item_id)
+        actions.record_usage(
+            agent, delivery.workspace_id, usage, conversation_id=delivery.message.conversation_id
+        )
+    else:
+        task = Task.objects.get(pk=item_id)
+        actions.record_usage(
+            agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
+        )
+
+
+@database_sync_to_async
+def _personality_set(agent, frame):
+    text = frame.get("text")
+    if not isinstance(text, str):
+        raise FrameError("personality.set needs a string 'text'.")
+    return actions.set_personality(agent, text, author=agent)
+
+
+@database_sync_to_async
+def _personality_get(agent):
+    return Agent.objects.values_list("personality", flat=True).get(pk=agent.pk)
 
 
 class AgentSocket(JsonSocket):
@@ -55,8 +88,12 @@ class AgentSocket(JsonSocket):
         "ack": "on_ack",
         "heartbeat": "on_heartbeat",
         "extend": "on_extend",
+        "event": "on_event",
+        "result": "on_result",
         "post": "on_post",
         "configure": "on_configure",
+        "personality.get": "on_personality_get",
+        "personality.set": "on_personality_set",
     }
 
     async def connect(self):
@@ -70,14 +107,16 @@ class AgentSocket(JsonSocket):
         self.connection_id = uuid.uuid4().hex
         self.held: dict[str, str] = {}  # item id → kind
         self.recently_acked: OrderedDict[str, None] = OrderedDict()
-        self.prefetch = 1
+        # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
+        self.capacity = {"message": 1, "task": 1}
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
-        if "prefetch" in query:
-            try:
-                self.prefetch = _prefetch(query["prefetch"][0])
-            except FrameError as exc:
-                await self.send_error(exc.code, exc.message)
+        for name, kind in (("prefetch", "message"), ("tasks", "task")):
+            if name in query:
+                try:
+                    self.capacity[kind] = _prefetch(query[name][0])
+                except FrameError as exc:
+                    await self.send_error(exc.code, exc.message)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await self.send_json(
@@ -85,7 +124,8 @@ class AgentSocket(JsonSocket):
                 "type": "hello",
                 "agentId": str(self.agent.id),
                 "connectionId": self.connection_id,
-                "prefetch": self.prefetch,
+                "prefetch": self.capacity["message"],
+                "tasks": self.capacity["task"],
             }
         )
         await self.fill()
@@ -94,7 +134,9 @@ class AgentSocket(JsonSocket):
         if getattr(self, "agent", None) is None or not hasattr(self, "connection_id"):
             return
         await self.channel_layer.group_discard(self.topic, self.channel_name)
-        released = await database_sync_to_async(gateway.release_work)(self.connection_id)
+        released = await database_sync_to_async(gateway.release_work)(
+            self.connection_id, dict(self.held)
+        )
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
@@ -102,11 +144,14 @@ class AgentSocket(JsonSocket):
 
     async def fill(self) -> None:
         """Claim as many items as this connection has room for and push them."""
-        room = self.prefetch - len(self.held)
-        if room <= 0:
+        rooms = {
+            kind: limit - sum(1 for k in self.held.values() if k == kind)
+            for kind, limit in self.capacity.items()
+        }
+        if max(rooms.values()) <= 0:
             return
         frames = await database_sync_to_async(gateway.claim_work)(
-            self.agent.id, self.connection_id, room
+            self.agent, self.connection_id, rooms
         )
         for frame in frames:
             self.held[frame["id"]] = frame["kind"]
@@ -116,6 +161,10 @@ class AgentSocket(JsonSocket):
     async def work_available(self, event):
         await self.fill()
 
+    async def task_cancel(self, event):
+        if self.held.get(event["taskId"]) == "task":
+            await self.send_json({"type": "cancel", "id": event["taskId"]})
+
     # Frames from the bridge.
     async def on_ack(self, frame):
         item_id = str(frame.get("id", ""))
@@ -124,6 +173,8 @@ class AgentSocket(JsonSocket):
             if item_id in self.recently_acked:
                 return  # acks are idempotent
             raise FrameError("This connection does not hold that item.", code="not_held")
+        if kind == "task":
+            raise FrameError("A task ends with a 'result' frame, not an ack.")
         try:
             await database_sync_to_async(gateway.ack_work)(kind, item_id, self.connection_id)
         except NotHeld:
@@ -132,10 +183,64 @@ class AgentSocket(JsonSocket):
             await self.fill()
             raise
         del self.held[item_id]
+        self.remember_done(item_id)
+        if isinstance(frame.get("usage"), dict):
+            await _record_usage(self.agent, kind, item_id, frame["usage"])
+        await self.fill()
+
+    def remember_done(self, item_id: str) -> None:
         self.recently_acked[item_id] = None
         if len(self.recently_acked) > 1000:
             self.recently_acked.popitem(last=False)
+
+    async def on_event(self, frame):
+        """Progress of an item; it also extends the item's lease (the run is alive)."""
+        item_id = str(frame.get("id", ""))
+        kind = self.held.get(item_id)
+        if kind is None and item_id in self.recently_acked:
+            # An event after the terminal result breaks the contract: recorded, refused.
+            await database_sync_to_async(tasks.record_event)(item_id, frame.get("event") or {})
+        if kind is None:
+            raise FrameError("This connection does not hold that item.", code="not_held")
+        if not isinstance(frame.get("event"), dict):
+            raise FrameError("An event frame carries an 'event' object.")
+        await database_sync_to_async(gateway.extend_work)(kind, item_id, self.connection_id)
+        if kind == "task":
+            await database_sync_to_async(tasks.record_event)(item_id, frame["event"])
+
+    async def on_result(self, frame):
+        """The one terminal result of a task."""
+        item_id = str(frame.get("id", ""))
+        if self.held.get(item_id) != "task" and item_id not in self.recently_acked:
+            raise FrameError("This connection does not hold that task.", code="not_held")
+        result = frame.get("result") if isinstance(frame.get("result"), dict) else {}
+        error = frame.get("error") if isinstance(frame.get("error"), str) else ""
+        try:
+            await database_sync_to_async(tasks.record_result)(
+                item_id,
+                frame.get("status"),
+                connection_id=self.connection_id,
+                result=result,
+                error=error,
+            )
+        except NotHeld:
+            self.held.pop(item_id, None)
+            await self.fill()
+            raise
+        if isinstance(frame.get("usage"), dict):
+            await _record_usage(self.agent, "task", item_id, frame["usage"])
+        self.held.pop(item_id, None)
+        self.remember_done(item_id)
+        await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill()
+
+    async def on_personality_get(self, frame):
+        text = await _personality_get(self.agent)
+        await self.send_json({"type": "personality", "text": text})
+
+    async def on_personality_set(self, frame):
+        revision = await _personality_set(self.agent, frame)
+        await self.send_json({"type": "personality.saved", "revisionId": str(revision.id)})
 
     async def on_extend(self, frame):
         item_id = str(frame.get("id", ""))
@@ -158,9 +263,14 @@ class AgentSocket(JsonSocket):
         await self.fill()
 
     async def on_configure(self, frame):
-        if "prefetch" in frame:
-            self.prefetch = _prefetch(frame["prefetch"])
-        await self.send_json({"type": "configured", "prefetch": self.prefetch})
+        capacity = dict(self.capacity)
+        for name, kind in (("prefetch", "message"), ("tasks", "task")):
+            if name in frame:
+                capacity[kind] = _prefetch(frame[name])
+        self.capacity = capacity
+        await self.send_json(
+            {"type": "configured", "prefetch": capacity["message"], "tasks": capacity["task"]}
+        )
         await self.fill()
 
     async def on_post(self, frame):

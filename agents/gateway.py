@@ -1,20 +1,21 @@
 """What an agent connection can claim: the kinds of work, each a Claimable queue (MSG-6).
 
 Every kind is claimed by the same ``core.claims`` functions; a kind only says which table holds
-it and how to describe one item to the bridge. Later kinds (tasks, permission requests) register
-here too.
+it and how to describe one item to the bridge (with the turn's directives, RUN-3).
 """
 
 from django.conf import settings
 from django.utils import timezone
 
+from agents import directives, tasks
+from agents.models import Agent, Task
 from agntchat.core import claims
 from agntchat.core.events import wire
 from conversations.models import Delivery
 from conversations.payloads import conversation_data, message_data
 
 
-def message_work(ids) -> dict:
+def message_work(agent: Agent, ids) -> dict:
     """Work payloads for message deliveries, by delivery id."""
     deliveries = Delivery.objects.select_related(
         "message__conversation__workspace", "message__author_user", "message__author_agent"
@@ -28,30 +29,47 @@ def message_work(ids) -> dict:
             "conversation": conversation_data(conversation),
             "workspace": {"id": conversation.workspace_id, "name": conversation.workspace.name},
             "attempt": delivery.attempts,
-            "directives": {},
+            "directives": directives.for_message(agent, message),
         }
     return out
 
 
-# kind name → (queue model, payload builder)
+def task_work(agent: Agent, ids) -> dict:
+    """Work payloads for tasks, by task id; claiming a task starts its run."""
+    out = {}
+    for task in Task.objects.select_related(
+        "workspace", "conversation", "created_by_user", "created_by_agent"
+    ).filter(id__in=ids):
+        tasks.mark_started(task.id)
+        out[task.id] = {
+            "task": tasks.task_data(task),
+            "workspace": {"id": task.workspace_id, "name": task.workspace.name},
+            "attempt": task.attempts,
+            "directives": directives.for_task(agent, task),
+        }
+    return out
+
+
+# kind name → (queue model, payload builder). Claimed in this order.
 WORK_KINDS = {
     "message": (Delivery, message_work),
+    "task": (Task, task_work),
 }
 
 
 def claim_work(
-    agent_id, connection_id: str, capacity: int, lease_seconds: int | None = None
+    agent: Agent, connection_id: str, rooms: dict, lease_seconds: int | None = None
 ) -> list[dict]:
-    """Claim up to CAPACITY items across every kind; return ready-to-send work frames."""
+    """Claim up to ROOMS[kind] items of each kind; return ready-to-send work frames."""
     lease = lease_seconds or settings.CLAIM_LEASE_SECONDS
     frames = []
     for kind, (model, build) in WORK_KINDS.items():
-        room = capacity - len(frames)
+        room = rooms.get(kind, 0)
         if room <= 0:
-            break
-        ids = claims.claim(model, agent_id, connection_id, room, timezone.now(), lease)
+            continue
+        ids = claims.claim(model, agent.id, connection_id, room, timezone.now(), lease)
         if ids:
-            payloads = build(ids)
+            payloads = build(agent, ids)
             frames += [
                 wire({"type": "work", "kind": kind, "id": i, "payload": payloads[i]})
                 for i in ids
@@ -74,7 +92,11 @@ def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | Non
     )
 
 
-def release_work(connection_id: str) -> int:
+def release_work(connection_id: str, held: dict) -> int:
+    """Give back what a closing connection held; a task left without its result is recorded."""
+    for item_id, kind in held.items():
+        if kind == "task":
+            tasks.record_missing_result(item_id, "the connection closed before the terminal result")
     return sum(claims.release(model, connection_id) for model, _ in WORK_KINDS.values())
 
 

@@ -2,6 +2,7 @@
 
 from django.db import models
 
+from agntchat.core.claims import Claimable
 from agntchat.core.models import BaseModel
 from workspaces.models import User, Workspace
 
@@ -29,6 +30,7 @@ class Agent(BaseModel):
     model = models.CharField(max_length=100, blank=True)
     base_url = models.URLField(blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.ALL)
+    personality = models.TextField(blank=True)
     pinned_workspaces = models.ManyToManyField(
         Workspace, through="AgentPin", related_name="pinned_agents", blank=True
     )
@@ -85,3 +87,109 @@ class AgentSession(BaseModel):
 
     class Meta:
         indexes = [models.Index(fields=["expires_at"], name="agent_session_expiry")]
+
+
+class PersonalityRevision(BaseModel):
+    """Every version of an agent's personality document, with who wrote it (RUN-6)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="personality_revisions")
+    text = models.TextField()
+    author_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    forced = models.BooleanField(default=False)
+
+
+class Task(BaseModel, Claimable):
+    """A unit of work for one agent (TASK-1), claimed like every other kind of work (MSG-6).
+
+    The run streams events and ends with exactly one terminal result (TASK-3); once terminal,
+    the status never changes again.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Cancel(models.TextChoices):
+        NONE = ""
+        REQUESTED = "requested"
+        CONFIRMED = "confirmed"
+        UNKNOWN = "unknown"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    instructions = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    cancel_state = models.CharField(
+        max_length=10, choices=Cancel.choices, default=Cancel.NONE, blank=True
+    )
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    created_by_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    conversation = models.ForeignKey(
+        "conversations.Conversation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tasks",
+    )
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    protocol_errors = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    event_count = models.PositiveIntegerField(default=0)
+
+    class Meta(Claimable.Meta):
+        pass
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class TaskEvent(BaseModel):
+    """One progress event of a task run, in order."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="one_event_per_seq")]
+
+
+class TurnUsage(BaseModel):
+    """What one turn cost (RUN-8): tokens, cache, money when known, latency."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        "conversations.Conversation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
+    )
+    backend = models.CharField(max_length=20, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)

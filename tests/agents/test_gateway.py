@@ -226,7 +226,7 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_open(alice, chan
         assert frame["type"] == "error" and frame["code"] == code, (raw, frame)
     assert await Message.objects.acount() == 0
     await comm.send_json_to({"type": "configure", "prefetch": 2})
-    assert (await next_frame(comm)) == {"type": "configured", "prefetch": 2}
+    assert (await next_frame(comm)) == {"type": "configured", "prefetch": 2, "tasks": 1}
     await comm.disconnect()
 
 

@@ -36,6 +36,11 @@ def tokens(text: str) -> int:
     return max(1, len(text) // 4) if text else 0
 
 
+def responses_prompt_tokens(body: dict) -> int:
+    """Input tokens the stand-in reports for one Responses API request."""
+    return tokens(json.dumps(body.get("input") or []) + (body.get("instructions") or ""))
+
+
 def _content_text(content) -> str:
     if isinstance(content, str):
         return content
@@ -91,6 +96,16 @@ class StandinServer:
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
+            def do_GET(self):
+                # Codex first tries a WebSocket on /v1/responses; refuse it in HTTP/1.1 (an HTTP/1.0
+                # refusal reads as a protocol error) so it falls back to the SSE POST.
+                self.protocol_version = "HTTP/1.1"
+                self.close_connection = True
+                self._json(
+                    404,
+                    {"error": {"message": "no websockets here", "type": "invalid_request_error"}},
+                )
+
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body = json.loads(raw or b"{}")
@@ -98,13 +113,15 @@ class StandinServer:
                 server.requests.append(
                     {"path": path, "headers": dict(self.headers), "raw": raw, "json": body}
                 )
-                is_openai = path.endswith("/chat/completions")
+                is_openai = path.endswith(("/chat/completions", "/responses"))
                 if server.errors:
                     return self._json(*server.errors.pop(0))
                 if not self._authorized():
                     return self._json(401, OPENAI_401 if is_openai else ANTHROPIC_401)
                 if path == "/v1/messages":
                     return self._anthropic(body)
+                if path.endswith("/responses"):
+                    return self._responses(body)
                 if is_openai:
                     return self._openai(body)
                 self._json(
@@ -227,5 +244,66 @@ class StandinServer:
                         usage["completion_tokens_details"] = {"reasoning_tokens": 0}
                     self._send(None, {**base, "choices": [], "usage": usage})
                 self._send(None, "[DONE]")
+
+            def _responses(self, body: dict):
+                # The Responses API stream, as the Codex CLI consumes it (it falls back to this SSE
+                # after its WebSocket attempt on the same path fails).
+                items = body.get("input") or []
+                prompt_tokens = responses_prompt_tokens(body)
+                # Prefix caching simulated on the leading instructions (codex sends a developer message).
+                head = body.get("instructions") or (
+                    json.dumps(items[0], sort_keys=True) if items else ""
+                )
+                _, cached = server._cache_lookup("responses:" + head)
+                rid, mid = (
+                    f"resp_standin{len(server.requests)}",
+                    f"msg_standin{len(server.requests)}",
+                )
+                response = {
+                    "id": rid,
+                    "object": "response",
+                    "created_at": int(time.time()),
+                    "status": "in_progress",
+                    "model": body.get("model"),
+                    "output": [],
+                    "usage": None,
+                }
+                self._sse_start()
+                self._send("response.created", {"type": "response.created", "response": response})
+                item = {
+                    "id": mid,
+                    "type": "message",
+                    "status": "in_progress",
+                    "role": "assistant",
+                    "content": [],
+                }
+                self._send(
+                    "response.output_item.added",
+                    {"type": "response.output_item.added", "output_index": 0, "item": item},
+                )
+                for chunk in server.chunks():
+                    delta = {
+                        "type": "response.output_text.delta",
+                        "item_id": mid,
+                        "output_index": 0,
+                        "content_index": 0,
+                        "delta": chunk,
+                    }
+                    self._send("response.output_text.delta", delta)
+                part = {"type": "output_text", "text": server.reply, "annotations": []}
+                done = {**item, "status": "completed", "content": [part]}
+                self._send(
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": 0, "item": done},
+                )
+                usage = {
+                    "input_tokens": prompt_tokens,
+                    "input_tokens_details": {"cached_tokens": cached},
+                    "output_tokens": tokens(server.reply),
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": prompt_tokens + tokens(server.reply),
+                }
+                final = {**response, "status": "completed", "output": [done], "usage": usage}
+                self._send("response.completed", {"type": "response.completed", "response": final})
 
         return Handler

@@ -22,9 +22,12 @@ from workspaces.actions import issue_api_token
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+SHORT_LEASE = {"CLAIM_LEASE_SECONDS": "2"}
+
+
 @pytest.fixture
-def server():
-    daphne = Daphne(extra_env={"CLAIM_LEASE_SECONDS": "2"})
+def server(request):
+    daphne = Daphne(extra_env=getattr(request, "param", None))
     yield daphne
     daphne.stop()
 
@@ -138,6 +141,7 @@ async def test_a_killed_bridge_process_loses_nothing(alice, channel, nova, serve
     await survivor.close()
 
 
+@pytest.mark.parametrize("server", [SHORT_LEASE], indirect=True)
 async def test_work_held_by_a_killed_server_is_redelivered_after_the_lease(
     alice, channel, nova, server
 ):
@@ -149,7 +153,7 @@ async def test_work_held_by_a_killed_server_is_redelivered_after_the_lease(
     server.proc.wait()
     with pytest.raises(websockets.ConnectionClosed):
         await asyncio.wait_for(ws.recv(), 5)
-    second_node = Daphne(extra_env={"CLAIM_LEASE_SECONDS": "2"})
+    second_node = Daphne(extra_env=SHORT_LEASE)
     try:
         fresh = await open_agent_socket(second_node, token)
         await asyncio.sleep(2.2)  # the dead node's lease runs out

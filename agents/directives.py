@@ -1,0 +1,141 @@
+"""What an agent should do in a turn, computed on the server (RUN-3…5).
+
+The payload is split in two. The *stable* block (identity, house rules, personality, tool and
+skill index) is byte-for-byte identical from turn to turn while none of its inputs change, so a
+provider's prompt cache keeps hitting. The *volatile* block (who speaks next, the rulebook,
+recent history, the triggering message) is rebuilt every turn and sent outside the cached block.
+"""
+
+import hashlib
+
+from agents.models import Agent
+
+HISTORY_TURNS = 20
+
+HOUSE_RULES = """\
+- You are a participant in a team chat shared by people and AI agents. Reply as yourself.
+- Answer the message you were given; keep to the conversation's rulebook when it has one.
+- If you have nothing useful to add, say so briefly rather than repeating others.
+- Never reveal credentials or another workspace's data."""
+
+RULEBOOK_FIELDS = {
+    "reply_style": "Reply style",
+    "reply_length": "Reply length",
+    "when_not_to_chime_in": "When not to chime in",
+}
+
+
+def stable_block(agent: Agent, tools=(), skills=()) -> str:
+    """The cached part. Only its inputs may change it: no clocks, ids of turns or counters."""
+    parts = [
+        f"# Who you are\nName: {agent.name} (@{agent.handle})",
+        f"Role: {agent.role or 'general assistant'}",
+    ]
+    if agent.capabilities:
+        parts.append("Capabilities: " + ", ".join(sorted(agent.capabilities)))
+    parts.append("# House rules\n" + HOUSE_RULES)
+    if agent.personality.strip():
+        parts.append("# Your personality\n" + agent.personality.strip())
+    if tools:
+        parts.append(
+            "# Tools\n"
+            + "\n".join(
+                f"- {t['name']}: {t['summary']}" for t in sorted(tools, key=lambda t: t["name"])
+            )
+        )
+    if skills:
+        parts.append(
+            "# Skills (ask for the full text when you need one)\n"
+            + "\n".join(
+                f"- {s['name']}: {s['summary']}" for s in sorted(skills, key=lambda s: s["name"])
+            )
+        )
+    return "\n\n".join(parts) + "\n"
+
+
+def stable_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def rulebook_text(rulebook: dict) -> str:
+    lines = [
+        f"- {label}: {rulebook[key]}" for key, label in RULEBOOK_FIELDS.items() if rulebook.get(key)
+    ]
+    return "\n".join(lines)
+
+
+def history_entries(messages, agent: Agent) -> list[dict]:
+    """Recent messages as the backends take them: role, author, text."""
+    entries = []
+    for message in messages:
+        author = message.author
+        entries.append(
+            {
+                "role": "assistant" if message.author_agent_id == agent.id else "user",
+                "author": author.label if author else "system",
+                "text": message.body,
+            }
+        )
+    return entries
+
+
+def volatile_block(
+    *, speaker: Agent, rulebook: dict, trigger_author: str, trigger_text: str, extra: str = ""
+) -> str:
+    parts = [f"# This turn\nIt is your turn to answer ({speaker.name})."]
+    if rulebook_text(rulebook):
+        parts.append("# Conversation rulebook\n" + rulebook_text(rulebook))
+    if extra:
+        parts.append(extra)
+    parts.append(f"# Message to answer\nFrom {trigger_author}:\n{trigger_text}")
+    return "\n\n".join(parts) + "\n"
+
+
+def for_message(agent: Agent, message) -> dict:
+    """Directives for answering MESSAGE in its conversation."""
+    from conversations.models import Message
+
+    conversation = message.conversation
+    recent = list(
+        Message.objects.filter(
+            conversation=conversation, created_at__lt=message.created_at, kind=Message.Kind.TEXT
+        )
+        .select_related("author_user", "author_agent")
+        .order_by("-created_at")[:HISTORY_TURNS]
+    )[::-1]
+    stable = stable_block(agent)
+    rulebook = conversation.settings.get("rulebook", {})
+    author = message.author.label if message.author else "system"
+    return {
+        "stable": stable,
+        "stable_hash": stable_hash(stable),
+        "volatile": volatile_block(
+            speaker=agent, rulebook=rulebook, trigger_author=author, trigger_text=message.body
+        ),
+        "history": history_entries(recent, agent),
+        "prompt": message.body,
+        "rulebook": rulebook,
+        "session_key": f"conversation:{conversation.id}",
+    }
+
+
+def for_task(agent: Agent, task) -> dict:
+    """Directives for running TASK."""
+    stable = stable_block(agent)
+    rulebook = task.conversation.settings.get("rulebook", {}) if task.conversation_id else {}
+    author = task.created_by_user or task.created_by_agent
+    return {
+        "stable": stable,
+        "stable_hash": stable_hash(stable),
+        "volatile": volatile_block(
+            speaker=agent,
+            rulebook=rulebook,
+            trigger_author=author.label if author else "a routine",
+            trigger_text=task.instructions,
+            extra="# Task\nWork on this task and report a final result.",
+        ),
+        "history": [],
+        "prompt": task.instructions,
+        "rulebook": rulebook,
+        "session_key": f"task:{task.id}",
+    }

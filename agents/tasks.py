@@ -1,0 +1,242 @@
+"""Tasks and the task contract (TASK-1, TASK-3): create, run events, one terminal result, cancel.
+
+Every path that creates a task (REST, delegation, routines, loops, MCP) calls ``create_task``.
+A task is queue work claimed through ``core.claims``; its claim is acknowledged when the terminal
+result arrives. Contract violations are recorded on the task and never change a terminal state.
+"""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.access import agent_appears_in
+from agents.exceptions import AgentNotFound
+from agents.models import Agent, Task, TaskEvent
+from agntchat.core.claims import NotHeld
+from agntchat.core.events import publish, publish_many
+from agntchat.core.exceptions import AppError
+
+CANCEL_DEADLINE = timedelta(seconds=30)
+MAX_INSTRUCTIONS = 20_000
+
+
+class ProtocolError(AppError):
+    """A run broke the task contract (missing, repeated or post-terminal event)."""
+
+    code = "protocol_error"
+    status = 409
+
+
+def task_topics(task: Task) -> list[str]:
+    """Who follows a task live: its workspace's browsers."""
+    return [f"workspace.{task.workspace_id}"]
+
+
+def task_data(task: Task) -> dict:
+    return {
+        "id": task.id,
+        "agent_id": task.agent_id,
+        "workspace_id": task.workspace_id,
+        "conversation_id": task.conversation_id,
+        "instructions": task.instructions,
+        "status": task.status,
+        "cancel_state": task.cancel_state or None,
+        "result": task.result,
+        "error": task.error,
+        "protocol_errors": task.protocol_errors,
+        "attempts": task.attempts,
+        "event_count": task.event_count,
+        "created_at": task.created_at,
+        "started_at": task.started_at,
+        "finished_at": task.finished_at,
+    }
+
+
+def _announce(task: Task, event_type: str, **extra) -> None:
+    publish_many(
+        task_topics(task),
+        {"type": "live.event", "event": {"type": event_type, "task": task_data(task), **extra}},
+    )
+
+
+def create_task(creator, workspace, agent: Agent, instructions: str, *, conversation=None) -> Task:
+    """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine)."""
+    instructions = (instructions or "").strip()
+    if not instructions:
+        raise AppError(
+            "A task needs instructions.",
+            code="invalid",
+            fields={"instructions": "This field may not be blank."},
+        )
+    if len(instructions) > MAX_INSTRUCTIONS:
+        raise AppError(
+            "Task instructions are too long.", code="invalid", fields={"instructions": "Too long."}
+        )
+    if not agent_appears_in(agent, workspace.id):
+        raise AgentNotFound()
+    with transaction.atomic():
+        task = Task.objects.create(
+            agent=agent,
+            workspace=workspace,
+            instructions=instructions,
+            conversation=conversation,
+            created_by_user=creator
+            if creator is not None and not isinstance(creator, Agent)
+            else None,
+            created_by_agent=creator if isinstance(creator, Agent) else None,
+        )
+        publish(f"agent.{agent.id}", {"type": "work.available"})
+        _announce(task, "task.created")
+    return task
+
+
+def _locked(task_id) -> Task:
+    return Task.objects.select_for_update().get(pk=task_id)
+
+
+def _violation(task: Task, what: str) -> None:
+    """Record a contract violation and refuse it; the task's state stays as it is."""
+    Task.objects.filter(pk=task.pk).update(
+        protocol_errors=task.protocol_errors + [{"at": timezone.now().isoformat(), "error": what}]
+    )
+    raise ProtocolError(what)
+
+
+def mark_started(task_id) -> None:
+    """Called when a connection claims the task: it is running now."""
+    Task.objects.filter(pk=task_id, status=Task.Status.QUEUED).update(
+        status=Task.Status.RUNNING, started_at=timezone.now()
+    )
+
+
+def record_event(task_id, data: dict) -> TaskEvent:
+    """A progress event of a running task. After the terminal result it is a protocol error."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            _violation(task, "event after the terminal result")
+        Task.objects.filter(pk=task.pk).update(event_count=F("event_count") + 1)
+        event = TaskEvent.objects.create(task=task, seq=task.event_count + 1, data=data)
+        publish_many(
+            task_topics(task),
+            {
+                "type": "live.event",
+                "event": {
+                    "type": "task.progress",
+                    "task_id": task.id,
+                    "seq": event.seq,
+                    "data": data,
+                },
+            },
+        )
+    return event
+
+
+def record_result(
+    task_id, status: str, *, connection_id: str, result: dict | None = None, error: str = ""
+) -> Task:
+    """The one terminal result, from the connection holding the task. A second one is a protocol
+    error and changes nothing."""
+    if status not in Task.TERMINAL:
+        raise AppError("status must be completed, failed or cancelled.", code="bad_frame")
+    now = timezone.now()
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            _violation(task, f"second terminal result ({status}) after {task.status}")
+        if task.claimed_by != connection_id:
+            raise NotHeld("This connection does not hold that task (its lease may have expired).")
+        task.status = status
+        task.result = result or {}
+        task.error = error[:2000]
+        task.finished_at = now
+        task.acked_at = now  # the claim is done: nothing to redeliver
+        fields = ["status", "result", "error", "finished_at", "acked_at", "updated_at"]
+        if task.cancel_state == Task.Cancel.REQUESTED:
+            task.cancel_state = (
+                Task.Cancel.CONFIRMED if status == Task.Status.CANCELLED else Task.Cancel.UNKNOWN
+            )
+            fields.append("cancel_state")
+        task.save(update_fields=fields)
+        _announce(task, "task.finished")
+        if task.conversation_id and status == Task.Status.COMPLETED and (result or {}).get("text"):
+            # Only the final result is relayed back to where the task was asked (THR-5).
+            from conversations.actions import post_message
+
+            post_message(
+                task.agent, task.conversation, result["text"], payload={"task_id": str(task.id)}
+            )
+    return task
+
+
+def record_missing_result(task_id, reason: str) -> None:
+    """The run's connection closed before a result: recorded, and the claim is released for a retry
+    (a cancel-requested task is not retried: its outcome is unknown)."""
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            return
+        task.protocol_errors = task.protocol_errors + [
+            {"at": timezone.now().isoformat(), "error": reason}
+        ]
+        fields = ["protocol_errors", "updated_at"]
+        if task.cancel_state == Task.Cancel.REQUESTED:
+            task.status, task.cancel_state = Task.Status.CANCELLED, Task.Cancel.UNKNOWN
+            task.finished_at = task.acked_at = timezone.now()
+            fields += ["status", "cancel_state", "finished_at", "acked_at"]
+        task.save(update_fields=fields)
+        if task.is_terminal:
+            _announce(task, "task.finished")
+
+
+def request_cancel(task: Task) -> Task:
+    """Ask for cancellation. A queued task is cancelled at once; a running one is asked to stop."""
+    now = timezone.now()
+    with transaction.atomic():
+        task = _locked(task.pk)
+        if task.is_terminal:
+            raise AppError(
+                f"The task already ended ({task.status}).", code="task_finished", status=409
+            )
+        task.cancel_requested_at = now
+        if task.claimed_by is None or (task.lease_expires_at and task.lease_expires_at < now):
+            task.status, task.cancel_state = Task.Status.CANCELLED, Task.Cancel.CONFIRMED
+            task.finished_at = task.acked_at = now
+        else:
+            task.cancel_state = Task.Cancel.REQUESTED
+            publish(f"agent.{task.agent_id}", {"type": "task.cancel", "task_id": str(task.id)})
+        task.save(
+            update_fields=[
+                "cancel_requested_at",
+                "status",
+                "cancel_state",
+                "finished_at",
+                "acked_at",
+                "updated_at",
+            ]
+        )
+        _announce(task, "task.finished" if task.is_terminal else "task.cancel_requested")
+    return task
+
+
+def settle_cancellations(now=None) -> int:
+    """Cancel requests nobody answered within the deadline end as cancelled, outcome unknown."""
+    now = now or timezone.now()
+    count = 0
+    for task_id in Task.objects.filter(
+        cancel_state=Task.Cancel.REQUESTED, cancel_requested_at__lt=now - CANCEL_DEADLINE
+    ).values_list("id", flat=True):
+        with transaction.atomic():
+            task = _locked(task_id)
+            if task.is_terminal or task.cancel_state != Task.Cancel.REQUESTED:
+                continue
+            task.status, task.cancel_state = Task.Status.CANCELLED, Task.Cancel.UNKNOWN
+            task.finished_at = task.acked_at = now
+            task.save(
+                update_fields=["status", "cancel_state", "finished_at", "acked_at", "updated_at"]
+            )
+            _announce(task, "task.finished")
+            count += 1
+    return count

@@ -1,0 +1,1 @@
+"""Benchmarks of agntchat. Nothing here is imported by the product."""

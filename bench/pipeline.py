@@ -1,0 +1,719 @@
+"""Pipeline benchmark (issue 3): real daphne + PostgreSQL + Redis, bridges over real WebSockets.
+
+    .venv/bin/python -m bench.pipeline            # full run (about 2 minutes)
+    .venv/bin/python -m bench.pipeline --quick    # smoke run
+
+Phases: bare-endpoint baseline, end-to-end throughput, post→push latency at 50 msg/s, the raw
+claim limit in-process, the django-q2 ORM-broker peer, and two daphne processes. It recreates
+its own database (``agntchat_bench``) and uses its own Redis prefix. It reports; it never fails
+on a missed target.
+"""
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+DB_NAME = os.environ.get("BENCH_DB", "agntchat_bench")
+PG_URL = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+DATABASE_URL = f"{PG_URL}/{DB_NAME}"
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_PREFIX = "agntchat_bench"
+DJQ_KEY = f"{REDIS_PREFIX}:bench:djq"
+
+# Every process of the run (daphne, qcluster, this one) sees the same environment. DEBUG off is
+# production-like (no query log); plain HTTP on 127.0.0.1, so no TLS redirect.
+BENCH_ENV = {
+    "DJANGO_SETTINGS_MODULE": "bench.settings",
+    "DATABASE_URL": DATABASE_URL,
+    "REDIS_URL": REDIS_URL,
+    "REDIS_PREFIX": REDIS_PREFIX,
+    "DEBUG": "0",
+    "SECURE_SSL_REDIRECT": "0",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+@dataclass
+class Plan:
+    """How long and how big each phase is."""
+
+    warmup: float = 1.5
+    baseline_seconds: float = 8.0
+    e2e_seconds: float = 10.0
+    latency_messages: int = 500
+    raw_rows: int = 5000
+    djq_latency_jobs: int = 250
+    djq_burst_jobs: int = 1000
+    posters: int = 16
+    bridges: int = 4
+    prefetch: int = 8
+    rate: float = 50.0
+
+
+QUICK = Plan(
+    warmup=0.5,
+    baseline_seconds=2.0,
+    e2e_seconds=3.0,
+    latency_messages=100,
+    raw_rows=1000,
+    djq_latency_jobs=50,
+    djq_burst_jobs=200,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+
+def setup_database() -> None:
+    """Recreate the bench database, migrate it, and add the baseline table."""
+    import psycopg
+
+    with psycopg.connect(f"{PG_URL}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
+    subprocess.run(
+        [PYTHON, "manage.py", "migrate", "--noinput", "-v0"],
+        cwd=ROOT,
+        env=dict(os.environ, **BENCH_ENV),
+        check=True,
+    )
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bench_baseline (id bigserial PRIMARY KEY, body text NOT NULL)")
+
+
+def setup_django() -> None:
+    """Configure Django in this process against the bench database."""
+    os.environ.update(BENCH_ENV)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def clear_redis() -> None:
+    """Drop whatever a previous run left under the bench prefix."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(f"{REDIS_PREFIX}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
+@dataclass
+class Scene:
+    """One person, one workspace; per phase an agent and a channel it takes part in."""
+
+    user: object
+    workspace: object
+    person_token: str
+    phases: dict = field(default_factory=dict)  # name → (agent, conversation, session token)
+
+
+def create_scene(phase_names) -> Scene:
+    """Build the data through the product's own actions."""
+    from agents import actions as agent_actions
+    from conversations.actions import create_conversation
+    from workspaces.actions import create_team_workspace, issue_api_token
+    from workspaces.models import User
+
+    user = User.objects.create_user("bench", "bench@example.com", "bench-password-123456")
+    workspace = create_team_workspace(user, "Bench")
+    _, person_token = issue_api_token(user, "bench")
+    scene = Scene(user, workspace, person_token)
+    for name in phase_names:
+        agent = agent_actions.create_agent(
+            user, name=f"Bench {name}", handle=f"bench-{name}", backend="scripted"
+        )
+        conversation = create_conversation(
+            user, workspace, kind="channel", title=name, agent_ids=[agent.id]
+        )
+        _, key = agent_actions.create_agent_key(agent)
+        _, session = agent_actions.open_agent_session(key)
+        scene.phases[name] = (agent, conversation, session)
+    return scene
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daphne:
+    """A daphne process serving bench.settings on 127.0.0.1."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="bench-daphne-", suffix=".log", delete=False)
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+            + ["agntchat.asgi:application"],
+            cwd=ROOT,
+            env=dict(os.environ, **BENCH_ENV),
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+        )
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("daphne did not start: " + self.log_tail())
+            try:
+                if httpx.post(f"{self.url}/bench/baseline/", json={}, trust_env=False).is_success:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+
+    def log_tail(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")[-2000:]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.unlink(self.log.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+def percentile(values, pct: float) -> float:
+    """Nearest-rank percentile of VALUES (pct in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = max(1, round(pct / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def http_client(base_url: str, token: str | None = None) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(
+        base_url=base_url,
+        headers=headers,
+        timeout=30,
+        trust_env=False,  # never through a proxy: all traffic stays on 127.0.0.1
+        limits=httpx.Limits(max_connections=128, max_keepalive_connections=128),
+    )
+
+
+async def closed_loop(clients, request, concurrency: int, seconds: float) -> tuple[int, float]:
+    """CONCURRENCY workers (spread over CLIENTS) each send REQUEST back to back for SECONDS;
+    return (completed requests, elapsed seconds)."""
+    done = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+
+    async def worker(client):
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await request(client)
+            done += 1
+
+    await asyncio.gather(*(worker(clients[i % len(clients)]) for i in range(concurrency)))
+    return done, time.perf_counter() - start
+
+
+class Bridges:
+    """Simulated bridges: agent sockets that note when each message arrives and ack at once."""
+
+    def __init__(self):
+        self.arrived: dict[str, float] = {}  # message body (the poster's sequence) → arrival
+        self.duplicates = 0
+        self.per_socket: list[int] = []
+        self.sockets = []
+        self.tasks = []
+        self.errors: list[dict] = []
+
+    async def open(self, ws_urls, token: str, count: int, prefetch: int) -> None:
+        for i in range(count):
+            ws = await websockets.connect(
+                f"{ws_urls[i % len(ws_urls)]}/ws/agent/?prefetch={prefetch}",
+                additional_headers={"Authorization": f"Bearer {token}"},
+                proxy=None,
+                max_queue=None,
+            )
+            hello = json.loads(await ws.recv())
+            assert hello["type"] == "hello", hello
+            self.sockets.append(ws)
+            self.per_socket.append(0)
+            self.tasks.append(asyncio.create_task(self._consume(i, ws)))
+
+    async def _consume(self, index: int, ws) -> None:
+        try:
+            async for raw in ws:
+                now = time.perf_counter()
+                frame = json.loads(raw)
+                if frame["type"] == "work":
+                    body = frame["payload"]["message"]["body"]
+                    if body in self.arrived:
+                        self.duplicates += 1
+                    else:
+                        self.arrived[body] = now
+                    self.per_socket[index] += 1
+                    await ws.send(json.dumps({"type": "ack", "id": frame["id"]}))
+                elif frame["type"] == "error":
+                    self.errors.append(frame)
+        except websockets.ConnectionClosed:
+            pass
+
+    async def wait_for(self, bodies, timeout: float) -> bool:
+        """Wait until every body in BODIES has arrived; False on timeout."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            if all(b in self.arrived for b in bodies):
+                return True
+            await asyncio.sleep(0.02)
+        return False
+
+    async def close(self) -> None:
+        for ws in self.sockets:
+            await ws.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Phases
+
+
+async def run_baseline(server: Daphne, plan: Plan) -> dict:
+    """Closed-loop clients POST the bare one-row endpoint: requests/s."""
+
+    async def request(client):
+        response = await client.post("/bench/baseline/", json={"body": "x"})
+        assert response.status_code == 201, response.text
+
+    async with http_client(server.url) as client:
+        await closed_loop([client], request, plan.posters, plan.warmup)
+        done, elapsed = await closed_loop([client], request, plan.posters, plan.baseline_seconds)
+    return {"rps": done / elapsed, "requests": done}
+
+
+async def run_throughput(servers, scene: Scene, phase: str, plan: Plan) -> dict:
+    """Closed-loop REST posters into a channel; bridges take every message: messages/s."""
+    agent, conversation, session = scene.phases[phase]
+    path = f"/api/v1/conversations/{conversation.id}/messages/"
+    sequence = itertools.count()
+    posted: list[str] = []
+    bridges = Bridges()
+    await bridges.open([s.ws_url for s in servers], session, plan.bridges, plan.prefetch)
+    clients = [http_client(s.url, scene.person_token) for s in servers]
+
+    async def post(client, record=True):
+        body = str(next(sequence))
+        response = await client.post(path, json={"body": body})
+        assert response.status_code == 201, response.text
+        if record:
+            posted.append(body)
+
+    try:
+        warm: list[str] = []
+
+        async def warm_post(client):
+            body = f"w{next(sequence)}"
+            await client.post(path, json={"body": body})
+            warm.append(body)
+
+        await closed_loop(clients, warm_post, plan.posters, plan.warmup)
+        await bridges.wait_for(warm, 30)
+        start = time.perf_counter()
+        done, post_elapsed = await closed_loop(clients, post, plan.posters, plan.e2e_seconds)
+        complete = await bridges.wait_for(posted, 60)
+        pushed = [bridges.arrived[b] for b in posted if b in bridges.arrived]
+        elapsed = max(pushed) - start if pushed else float("nan")
+    finally:
+        await bridges.close()
+        for client in clients:
+            await client.aclose()
+    return {
+        "messages_per_s": len(pushed) / elapsed,
+        "posts_per_s": done / post_elapsed,
+        "messages": done,
+        "lost": len(posted) - len(pushed),
+        "complete": complete,
+        "duplicates": bridges.duplicates,
+        "per_socket": bridges.per_socket,
+        "errors": len(bridges.errors),
+    }
+
+
+async def run_latency(server: Daphne, scene: Scene, phase: str, plan: Plan) -> dict:
+    """Open-loop posts at PLAN.rate messages/s: post→push latency percentiles."""
+    agent, conversation, session = scene.phases[phase]
+    path = f"/api/v1/conversations/{conversation.id}/messages/"
+    sent: dict[str, float] = {}
+    answered: dict[str, float] = {}
+    bridges = Bridges()
+    await bridges.open([server.ws_url], session, plan.bridges, plan.prefetch)
+    async with http_client(server.url, scene.person_token) as client:
+
+        async def post(body: str):
+            sent[body] = time.perf_counter()
+            response = await client.post(path, json={"body": body})
+            answered[body] = time.perf_counter()
+            assert response.status_code == 201, response.text
+
+        try:
+            for i in range(10):  # warm the path, unmeasured
+                await post(f"w{i}")
+            await bridges.wait_for([f"w{i}" for i in range(10)], 10)
+            start = time.perf_counter()
+            tasks = []
+            for i in range(plan.latency_messages):
+                delay = start + i / plan.rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(post(str(i))))
+            await asyncio.gather(*tasks)
+            await bridges.wait_for([str(i) for i in range(plan.latency_messages)], 30)
+            offered = plan.latency_messages / (time.perf_counter() - start)
+        finally:
+            await bridges.close()
+    keys = [str(i) for i in range(plan.latency_messages)]
+    latencies = [(bridges.arrived[k] - sent[k]) * 1000 for k in keys if k in bridges.arrived]
+    responses = [(answered[k] - sent[k]) * 1000 for k in keys]
+    return {
+        "offered": offered,
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99),
+        "max": max(latencies),
+        "post_p50": percentile(responses, 50),
+        "post_p99": percentile(responses, 99),
+        "lost": len(keys) - len(latencies),
+        "duplicates": bridges.duplicates,
+    }
+
+
+def fill_queue(scene: Scene, phase: str, rows: int) -> None:
+    """Pre-fill one agent's delivery queue with ROWS messages (bulk insert, one transaction)."""
+    from django.db import connection, transaction
+
+    from conversations.models import Delivery, Message
+
+    agent, conversation, _ = scene.phases[phase]
+    with transaction.atomic():
+        messages = Message.objects.bulk_create(
+            Message(conversation=conversation, author_user=scene.user, body=str(i))
+            for i in range(rows)
+        )
+        Delivery.objects.bulk_create(
+            Delivery(agent=agent, workspace_id=conversation.workspace_id, message=m)
+            for m in messages
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE conversations_delivery")
+
+
+def run_raw_claims(scene: Scene, phase: str, plan: Plan) -> dict:
+    """Loop core.claims.claim (limit 1) + ack in-process over a pre-filled queue: claims/s."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from agntchat.core import claims
+    from conversations.models import Delivery
+
+    agent, _, _ = scene.phases[phase]
+    fill_queue(scene, phase, plan.raw_rows)
+    lease = settings.CLAIM_LEASE_SECONDS
+    claim_time = ack_time = 0.0
+    count = 0
+    start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        ids = claims.claim(Delivery, agent.id, "raw-bench", 1, timezone.now(), lease)
+        t1 = time.perf_counter()
+        if not ids:
+            break
+        claims.ack(Delivery, ids[0], "raw-bench", timezone.now())
+        t2 = time.perf_counter()
+        claim_time += t1 - t0
+        ack_time += t2 - t1
+        count += 1
+    elapsed = time.perf_counter() - start
+    return {
+        "cycles_per_s": count / elapsed,
+        "claims_per_s": count / claim_time,
+        "claim_ms": claim_time / count * 1000,
+        "ack_ms": ack_time / count * 1000,
+        "count": count,
+    }
+
+
+def noop(enqueued_at: float) -> None:
+    """The django-q2 job: record when it was enqueued and when it started."""
+    from agntchat.core import presence
+
+    presence.client().rpush(DJQ_KEY, f"{enqueued_at} {time.time()}")
+
+
+def _djq_records(client, expected: int, timeout: float) -> list[tuple[float, float]]:
+    """Pop the job records until EXPECTED have arrived (or TIMEOUT)."""
+    records = []
+    deadline = time.monotonic() + timeout
+    while len(records) < expected and time.monotonic() < deadline:
+        item = client.blpop(DJQ_KEY, timeout=1)
+        if item:
+            enqueued, started = item[1].split()
+            records.append((float(enqueued), float(started)))
+    return records
+
+
+def run_django_q(plan: Plan) -> dict:
+    """django-q2, ORM broker on the same database: enqueue→start latency and jobs/s."""
+    import redis
+    from django.conf import settings
+    from django_q.tasks import async_task
+
+    client = redis.Redis.from_url(REDIS_URL)
+    client.delete(DJQ_KEY)
+    cluster = subprocess.Popen(
+        [PYTHON, "manage.py", "qcluster"],
+        cwd=ROOT,
+        env=dict(os.environ, **BENCH_ENV),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its workers are its children: stop the whole group at the end
+    )
+    job = "bench.pipeline.noop"
+    try:
+        async_task(job, time.time())  # warm-up: the cluster is ready once this one ran
+        if not _djq_records(client, 1, 60):
+            raise RuntimeError("django-q2 cluster did not start")
+        start = time.time()
+        for i in range(plan.djq_latency_jobs):
+            delay = start + i / plan.rate - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            async_task(job, time.time())
+        paced = _djq_records(client, plan.djq_latency_jobs, 60)
+        latencies = [(s - e) * 1000 for e, s in paced]
+        first = time.time()
+        for _ in range(plan.djq_burst_jobs):
+            async_task(job, time.time())
+        enqueue_elapsed = time.time() - first
+        burst = _djq_records(client, plan.djq_burst_jobs, 90)
+        last_start = max(s for _, s in burst)
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        try:
+            cluster.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+            cluster.wait()
+    return {
+        "p50": percentile(latencies, 50),
+        "p95": percentile(latencies, 95),
+        "p99": percentile(latencies, 99),
+        "jobs_per_s": len(burst) / (last_start - first),
+        "enqueue_per_s": plan.djq_burst_jobs / enqueue_elapsed,
+        "jobs": len(burst),
+        "workers": settings.Q_CLUSTER["workers"],
+        "poll": settings.Q_CLUSTER["poll"],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+
+def machine_facts() -> dict:
+    """nproc, Python, PostgreSQL, Redis, the main libraries, and the load when we started."""
+    from importlib.metadata import version
+
+    import redis
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        (pg,) = cursor.fetchone()
+    info = redis.Redis.from_url(REDIS_URL).info("server")
+    libs = ", ".join(
+        f"{name} {version(name)}"
+        for name in ("django", "channels", "channels-redis", "daphne", "psycopg", "django-q2")
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "python": platform.python_version(),
+        "postgres": pg,
+        "redis": info["redis_version"],
+        "libs": libs,
+        "load": "%.2f %.2f %.2f" % os.getloadavg(),
+    }
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def report(facts, plan, base, e2e, lat, raw, djq, e2e2) -> None:
+    """Print the figures next to the issue's targets."""
+    ratio = e2e["messages_per_s"] / base["rps"]
+    claim_ratio = e2e["messages_per_s"] / raw["cycles_per_s"]
+    print()
+    print("agntchat pipeline benchmark (issue 3)")
+    print(
+        f"machine: nproc={facts['nproc']}  Python {facts['python']}  "
+        f"PostgreSQL {facts['postgres']}  Redis {facts['redis']}  load at start {facts['load']}"
+    )
+    print(f"libs: {facts['libs']}")
+    print(
+        f"setup: 1 daphne process unless noted, DEBUG=0, psycopg pool; {plan.posters} "
+        f"closed-loop httpx posters; {plan.bridges} bridges of one agent, prefetch "
+        f"{plan.prefetch}, ack on receipt; all on 127.0.0.1"
+    )
+    print()
+    rows = [
+        ("baseline: bare DRF insert-one-row", f"{base['rps']:.0f} req/s", "(issue: ~250-290)", ""),
+        (
+            "end-to-end posted+pushed",
+            f"{e2e['messages_per_s']:.0f} msg/s",
+            f">= 75% of baseline ({0.75 * base['rps']:.0f})",
+            f"{verdict(ratio >= 0.75)} {ratio:.0%}",
+        ),
+        ("  REST posts completed", f"{e2e['posts_per_s']:.0f} req/s", "", ""),
+        (
+            f"post->push p50 @ {lat['offered']:.0f} msg/s",
+            f"{lat['p50']:.1f} ms",
+            "< 15 ms",
+            verdict(lat["p50"] < 15),
+        ),
+        ("post->push p95", f"{lat['p95']:.1f} ms", "", ""),
+        ("post->push p99", f"{lat['p99']:.1f} ms", "< 60 ms", verdict(lat["p99"] < 60)),
+        ("  POST response p50 / p99", f"{lat['post_p50']:.1f} / {lat['post_p99']:.1f} ms", "", ""),
+        (
+            "raw claim+ack cycles (in-process)",
+            f"{raw['cycles_per_s']:.0f} /s",
+            "(issue: ~1200-1900)",
+            "",
+        ),
+        (
+            "  claim statement alone",
+            f"{raw['claims_per_s']:.0f} /s",
+            f"claim {raw['claim_ms']:.2f} ms",
+            f"ack {raw['ack_ms']:.2f} ms",
+        ),
+        (
+            "claim path: end-to-end / raw",
+            f"{claim_ratio:.0%}",
+            ">= 50%",
+            verdict(claim_ratio >= 0.5),
+        ),
+        (
+            "django-q2 enqueue->start p50",
+            f"{djq['p50']:.1f} ms",
+            f"ours {lat['p50']:.1f} ms lower",
+            verdict(lat["p50"] < djq["p50"]),
+        ),
+        ("django-q2 enqueue->start p95", f"{djq['p95']:.1f} ms", "", ""),
+        (
+            "django-q2 enqueue->start p99",
+            f"{djq['p99']:.1f} ms",
+            f"ours {lat['p99']:.1f} ms lower",
+            verdict(lat["p99"] < djq["p99"]),
+        ),
+        (
+            "django-q2 jobs/s (burst)",
+            f"{djq['jobs_per_s']:.0f} jobs/s",
+            f"(enqueue {djq['enqueue_per_s']:.0f}/s)",
+            "",
+        ),
+        ("end-to-end, 1 daphne", f"{e2e['messages_per_s']:.0f} msg/s", "", ""),
+        (
+            "end-to-end, 2 daphnes, 1 Redis",
+            f"{e2e2['messages_per_s']:.0f} msg/s",
+            "grows with a 2nd process",
+            f"x{e2e2['messages_per_s'] / e2e['messages_per_s']:.2f}",
+        ),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    header = ("figure", "measured", "target", "result")
+    widths = [max(w, len(h)) for w, h in zip(widths, header, strict=True)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print()
+    print(
+        f"django-q2: ORM broker on the same database, Q_CLUSTER as in agntchat.settings "
+        f"(poll {djq['poll']} s, {djq['workers']} workers, bulk 1); latency from "
+        f"{plan.djq_latency_jobs} jobs at {plan.rate:.0f}/s, throughput from a burst of "
+        f"{djq['jobs']} jobs (first enqueue -> last start)."
+    )
+    print(
+        "checks: lost/duplicate pushes: "
+        f"1 daphne {e2e['lost']}/{e2e['duplicates']}, latency {lat['lost']}/{lat['duplicates']}, "
+        f"2 daphnes {e2e2['lost']}/{e2e2['duplicates']}; messages per bridge (1 daphne) "
+        f"{e2e['per_socket']}; error frames {e2e['errors'] + e2e2['errors']}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    args = parser.parse_args()
+    plan = QUICK if args.quick else Plan()
+    began = time.monotonic()
+
+    def step(text: str) -> None:
+        print(f"[{time.monotonic() - began:5.1f}s] {text}", flush=True)
+
+    step(f"recreating database {DB_NAME} and migrating")
+    setup_database()
+    setup_django()
+    clear_redis()
+    facts = machine_facts()
+    scene = create_scene(["e2e", "latency", "raw", "scale"])
+    first = Daphne()
+    second = None
+    try:
+        step(f"baseline: {plan.posters} clients, {plan.baseline_seconds:.0f} s")
+        base = asyncio.run(run_baseline(first, plan))
+        step(f"end-to-end throughput, 1 daphne: {plan.e2e_seconds:.0f} s")
+        e2e = asyncio.run(run_throughput([first], scene, "e2e", plan))
+        step(f"latency: {plan.latency_messages} messages at {plan.rate:.0f}/s")
+        lat = asyncio.run(run_latency(first, scene, "latency", plan))
+        step(f"raw claim loop over {plan.raw_rows} queued deliveries")
+        raw = run_raw_claims(scene, "raw", plan)
+        step(f"django-q2 peer: {plan.djq_latency_jobs} paced + {plan.djq_burst_jobs} burst jobs")
+        djq = run_django_q(plan)
+        step(f"end-to-end throughput, 2 daphnes: {plan.e2e_seconds:.0f} s")
+        second = Daphne()
+        e2e2 = asyncio.run(run_throughput([first, second], scene, "scale", plan))
+    finally:
+        for server in (first, second):
+            if server is not None:
+                server.stop()
+    step("done")
+    report(facts, plan, base, e2e, lat, raw, djq, e2e2)
+
+
+if __name__ == "__main__":
+    main()
