@@ -1,18 +1,27 @@
 """REST for agents: create and configure, keys, the key → session exchange, presence."""
 
+from django.db.models import Avg, Count, Sum
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import actions, gateway
-from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
-from agents.exceptions import AgentNotFound
+from agents import actions, gateway, tasks
+from agents.access import (
+    access_agent,
+    access_own_agent,
+    access_task,
+    agents_visible_in,
+    agents_visible_to,
+    tasks_visible_to,
+)
+from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import Agent, AgentKey
 from agntchat.core import presence
 from agntchat.core.api import IsPerson, StrictSerializer, error_body
 from agntchat.core.auth import bearer_secret
+from conversations.access import access_conversation
 from workspaces.access import access_workspace
 
 
@@ -186,4 +195,163 @@ urlpatterns = [
     path("agents/<uuid:agent_id>/keys/<uuid:key_id>/", KeyDetailView.as_view()),
     path("agent/session/", AgentSessionView.as_view()),
     path("agent/me/", AgentSelfView.as_view()),
+]
+
+
+class TaskInput(StrictSerializer):
+    agent = serializers.UUIDField()
+    workspace = serializers.UUIDField()
+    instructions = serializers.CharField(max_length=tasks.MAX_INSTRUCTIONS)
+    conversation = serializers.UUIDField(required=False, allow_null=True, default=None)
+
+
+class PersonalityInput(StrictSerializer):
+    text = serializers.CharField(
+        max_length=actions.PERSONALITY_MAX, allow_blank=True, trim_whitespace=False
+    )
+    force = serializers.BooleanField(required=False, default=False)
+
+
+def task_out(task, with_events=False) -> dict:
+    out = tasks.task_data(task)
+    if with_events:
+        out["events"] = [
+            {"seq": e.seq, "data": e.data, "created_at": e.created_at}
+            for e in task.events.order_by("seq")
+        ]
+        out["usage"] = [_usage_out(u) for u in task.usage.order_by("created_at")]
+    return out
+
+
+def _usage_out(usage) -> dict:
+    return {
+        "id": usage.id,
+        "backend": usage.backend,
+        "model": usage.model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_usd": float(usage.cost_usd) if usage.cost_usd is not None else None,
+        "latency_ms": usage.latency_ms,
+        "conversation_id": usage.conversation_id,
+        "task_id": usage.task_id,
+        "created_at": usage.created_at,
+    }
+
+
+class TaskListView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        found = tasks_visible_to(request.user)
+        if request.query_params.get("workspace"):
+            found = found.filter(
+                workspace=access_workspace(request.user, request.query_params["workspace"])
+            )
+        return Response({"results": [task_out(t) for t in found.order_by("-created_at")[:200]]})
+
+    def post(self, request):
+        data = _valid(TaskInput, request)
+        workspace = access_workspace(request.user, data["workspace"])
+        agent = access_agent(request.user, data["agent"])
+        conversation = (
+            access_conversation(request.user, data["conversation"])
+            if data["conversation"]
+            else None
+        )
+        if conversation is not None and conversation.workspace_id != workspace.id:
+            raise AgentRule(
+                "The conversation is not in that workspace.",
+                fields={"conversation": "Wrong workspace."},
+            )
+        task = tasks.create_task(
+            request.user, workspace, agent, data["instructions"], conversation=conversation
+        )
+        return Response(task_out(task), status=201)
+
+
+class TaskDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, task_id):
+        return Response(task_out(access_task(request.user, task_id), with_events=True))
+
+
+class TaskCancelView(APIView):
+    permission_classes = [IsPerson]
+
+    def post(self, request, task_id):
+        task = tasks.request_cancel(access_task(request.user, task_id))
+        return Response(task_out(task), status=202 if task.cancel_state == "requested" else 200)
+
+
+class PersonalityView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        return Response({"text": agent.personality})
+
+    def put(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        data = _valid(PersonalityInput, request)
+        revision = actions.set_personality(
+            agent, data["text"], author=request.user, force=data["force"]
+        )
+        return Response({"text": revision.text, "revision_id": revision.id})
+
+
+class PersonalityRevisionsView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        revisions = agent.personality_revisions.select_related(
+            "author_user", "author_agent"
+        ).order_by("-created_at")
+        return Response(
+            {
+                "results": [
+                    {
+                        "id": r.id,
+                        "text": r.text,
+                        "forced": r.forced,
+                        "created_at": r.created_at,
+                        "author": {"type": "agent", "id": r.author_agent_id}
+                        if r.author_agent_id
+                        else {"type": "person", "id": r.author_user_id},
+                    }
+                    for r in revisions[:100]
+                ]
+            }
+        )
+
+
+class UsageView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        rows = list(agent.usage.order_by("-created_at")[:100])
+        totals = agent.usage.aggregate(
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cache_read_tokens=Sum("cache_read_tokens"),
+            cache_write_tokens=Sum("cache_write_tokens"),
+            cost_usd=Sum("cost_usd"),
+            turns=Count("id"),
+            latency_ms=Avg("latency_ms"),
+        )
+        totals["cost_usd"] = float(totals["cost_usd"]) if totals["cost_usd"] is not None else None
+        return Response({"totals": totals, "results": [_usage_out(u) for u in rows]})
+
+
+urlpatterns += [
+    path("agents/<uuid:agent_id>/personality/", PersonalityView.as_view()),
+    path("agents/<uuid:agent_id>/personality/revisions/", PersonalityRevisionsView.as_view()),
+    path("agents/<uuid:agent_id>/usage/", UsageView.as_view()),
+    path("tasks/", TaskListView.as_view()),
+    path("tasks/<uuid:task_id>/", TaskDetailView.as_view()),
+    path("tasks/<uuid:task_id>/cancel/", TaskCancelView.as_view()),
 ]

@@ -106,7 +106,7 @@ class AgentSocket(JsonSocket):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = uuid.uuid4().hex
         self.held: dict[str, str] = {}  # item id → kind
-        self.recently_acked: OrderedDict[str, None] = OrderedDict()
+        self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1}
         self.topic = group_name(f"agent.{self.agent.id}")
@@ -183,13 +183,13 @@ class AgentSocket(JsonSocket):
             await self.fill()
             raise
         del self.held[item_id]
-        self.remember_done(item_id)
+        self.remember_done(item_id, kind)
         if isinstance(frame.get("usage"), dict):
             await _record_usage(self.agent, kind, item_id, frame["usage"])
         await self.fill()
 
-    def remember_done(self, item_id: str) -> None:
-        self.recently_acked[item_id] = None
+    def remember_done(self, item_id: str, kind: str) -> None:
+        self.recently_acked[item_id] = kind
         if len(self.recently_acked) > 1000:
             self.recently_acked.popitem(last=False)
 
@@ -197,7 +197,7 @@ class AgentSocket(JsonSocket):
         """Progress of an item; it also extends the item's lease (the run is alive)."""
         item_id = str(frame.get("id", ""))
         kind = self.held.get(item_id)
-        if kind is None and item_id in self.recently_acked:
+        if kind is None and self.recently_acked.get(item_id) == "task":
             # An event after the terminal result breaks the contract: recorded, refused.
             await database_sync_to_async(tasks.record_event)(item_id, frame.get("event") or {})
         if kind is None:
@@ -211,7 +211,7 @@ class AgentSocket(JsonSocket):
     async def on_result(self, frame):
         """The one terminal result of a task."""
         item_id = str(frame.get("id", ""))
-        if self.held.get(item_id) != "task" and item_id not in self.recently_acked:
+        if self.held.get(item_id) != "task" and self.recently_acked.get(item_id) != "task":
             raise FrameError("This connection does not hold that task.", code="not_held")
         result = frame.get("result") if isinstance(frame.get("result"), dict) else {}
         error = frame.get("error") if isinstance(frame.get("error"), str) else ""
@@ -230,7 +230,7 @@ class AgentSocket(JsonSocket):
         if isinstance(frame.get("usage"), dict):
             await _record_usage(self.agent, "task", item_id, frame["usage"])
         self.held.pop(item_id, None)
-        self.remember_done(item_id)
+        self.remember_done(item_id, "task")
         await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill()
 

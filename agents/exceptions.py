@@ -17,3 +17,10 @@ class NotAgentOwner(PermissionDenied):
 
 class AgentRule(AppError):
     code = "agent_invalid"
+
+
+class TaskNotFound(NotFound):
+    code = "task_not_found"
+
+    def __init__(self, message="Task not found."):
+        super().__init__(message)

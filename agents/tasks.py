@@ -8,7 +8,6 @@ result arrives. Contract violations are recorded on the task and never change a 
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from agents.access import agent_appears_in
@@ -96,12 +95,13 @@ def _locked(task_id) -> Task:
     return Task.objects.select_for_update().get(pk=task_id)
 
 
-def _violation(task: Task, what: str) -> None:
-    """Record a contract violation and refuse it; the task's state stays as it is."""
+def _record_violation(task: Task, what: str) -> ProtocolError:
+    """Record a contract violation (committed with the caller's transaction) and return the error
+    to raise once that transaction is over; the task's state stays as it is."""
     Task.objects.filter(pk=task.pk).update(
         protocol_errors=task.protocol_errors + [{"at": timezone.now().isoformat(), "error": what}]
     )
-    raise ProtocolError(what)
+    return ProtocolError(what)
 
 
 def mark_started(task_id) -> None:
@@ -116,21 +116,16 @@ def record_event(task_id, data: dict) -> TaskEvent:
     with transaction.atomic():
         task = _locked(task_id)
         if task.is_terminal:
-            _violation(task, "event after the terminal result")
-        Task.objects.filter(pk=task.pk).update(event_count=F("event_count") + 1)
-        event = TaskEvent.objects.create(task=task, seq=task.event_count + 1, data=data)
-        publish_many(
-            task_topics(task),
-            {
-                "type": "live.event",
-                "event": {
-                    "type": "task.progress",
-                    "task_id": task.id,
-                    "seq": event.seq,
-                    "data": data,
-                },
-            },
-        )
+            violation = _record_violation(task, "event after the terminal result")
+        else:
+            violation = None
+            task.event_count += 1
+            task.save(update_fields=["event_count", "updated_at"])
+            event = TaskEvent.objects.create(task=task, seq=task.event_count, data=data)
+            progress = {"type": "task.progress", "task_id": task.id, "seq": event.seq, "data": data}
+            publish_many(task_topics(task), {"type": "live.event", "event": progress})
+    if violation:
+        raise violation
     return event
 
 
@@ -145,30 +140,41 @@ def record_result(
     with transaction.atomic():
         task = _locked(task_id)
         if task.is_terminal:
-            _violation(task, f"second terminal result ({status}) after {task.status}")
-        if task.claimed_by != connection_id:
-            raise NotHeld("This connection does not hold that task (its lease may have expired).")
-        task.status = status
-        task.result = result or {}
-        task.error = error[:2000]
-        task.finished_at = now
-        task.acked_at = now  # the claim is done: nothing to redeliver
-        fields = ["status", "result", "error", "finished_at", "acked_at", "updated_at"]
-        if task.cancel_state == Task.Cancel.REQUESTED:
-            task.cancel_state = (
-                Task.Cancel.CONFIRMED if status == Task.Status.CANCELLED else Task.Cancel.UNKNOWN
+            violation = _record_violation(
+                task, f"second terminal result ({status}) after {task.status}"
             )
-            fields.append("cancel_state")
-        task.save(update_fields=fields)
-        _announce(task, "task.finished")
-        if task.conversation_id and status == Task.Status.COMPLETED and (result or {}).get("text"):
-            # Only the final result is relayed back to where the task was asked (THR-5).
-            from conversations.actions import post_message
-
-            post_message(
-                task.agent, task.conversation, result["text"], payload={"task_id": str(task.id)}
-            )
+        else:
+            violation = None
+            _finish(task, status, connection_id, result, error, now)
+    if violation:
+        raise violation
     return task
+
+
+def _finish(task: Task, status: str, connection_id: str, result, error: str, now) -> None:
+    """Write the terminal result; the caller holds the task's row lock."""
+    if task.claimed_by != connection_id:
+        raise NotHeld("This connection does not hold that task (its lease may have expired).")
+    task.status = status
+    task.result = result or {}
+    task.error = error[:2000]
+    task.finished_at = now
+    task.acked_at = now  # the claim is done: nothing to redeliver
+    fields = ["status", "result", "error", "finished_at", "acked_at", "updated_at"]
+    if task.cancel_state == Task.Cancel.REQUESTED:
+        task.cancel_state = (
+            Task.Cancel.CONFIRMED if status == Task.Status.CANCELLED else Task.Cancel.UNKNOWN
+        )
+        fields.append("cancel_state")
+    task.save(update_fields=fields)
+    _announce(task, "task.finished")
+    if task.conversation_id and status == Task.Status.COMPLETED and (result or {}).get("text"):
+        # Only the final result is relayed back to where the task was asked (THR-5).
+        from conversations.actions import post_message
+
+        post_message(
+            task.agent, task.conversation, result["text"], payload={"task_id": str(task.id)}
+        )
 
 
 def record_missing_result(task_id, reason: str) -> None:

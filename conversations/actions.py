@@ -9,7 +9,7 @@ from agntchat.core.events import publish, publish_many
 from conversations.access import audience_user_ids
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Delivery, Message, Participant
-from conversations.payloads import message_data
+from conversations.payloads import conversation_data, message_data
 from workspaces.models import Membership
 
 MAX_BODY = 20_000
@@ -139,18 +139,56 @@ def post_notice(conversation: Conversation, body: str, *, payload: dict | None =
 
 def announce_message(message: Message, event_type: str) -> None:
     """Send a message event to every browser that may read its conversation."""
-    conversation = message.conversation
-    if conversation.kind == Conversation.Kind.CHANNEL:
-        topics = [f"workspace.{conversation.workspace_id}"]
-    else:
-        topics = [f"user.{u}" for u in audience_user_ids(conversation)]
     publish_many(
-        topics,
+        audience_topics(message.conversation),
         {"type": "live.event", "event": {"type": event_type, "message": message_data(message)}},
     )
+
+
+def audience_topics(conversation: Conversation) -> list[str]:
+    """Live topics of every browser that may read CONVERSATION."""
+    if conversation.kind == Conversation.Kind.CHANNEL:
+        return [f"workspace.{conversation.workspace_id}"]
+    return [f"user.{u}" for u in audience_user_ids(conversation)]
 
 
 def mark_read(user, conversation: Conversation) -> None:
     Participant.objects.filter(conversation=conversation, user=user).update(
         last_read_at=timezone.now()
+    )
+
+
+def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
+    """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
+    workspace admin may; other members may not."""
+    from workspaces.access import access_membership
+    from workspaces.exceptions import NotAllowed
+
+    membership = access_membership(user, conversation.workspace_id)
+    if not (membership.is_manager or conversation.created_by_id == user.id):
+        raise NotAllowed(
+            "Only the conversation's creator or a workspace admin can change its settings."
+        )
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        settings = dict(conversation.settings)
+        for key, value in changes.items():
+            if isinstance(value, dict):
+                merged = {**settings.get(key, {}), **value}
+                settings[key] = {k: v for k, v in merged.items() if v not in ("", None)}
+            else:
+                settings[key] = value
+        conversation.settings = settings
+        conversation.save(update_fields=["settings", "updated_at"])
+        announce_conversation(conversation, "conversation.updated")
+    return conversation
+
+
+def announce_conversation(conversation: Conversation, event_type: str) -> None:
+    publish_many(
+        audience_topics(conversation),
+        {
+            "type": "live.event",
+            "event": {"type": event_type, "conversation": conversation_data(conversation)},
+        },
     )

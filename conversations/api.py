@@ -119,7 +119,28 @@ class MessageListView(APIView):
         return Response(message_data(message), status=201)
 
 
+class RulebookInput(StrictSerializer):
+    reply_style = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    reply_length = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    when_not_to_chime_in = serializers.CharField(max_length=1000, required=False, allow_blank=True)
+
+
+class SettingsInput(StrictSerializer):
+    rulebook = RulebookInput(required=False)
+
+
+class SettingsView(APIView):
+    def patch(self, request, conversation_id):
+        if not IsPerson().has_permission(request, self):
+            self.permission_denied(request, "Only people change conversation settings.")
+        conversation = access_conversation(request.user, conversation_id)
+        data = _valid(SettingsInput, request.data)
+        conversation = actions.update_settings(request.user, conversation, data)
+        return Response(conversation_data(conversation))
+
+
 urlpatterns = [
+    path("conversations/<uuid:conversation_id>/settings/", SettingsView.as_view()),
     path("conversations/", ConversationListView.as_view()),
     path("conversations/<uuid:conversation_id>/", ConversationDetailView.as_view()),
     path("conversations/<uuid:conversation_id>/messages/", MessageListView.as_view()),

@@ -30,6 +30,7 @@ def conversation_data(conversation) -> dict:
         "workspace_id": conversation.workspace_id,
         "kind": conversation.kind,
         "title": conversation.title,
+        "settings": conversation.settings,
         "last_message_at": conversation.last_message_at,
         "created_at": conversation.created_at,
     }
