@@ -50,8 +50,14 @@ def _post(agent, frame):
     if not isinstance(body, str):
         raise FrameError("post needs a string 'body'.")
     kind = Message.Kind.NOTICE if frame.get("notice") is True else Message.Kind.TEXT
+    ref = frame.get("ref")
     return conversation_actions.post_message(
-        agent, conversation, body, reply_to=reply_to, kind=kind
+        agent,
+        conversation,
+        body,
+        reply_to=reply_to,
+        kind=kind,
+        client_ref=ref if isinstance(ref, str) else "",
     )
 
 

@@ -127,14 +127,14 @@ class Scene:
     phases: dict = field(default_factory=dict)  # name → (agent, conversation, session token)
 
 
-def create_scene(phase_names) -> Scene:
+def create_scene(phase_names, username: str = "bench") -> Scene:
     """Build the data through the product's own actions."""
     from agents import actions as agent_actions
     from conversations.actions import create_conversation
     from workspaces.actions import create_team_workspace, issue_api_token
     from workspaces.models import User
 
-    user = User.objects.create_user("bench", "bench@example.com", "bench-password-123456")
+    user = User.objects.create_user(username, f"{username}@example.com", "bench-password-123456")
     workspace = create_team_workspace(user, "Bench")
     _, person_token = issue_api_token(user, "bench")
     scene = Scene(user, workspace, person_token)

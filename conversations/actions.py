@@ -81,9 +81,14 @@ def post_message(
     reply_to: Message | None = None,
     kind: str = Message.Kind.TEXT,
     payload: dict | None = None,
+    client_ref: str = "",
 ) -> Message:
     """Store a message and queue it for every agent that must see it, in one transaction;
-    announce it after commit (MSG-2). The same path for a person and for an agent."""
+    announce it after commit (MSG-2). The same path for a person and for an agent.
+
+    A post carrying the CLIENT_REF of an earlier post by the same author is that same message
+    (returned, not stored again): a bridge that crashed between posting and acking, or a browser
+    retrying, never doubles a reply."""
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -99,6 +104,19 @@ def post_message(
             fields={"replyTo": "Not in this conversation."},
         )
     agent_author = actor if _is_agent(actor) else None
+    if len(client_ref) > 64:
+        raise ConversationRule(
+            "A client ref can be at most 64 characters.", fields={"ref": "Too long."}
+        )
+    if client_ref:
+        earlier = Message.objects.filter(
+            conversation=conversation,
+            client_ref=client_ref,
+            author_agent=agent_author,
+            author_user=None if agent_author or actor is None else actor,
+        ).first()
+        if earlier is not None:
+            return earlier
     with transaction.atomic():
         if agent_author is None and actor is not None:
             # Posting in an open channel joins it, as in any team chat.
@@ -111,6 +129,7 @@ def post_message(
             body=body,
             payload=payload or {},
             reply_to=reply_to,
+            client_ref=client_ref,
         )
         Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
         recipients = list(

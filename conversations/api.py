@@ -29,6 +29,8 @@ class ConversationInput(StrictSerializer):
 class MessageInput(StrictSerializer):
     body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
     reply_to = serializers.UUIDField(required=False, allow_null=True, default=None)
+    # The client's own id for this post, so a retry after a lost response is not a second message.
+    ref = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
 class HistoryQuery(StrictSerializer):
@@ -115,7 +117,9 @@ class MessageListView(APIView):
         conversation = access_conversation(request.user, conversation_id)
         data = _valid(MessageInput, request.data)
         reply_to = access_message(request.user, data["reply_to"]) if data["reply_to"] else None
-        message = actions.post_message(request.user, conversation, data["body"], reply_to=reply_to)
+        message = actions.post_message(
+            request.user, conversation, data["body"], reply_to=reply_to, client_ref=data["ref"]
+        )
         return Response(message_data(message), status=201)
 
 

@@ -82,10 +82,20 @@ class Message(BaseModel):
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The sender's own id for this post: a retried post with the same ref is the same message.
+    client_ref = models.CharField(max_length=64, blank=True)
 
     class Meta:
         indexes = [
             models.Index(fields=["conversation", "created_at", "id"], name="message_history")
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "author_user", "author_agent", "client_ref"],
+                condition=~Q(client_ref=""),
+                name="one_message_per_client_ref",
+                nulls_distinct=False,
+            )
         ]
 
     @property

@@ -20,6 +20,7 @@ def message_data(message) -> dict:
         "body": message.body,
         "payload": message.payload,
         "reply_to": message.reply_to_id,
+        "ref": message.client_ref or None,
         "created_at": message.created_at,
     }
 

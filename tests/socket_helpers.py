@@ -61,8 +61,8 @@ def database_url() -> str:
 class Daphne:
     """A real daphne process serving agntchat on the test database."""
 
-    def __init__(self, extra_env=None):
-        self.port = free_port()
+    def __init__(self, extra_env=None, port=None):
+        self.port = port or free_port()
         env = dict(os.environ, DATABASE_URL=database_url(), DEBUG="1", **(extra_env or {}))
         self.proc = subprocess.Popen(
             [

@@ -1,0 +1,78 @@
+"""``agntchat-bridge``: run one agent's bridge. Configured by flags or the environment."""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from .runtime import Bridge, Config
+
+
+def parse(argv=None) -> Config:
+    parser = argparse.ArgumentParser(prog="agntchat-bridge", description=__doc__)
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("AGNTCHAT_URL", "http://127.0.0.1:8000"),
+        help="agntchat server URL (env AGNTCHAT_URL)",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("AGNTCHAT_AGENT_KEY", ""),
+        help="the agent key agk_… (env AGNTCHAT_AGENT_KEY)",
+    )
+    parser.add_argument(
+        "--workdir",
+        default=os.environ.get("AGNTCHAT_WORKDIR", str(Path.home() / ".agntchat" / "agents")),
+        help="where each agent gets its private working directory (env AGNTCHAT_WORKDIR)",
+    )
+    parser.add_argument(
+        "--chat-lanes", type=int, default=int(os.environ.get("AGNTCHAT_CHAT_LANES", 2))
+    )
+    parser.add_argument(
+        "--task-lanes", type=int, default=int(os.environ.get("AGNTCHAT_TASK_LANES", 1))
+    )
+    parser.add_argument(
+        "--backend-options",
+        default=os.environ.get("AGNTCHAT_BACKEND_OPTIONS", "{}"),
+        help="JSON options for the backend, e.g. '{\"delay_ms\": 500}'",
+    )
+    args = parser.parse_args(argv)
+    if not args.key.startswith("agk_"):
+        parser.error("an agent key (agk_…) is required: --key or AGNTCHAT_AGENT_KEY")
+    try:
+        options = json.loads(args.backend_options)
+    except ValueError:
+        parser.error("--backend-options must be JSON")
+    return Config(
+        url=args.url.rstrip("/"),
+        key=args.key,
+        workdir=Path(args.workdir),
+        chat_lanes=args.chat_lanes,
+        task_lanes=args.task_lanes,
+        backend_options=options,
+    )
+
+
+async def amain(config: Config) -> None:
+    bridge = Bridge(config)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, lambda: asyncio.ensure_future(bridge.stop()))
+    await bridge.run_forever()
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(
+        level=os.environ.get("LOG_LEVEL", "INFO"),
+        format="%(asctime)s bridge %(levelname)s %(message)s",
+    )
+    asyncio.run(amain(parse(argv)))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

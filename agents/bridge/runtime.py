@@ -1,0 +1,357 @@
+"""The bridge: one agent's runtime, the same on a laptop or a host (AGT-3, AGT-5, RUN-2, RUN-7).
+
+It exchanges the agent key for a session token, reads the agent's model configuration, opens the
+agent socket, and works what the server pushes: chat messages in one lane, tasks in another,
+each with its own concurrency limit. A work item is acknowledged only after its outcome (reply,
+notice or result) is accepted by the server; while a turn runs, the item's lease is extended,
+so a crash mid-turn means redelivery — and the reply's ref makes a redone post the same message.
+No Django here: it speaks only the documented protocol (docs/protocol.md) and REST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import websockets
+
+from .backends.base import Backend, BackendError, Event, Turn, make_backend, run_to_result
+
+log = logging.getLogger("agntchat.bridge")
+
+
+class AuthError(Exception):
+    """The key was refused: retrying will not help until someone fixes it."""
+
+
+@dataclass
+class Config:
+    url: str  # http(s)://host:port of the agntchat server
+    key: str  # agk_… (never sent anywhere but the session endpoint)
+    workdir: Path = Path.home() / ".agntchat" / "agents"
+    chat_lanes: int = 2
+    task_lanes: int = 1
+    heartbeat_seconds: float = 20.0
+    extend_seconds: float = 20.0  # well inside the server's 60 s lease
+    backend_options: dict = field(default_factory=dict)
+    max_backoff: float = 30.0
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1).rstrip("/")
+
+
+class SessionStore:
+    """CLI session ids per conversation or task, kept on disk so a restarted bridge resumes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            self.data = {}
+
+    def get(self, key: str) -> dict:
+        return self.data.get(key, {})
+
+    def put(self, key: str, session_id: str | None, cli_state: dict) -> None:
+        self.data[key] = {"session_id": session_id, "cli_state": cli_state}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data))
+        tmp.replace(self.path)
+
+
+class Bridge:
+    def __init__(self, config: Config, backend: Backend | None = None):
+        self.config = config
+        self.backend = backend  # set from the agent's configuration when None
+        self.agent: dict = {}
+        self.token: str | None = None
+        self.token_expires = 0.0
+        self.ws = None
+        self.pending: dict[str, asyncio.Future] = {}
+        self.running: dict[str, asyncio.Task] = {}  # item id → its handler
+        self.stopping = asyncio.Event()
+        self.lanes = {
+            "message": asyncio.Semaphore(config.chat_lanes),
+            "task": asyncio.Semaphore(config.task_lanes),
+        }
+        self.sessions: SessionStore | None = None
+
+    # --- session and configuration -------------------------------------------------------
+
+    async def ensure_token(self) -> str:
+        """A session token valid for at least another minute (refreshed before expiry)."""
+        if self.token and time.time() < self.token_expires - 60:
+            return self.token
+        async with httpx.AsyncClient(base_url=self.config.url, timeout=15) as client:
+            response = await client.post(
+                "/api/v1/agent/session/", headers={"Authorization": f"Bearer {self.config.key}"}
+            )
+            if response.status_code == 401:
+                raise AuthError("the server refused the agent key (revoked or wrong?)")
+            response.raise_for_status()
+            body = response.json()
+            me = await client.get(
+                "/api/v1/agent/me/", headers={"Authorization": f"Bearer {body['token']}"}
+            )
+            me.raise_for_status()
+        self.token = body["token"]
+        self.token_expires = datetime.fromisoformat(body["expiresAt"]).timestamp()
+        self.agent = me.json()
+        if self.backend is None:
+            self.backend = make_backend(self.agent["backend"], **self.config.backend_options)
+        if self.sessions is None:
+            home = self.config.workdir / self.agent["id"]
+            home.mkdir(parents=True, exist_ok=True)
+            self.sessions = SessionStore(home / "sessions.json")
+        return self.token
+
+    @property
+    def home(self) -> Path:
+        return self.config.workdir / self.agent["id"]
+
+    # --- connection ------------------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        """Connect, serve, and reconnect with backoff and jitter until stopped."""
+        backoff = 1.0
+        while not self.stopping.is_set():
+            try:
+                token = await self.ensure_token()
+                query = f"prefetch={self.config.chat_lanes}&tasks={self.config.task_lanes}"
+                async with websockets.connect(
+                    f"{self.config.ws_url}/ws/agent/?{query}",
+                    additional_headers={"Authorization": f"Bearer {token}"},
+                    max_size=8 * 1024 * 1024,
+                ) as ws:
+                    self.ws = ws
+                    backoff = 1.0
+                    await self.serve(ws)
+            except AuthError as exc:
+                log.error("%s; retrying in %.0fs", exc, self.config.max_backoff)
+                await self.sleep(self.config.max_backoff)
+            except (TimeoutError, OSError, websockets.WebSocketException, httpx.HTTPError) as exc:
+                log.warning(
+                    "connection lost (%s); reconnecting in ~%.0fs", exc.__class__.__name__, backoff
+                )
+                await self.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.config.max_backoff)
+            finally:
+                self.ws = None
+                await self.abandon_running()
+
+    async def stop(self) -> None:
+        """Stop after the current frame; running work is abandoned and will be redelivered."""
+        self.stopping.set()
+        if self.ws is not None:
+            await self.ws.close()
+
+    async def sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    async def serve(self, ws) -> None:
+        heartbeat = asyncio.create_task(self.heartbeats(ws))
+        try:
+            async for raw in ws:
+                frame = json.loads(raw)
+                await self.on_frame(frame)
+                if self.stopping.is_set():
+                    break
+        finally:
+            heartbeat.cancel()
+
+    async def heartbeats(self, ws) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            await self.send({"type": "heartbeat"})
+            # Refresh the session token ahead of expiry, for the next reconnect and REST calls.
+            await self.ensure_token()
+
+    async def abandon_running(self) -> None:
+        """The socket is gone: the server releases what we held, so stop working on it."""
+        for task in list(self.running.values()):
+            task.cancel()
+        for task in list(self.running.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.running.clear()
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError("socket closed"))
+        self.pending.clear()
+
+    async def send(self, frame: dict) -> None:
+        if self.ws is None:
+            raise ConnectionError("not connected")
+        await self.ws.send(json.dumps(frame))
+
+    async def call(self, frame: dict, key: str, timeout: float = 30) -> dict:
+        """Send FRAME and wait for the server's answer matched by KEY (a ref or an item id)."""
+        future = asyncio.get_running_loop().create_future()
+        self.pending[key] = future
+        try:
+            await self.send(frame)
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self.pending.pop(key, None)
+
+    async def on_frame(self, frame: dict) -> None:
+        kind = frame.get("type")
+        if kind == "work":
+            handler = self.handle_message if frame["kind"] == "message" else self.handle_task
+            self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
+        elif kind == "cancel":
+            task = self.running.get(frame["id"])
+            if task is not None:
+                task.cancel()
+        elif kind == "posted":
+            self.resolve(frame.get("ref"), frame)
+        elif kind == "result.accepted":
+            self.resolve(f"result:{frame['id']}", frame)
+        elif kind == "error":
+            key = frame.get("ref") or (f"result:{frame['id']}" if frame.get("id") else None)
+            if key in self.pending:
+                self.pending[key].set_exception(
+                    RuntimeError(f"{frame['code']}: {frame['message']}")
+                )
+            else:
+                log.warning("server error frame: %s", frame)
+        elif kind == "hello":
+            log.info(
+                "connected as %s (connection %s)", self.agent.get("name"), frame.get("connectionId")
+            )
+
+    def resolve(self, key, frame) -> None:
+        future = self.pending.get(key)
+        if future is not None and not future.done():
+            future.set_result(frame)
+
+    async def in_lane(self, frame: dict, handler) -> None:
+        try:
+            async with self.lanes[frame["kind"]]:
+                await handler(frame)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("work item %s failed; it will be redelivered", frame["id"])
+        finally:
+            self.running.pop(frame["id"], None)
+
+    # --- work ------------------------------------------------------------------------------
+
+    def turn_for(self, directives: dict) -> Turn:
+        saved = self.sessions.get(directives["sessionKey"])
+        return Turn(
+            stable=directives["stable"],
+            volatile=directives["volatile"],
+            prompt=directives["prompt"],
+            history=directives.get("history", []),
+            model=self.agent.get("model") or "",
+            session_id=saved.get("session_id"),
+            cli_state=saved.get("cli_state") or {},
+            workdir=str(self.home),
+            base_url=self.agent.get("baseUrl") or None,
+        )
+
+    async def keep_alive(self, item_id: str) -> None:
+        """Extend the item's lease while its turn runs: a turn can take minutes."""
+        while True:
+            await asyncio.sleep(self.config.extend_seconds)
+            await self.send({"type": "extend", "id": item_id})
+
+    async def handle_message(self, frame: dict) -> None:
+        payload = frame["payload"]
+        directives = payload["directives"]
+        conversation_id = payload["conversation"]["id"]
+        extender = asyncio.create_task(self.keep_alive(frame["id"]))
+        try:
+            try:
+                result = await run_to_result(self.backend, self.turn_for(directives))
+            except BackendError as exc:
+                # Visible, never silent: a short notice in the conversation.
+                await self.post(
+                    conversation_id,
+                    f"{self.agent['name']} could not answer: {exc}",
+                    frame,
+                    notice=True,
+                )
+                usage = None
+            else:
+                self.sessions.put(directives["sessionKey"], result.session_id, result.cli_state)
+                await self.post(conversation_id, result.text, frame)
+                usage = {
+                    **result.usage.__dict__,
+                    "backend": self.backend.name,
+                    "model": self.agent.get("model", ""),
+                }
+        finally:
+            extender.cancel()
+        await self.send({"type": "ack", "id": frame["id"], **({"usage": usage} if usage else {})})
+
+    async def post(
+        self, conversation_id: str, body: str, frame: dict, notice: bool = False
+    ) -> None:
+        # The ref is derived from the work item: redoing the item after a crash posts the same message.
+        ref = f"work:{frame['id']}"
+        message = {
+            "type": "post",
+            "conversationId": conversation_id,
+            "body": body or "(empty reply)",
+            "replyTo": frame["payload"]["message"]["id"],
+            "ref": ref,
+            "notice": notice,
+        }
+        await self.call(message, ref)
+
+    async def handle_task(self, frame: dict) -> None:
+        directives = frame["payload"]["directives"]
+        last_sent = 0.0
+
+        async def on_event(event: Event) -> None:
+            nonlocal last_sent
+            # Text streams in tiny deltas: forward tools and progress always, text at most every second.
+            if event.kind == "text_delta" and time.monotonic() - last_sent < 1:
+                return
+            last_sent = time.monotonic()
+            await self.send(
+                {"type": "event", "id": frame["id"], "event": {"kind": event.kind, **event.data}}
+            )
+
+        status, result, error, usage = "completed", {}, "", None
+        try:
+            outcome = await run_to_result(self.backend, self.turn_for(directives), on_event)
+            self.sessions.put(directives["sessionKey"], outcome.session_id, outcome.cli_state)
+            result = {"text": outcome.text, "blocks": outcome.blocks}
+            usage = {
+                **outcome.usage.__dict__,
+                "backend": self.backend.name,
+                "model": self.agent.get("model", ""),
+            }
+        except BackendError as exc:
+            status, error = "failed", str(exc)
+        except asyncio.CancelledError:
+            if self.ws is None or self.stopping.is_set():
+                raise  # the connection is gone, not a cancel request: the server will retry it
+            asyncio.current_task().uncancel()  # handled: we answer the cancel request below
+            status, error = "cancelled", "cancelled on request"
+        frame_out = {
+            "type": "result",
+            "id": frame["id"],
+            "status": status,
+            "result": result,
+            "error": error,
+        }
+        if usage:
+            frame_out["usage"] = usage
+        await self.call(frame_out, f"result:{frame['id']}")

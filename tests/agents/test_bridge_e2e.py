@@ -1,0 +1,141 @@
+"""A real bridge process (scripted backend) against a real daphne server: replies arrive through
+the normal pipeline; a bridge killed mid-turn loses nothing and doubles nothing."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agents import actions as agent_actions
+from conversations.actions import post_message
+from conversations.models import Delivery, Message
+from tests.socket_helpers import Daphne
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def server():
+    daphne = Daphne()
+    yield daphne
+    daphne.stop()
+
+
+def start_bridge(server, agent, tmp_path, options="{}"):
+    _, key = agent_actions.create_agent_key(agent)
+    env = dict(
+        os.environ,
+        AGNTCHAT_URL=server.url,
+        AGNTCHAT_AGENT_KEY=key,
+        AGNTCHAT_WORKDIR=str(tmp_path),
+        AGNTCHAT_BACKEND_OPTIONS=options,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "agents.bridge"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for(predicate, timeout=20, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def agent_replies(conversation, agent):
+    return list(
+        Message.objects.filter(conversation=conversation, author_agent=agent).order_by("created_at")
+    )
+
+
+def test_a_person_posts_and_the_bridge_replies_through_the_pipeline(
+    alice, channel, nova, server, tmp_path
+):
+    bridge = start_bridge(server, nova, tmp_path)
+    try:
+        question = post_message(alice, channel, "What is the plan?")
+        replies = wait_for(lambda: agent_replies(channel, nova), what="the agent's reply")
+        assert [r.body for r in replies] == ["Echo: What is the plan?"]
+        assert replies[0].reply_to_id == question.id and replies[0].kind == "text"
+        wait_for(
+            lambda: Delivery.objects.filter(acked_at__isnull=False).count() == 1, what="the ack"
+        )
+        # Usage of the turn is recorded.
+        assert nova.usage.count() == 1 and nova.usage.get().backend == "scripted"
+        # A backend failure is visible as a notice, never silence.
+        post_message(alice, channel, "please [[fail]]")
+        notice = wait_for(
+            lambda: Message.objects.filter(conversation=channel, kind="notice").first(),
+            what="a notice",
+        )
+        assert notice.body == "Nova could not answer: scripted failure"
+        assert notice.author_agent_id == nova.id
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def test_a_bridge_killed_mid_turn_redoes_the_work_once(alice, channel, nova, server, tmp_path):
+    bridge = start_bridge(server, nova, tmp_path, '{"delay_ms": 4000}')
+    post_message(alice, channel, "slow question")
+    wait_for(lambda: Delivery.objects.filter(claimed_by__isnull=False).exists(), what="the claim")
+    time.sleep(0.5)  # mid-turn
+    os.kill(bridge.pid, signal.SIGKILL)
+    bridge.wait()
+    assert agent_replies(channel, nova) == []
+    restarted = start_bridge(server, nova, tmp_path, '{"delay_ms": 200}')
+    try:
+        replies = wait_for(lambda: agent_replies(channel, nova), what="the redone reply")
+        wait_for(
+            lambda: Delivery.objects.filter(acked_at__isnull=False).count() == 1, what="the ack"
+        )
+        time.sleep(0.5)
+        assert [r.body for r in agent_replies(channel, nova)] == ["Echo: slow question"]
+        assert Delivery.objects.get().attempts == 2
+        assert replies
+    finally:
+        restarted.terminate()
+        restarted.wait(timeout=10)
+
+
+def test_the_bridge_survives_a_server_restart(alice, channel, nova, tmp_path):
+    first = Daphne()
+    port = first.port
+    bridge = start_bridge(first, nova, tmp_path)
+    try:
+        post_message(alice, channel, "before")
+        wait_for(lambda: len(agent_replies(channel, nova)) == 1, what="first reply")
+        first.stop()
+        post_message(alice, channel, "while the server is down")
+        second = Daphne(port=port)
+        try:
+            wait_for(
+                lambda: len(agent_replies(channel, nova)) == 2,
+                timeout=40,
+                what="reply after restart",
+            )
+            assert agent_replies(channel, nova)[1].body == "Echo: while the server is down"
+        finally:
+            second.stop()
+    finally:
+        bridge.terminate()
+        bridge.wait(timeout=10)
+
+
+def test_the_bridge_imports_nothing_from_django():
+    code = "import sys, agents.bridge.runtime, agents.bridge.__main__; print(any(m.startswith('django') for m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "False"
