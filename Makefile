@@ -17,12 +17,13 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Embedded PostgreSQL + Redis unless DATABASE_URL / REDIS_URL are set; migrations; demo data;
-# then the web process and the job worker from the Procfile. Ctrl-C stops everything.
+# then the web process, the job worker and a demo agent bridge (Procfile). Ctrl-C stops everything.
 run: $(STAMP)
-	$(BIN)/python -m agntchat.core.embedded sh -c '\
+	AGNTCHAT_URL=http://127.0.0.1:$(PORT) AGNTCHAT_AGENT_KEY_FILE=$${AGNTCHAT_VAR_DIR:-var}/demo_agent_key \
+	AGNTCHAT_WORKDIR=$${AGNTCHAT_VAR_DIR:-var}/agents $(BIN)/python -m agntchat.core.embedded sh -c '\
 	  python manage.py migrate --noinput && \
 	  python manage.py seed_demo --url http://127.0.0.1:$(PORT) && \
-	  exec honcho start --no-colour -p $(PORT) web worker'
+	  exec honcho start --no-colour -p $(PORT) web worker demo-bridge'
 
 # The whole suite on PostgreSQL (embedded when DATABASE_URL is unset) and real Redis.
 test: $(STAMP)

@@ -118,7 +118,9 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 reads with a 5 s socket timeout by default, the same as the layer's
+            # blocking pop: idle sockets would die every 5 s. Give reads room beyond the pop.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
             "prefix": f"{REDIS_PREFIX}:asgi",
             "capacity": 1000,
             "expiry": 30,

@@ -25,6 +25,11 @@ def parse(argv=None) -> Config:
         help="the agent key agk_… (env AGNTCHAT_AGENT_KEY)",
     )
     parser.add_argument(
+        "--key-file",
+        default=os.environ.get("AGNTCHAT_AGENT_KEY_FILE", ""),
+        help="read the agent key from this file instead (env AGNTCHAT_AGENT_KEY_FILE)",
+    )
+    parser.add_argument(
         "--workdir",
         default=os.environ.get("AGNTCHAT_WORKDIR", str(Path.home() / ".agntchat" / "agents")),
         help="where each agent gets its private working directory (env AGNTCHAT_WORKDIR)",
@@ -41,6 +46,11 @@ def parse(argv=None) -> Config:
         help="JSON options for the backend, e.g. '{\"delay_ms\": 500}'",
     )
     args = parser.parse_args(argv)
+    if args.key_file and not args.key:
+        try:
+            args.key = Path(args.key_file).read_text().strip()
+        except OSError as exc:
+            parser.error(f"cannot read the key file: {exc}")
     if not args.key.startswith("agk_"):
         parser.error("an agent key (agk_…) is required: --key or AGNTCHAT_AGENT_KEY")
     try:

@@ -318,3 +318,14 @@ async def test_the_live_socket_shows_new_messages_to_members_only(
     for comm in (bob_live, charlie_live, agent):
         await comm.disconnect()
     # Removing Bob from the workspace stops his live events for its channels.
+
+
+async def test_an_idle_socket_stays_subscribed(alice, channel, nova):
+    """Regression: the channel layer's blocking reads must outlive quiet periods (>5 s)."""
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    assert await comm.receive_nothing(timeout=6.5)
+    await post(alice, channel, "after a quiet spell")
+    work = await next_frame(comm)
+    assert work["payload"]["message"]["body"] == "after a quiet spell"
+    await comm.disconnect()

@@ -6,7 +6,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from conversations.actions import create_conversation
+from agents.actions import create_agent, create_agent_key
+from agents.models import Agent, AgentKey
+from agntchat.core.crypto import hash_secret
+from conversations.actions import create_conversation, post_message
 from conversations.models import Conversation
 from workspaces.actions import create_team_workspace
 from workspaces.models import User, Workspace
@@ -46,10 +49,47 @@ class Command(BaseCommand):
             ).first()
             if team is None:
                 team = create_team_workspace(user, "Demo team")
-            if not Conversation.objects.filter(
+            scout = Agent.objects.filter(owner=user, handle="scout").first()
+            if scout is None:
+                scout = create_agent(
+                    user,
+                    name="Scout",
+                    handle="scout",
+                    role="demo assistant",
+                    capabilities=["research", "writing"],
+                    backend=Agent.Backend.SCRIPTED,
+                )
+            general = Conversation.objects.filter(
                 workspace=team, kind=Conversation.Kind.CHANNEL, title="general"
-            ).exists():
-                create_conversation(user, team, kind=Conversation.Kind.CHANNEL, title="general")
+            ).first()
+            if general is None:
+                general = create_conversation(
+                    user,
+                    team,
+                    kind=Conversation.Kind.CHANNEL,
+                    title="general",
+                    agent_ids=[scout.id],
+                )
+                post_message(
+                    user,
+                    general,
+                    "Welcome to the demo team. Say hi to @scout — it answers through a real bridge.",
+                )
+            self.ensure_key(scout)
         self.stdout.write(
             f"\n  agntchat is running at {url}\n  log in as: {DEMO_USERNAME} / {password}\n"
         )
+
+    def ensure_key(self, agent) -> None:
+        """The demo bridge's key, kept under ./var (a key is shown only once; we are its holder)."""
+        path = settings.VAR_DIR / "demo_agent_key"
+        if path.exists():
+            secret = path.read_text().strip()
+            key = AgentKey.objects.filter(
+                key_hash=hash_secret(secret), agent=agent, revoked_at__isnull=True
+            ).first()
+            if key is not None:
+                return
+        _, secret = create_agent_key(agent, name="demo bridge")
+        path.write_text(secret)
+        path.chmod(0o600)
