@@ -1,5 +1,15 @@
 """Settings for benchmark runs: the product's settings plus the bench-only baseline URL."""
 
+import os
+
 from agntchat.settings import *  # noqa: F403
+from agntchat.settings import DATABASES
 
 ROOT_URLCONF = "bench.urls"
+
+if os.environ.get("BENCH_QCLUSTER") == "1":
+    # The django-q2 peer: qcluster forks its workers after Django has set up the psycopg pool,
+    # and pooled connections shared across fork get corrupted (django-q2/django-q2#209). Run
+    # the peer the way it works: no pool, persistent connections in its long-lived processes.
+    DATABASES["default"]["OPTIONS"].pop("pool", None)
+    DATABASES["default"]["CONN_MAX_AGE"] = 600
