@@ -82,13 +82,17 @@ def post_message(
     kind: str = Message.Kind.TEXT,
     payload: dict | None = None,
     client_ref: str = "",
+    wake=None,
 ) -> Message:
     """Store a message and queue it for every agent that must see it, in one transaction;
     announce it after commit (MSG-2). The same path for a person and for an agent.
 
     A post carrying the CLIENT_REF of an earlier post by the same author is that same message
     (returned, not stored again): a bridge that crashed between posting and acking, or a browser
-    retrying, never doubles a reply."""
+    retrying, never doubles a reply.
+
+    WAKE, when given, is the exact list of agent ids to queue the message for (a card button
+    sends its click to the card's author only); otherwise the conversation decides."""
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -132,23 +136,41 @@ def post_message(
             client_ref=client_ref,
         )
         Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
-        recipients = list(
-            agents_visible_in(conversation.workspace_id)
-            .filter(participations__conversation=conversation)
-            .exclude(pk=getattr(agent_author, "pk", None))
-            .values_list("id", flat=True)
-        )
-        if kind == Message.Kind.TEXT and recipients:
-            Delivery.objects.bulk_create(
-                [
-                    Delivery(agent_id=a, workspace_id=conversation.workspace_id, message=message)
-                    for a in recipients
-                ]
-            )
-            for agent_id in recipients:
-                publish(f"agent.{agent_id}", {"type": "work.available"})
+        if wake is None:
+            wake = agents_to_wake(message) if kind == Message.Kind.TEXT else []
+        queue_for_agents(message, wake)
         announce_message(message, "message.created")
     return message
+
+
+def agents_to_wake(message: Message) -> list:
+    """Agents taking part in the conversation, except the author."""
+    return list(
+        agents_visible_in(message.conversation.workspace_id)
+        .filter(participations__conversation=message.conversation)
+        .exclude(pk=message.author_agent_id)
+        .values_list("id", flat=True)
+    )
+
+
+def queue_for_agents(message: Message, agent_ids) -> list[Delivery]:
+    """One delivery per agent (that appears in the workspace), announced on commit (MSG-2)."""
+    conversation = message.conversation
+    allowed = set(
+        agents_visible_in(conversation.workspace_id)
+        .filter(pk__in=list(agent_ids))
+        .values_list("id", flat=True)
+    )
+    deliveries = Delivery.objects.bulk_create(
+        [
+            Delivery(agent_id=a, workspace_id=conversation.workspace_id, message=message)
+            for a in allowed
+        ],
+        ignore_conflicts=True,
+    )
+    for agent_id in allowed:
+        publish(f"agent.{agent_id}", {"type": "work.available"})
+    return deliveries
 
 
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:

@@ -66,6 +66,7 @@ class Message(BaseModel):
     class Kind(models.TextChoices):
         TEXT = "text"
         NOTICE = "notice"  # a short system notice ("Nova could not answer: …")
+        ACTION = "action"  # a person used a card button; goes to the card's author
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
