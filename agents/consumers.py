@@ -21,8 +21,9 @@ from agntchat.core.claims import NotHeld
 from agntchat.core.events import apublish_now, group_name
 from agntchat.core.sockets import FrameError, JsonSocket, header
 from conversations import actions as conversation_actions
+from conversations import threads, turns
 from conversations.access import access_conversation, access_message
-from conversations.models import Delivery, Message
+from conversations.models import Message
 
 MAX_PREFETCH = 100
 
@@ -62,18 +63,27 @@ def _post(agent, frame):
 
 
 @database_sync_to_async
-def _record_usage(agent, kind, item_id, usage):
-    """Usage reported with an ack or a result, attributed to the item's workspace."""
-    if kind == "message":
-        delivery = Delivery.objects.select_related("message").get(pk=item_id)
-        actions.record_usage(
-            agent, delivery.workspace_id, usage, conversation_id=delivery.message.conversation_id
-        )
-    else:
-        task = Task.objects.get(pk=item_id)
-        actions.record_usage(
-            agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
-        )
+def _done(agent, frame):
+    conversation = access_conversation(agent, frame.get("conversationId"))
+    turns.mark_done(agent, conversation)
+
+
+@database_sync_to_async
+def _resolve(agent, frame):
+    conversation = access_conversation(agent, frame.get("conversationId"))
+    summary = frame.get("summary")
+    if not isinstance(summary, str):
+        raise FrameError("thread.resolve needs a string 'summary'.")
+    return threads.resolve_thread(agent, conversation, summary)
+
+
+@database_sync_to_async
+def _record_task_usage(agent, task_id, usage):
+    """Usage reported with a task's result (RUN-8)."""
+    task = Task.objects.get(pk=task_id)
+    actions.record_usage(
+        agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
+    )
 
 
 @database_sync_to_async
@@ -98,6 +108,8 @@ class AgentSocket(JsonSocket):
         "result": "on_result",
         "post": "on_post",
         "configure": "on_configure",
+        "done": "on_done",
+        "thread.resolve": "on_thread_resolve",
         "personality.get": "on_personality_get",
         "personality.set": "on_personality_set",
     }
@@ -182,7 +194,9 @@ class AgentSocket(JsonSocket):
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
         try:
-            await database_sync_to_async(gateway.ack_work)(kind, item_id, self.connection_id)
+            await database_sync_to_async(gateway.ack_work)(
+                kind, item_id, self.connection_id, frame.get("done") is True, frame.get("usage")
+            )
         except NotHeld:
             # Its lease ran out and another connection has it now: free the slot here.
             del self.held[item_id]
@@ -190,8 +204,6 @@ class AgentSocket(JsonSocket):
             raise
         del self.held[item_id]
         self.remember_done(item_id, kind)
-        if isinstance(frame.get("usage"), dict):
-            await _record_usage(self.agent, kind, item_id, frame["usage"])
         await self.fill()
 
     def remember_done(self, item_id: str, kind: str) -> None:
@@ -234,11 +246,20 @@ class AgentSocket(JsonSocket):
             await self.fill()
             raise
         if isinstance(frame.get("usage"), dict):
-            await _record_usage(self.agent, "task", item_id, frame["usage"])
+            await _record_task_usage(self.agent, item_id, frame["usage"])
         self.held.pop(item_id, None)
         self.remember_done(item_id, "task")
         await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill()
+
+    async def on_done(self, frame):
+        """The agent is done in a conversation: not woken there until something new (TURN-3)."""
+        await _done(self.agent, frame)
+        await self.send_json({"type": "done.noted", "conversationId": frame["conversationId"]})
+
+    async def on_thread_resolve(self, frame):
+        thread = await _resolve(self.agent, frame)
+        await self.send_json({"type": "thread.resolved", "conversationId": str(thread.id)})
 
     async def on_personality_get(self, frame):
         text = await _personality_get(self.agent)
@@ -284,4 +305,8 @@ class AgentSocket(JsonSocket):
         reply = {"type": "posted", "messageId": str(message.id)}
         if frame.get("ref") is not None:
             reply["ref"] = frame["ref"]
+        if message.payload.get("dm_error"):
+            reply["warnings"] = [
+                {"code": "side_thread_invalid", "message": message.payload["dm_error"]}
+            ]
         await self.send_json(reply)

@@ -94,23 +94,41 @@ def volatile_block(
 def for_message(agent: Agent, message) -> dict:
     """Directives for answering MESSAGE in its conversation."""
     from conversations.models import Message
+    from conversations.threads import wording
 
     conversation = message.conversation
+    # Recent history around the message, including answers given since (earlier turns).
     recent = list(
-        Message.objects.filter(
-            conversation=conversation, created_at__lt=message.created_at, kind=Message.Kind.TEXT
-        )
+        Message.objects.filter(conversation=conversation, kind=Message.Kind.TEXT)
+        .exclude(pk=message.pk)
         .select_related("author_user", "author_agent")
         .order_by("-created_at")[:HISTORY_TURNS]
     )[::-1]
     stable = stable_block(agent)
     rulebook = conversation.settings.get("rulebook", {})
     author = message.author.label if message.author else "system"
+    extra = []
+    turn = getattr(message, "turn", None)
+    if turn is not None:
+        mine = next((e for e in turn.queue if e["agent_id"] == str(agent.id)), None)
+        after = [e["name"] for e in turn.queue[turn.position + 1 :]]
+        if mine:
+            extra.append(
+                f"# Turn\nYou hold the turn ({mine['reason']})."
+                + (f" Next: {', '.join(after)}." if after else "")
+            )
+    side_threads = wording(conversation)
+    if side_threads:
+        extra.append("# Side threads\n" + side_threads)
     return {
         "stable": stable,
         "stable_hash": stable_hash(stable),
         "volatile": volatile_block(
-            speaker=agent, rulebook=rulebook, trigger_author=author, trigger_text=message.body
+            speaker=agent,
+            rulebook=rulebook,
+            trigger_author=author,
+            trigger_text=message.body,
+            extra="\n\n".join(extra),
         ),
         "history": history_entries(recent, agent),
         "prompt": message.body,

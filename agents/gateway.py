@@ -7,7 +7,7 @@ it and how to describe one item to the bridge (with the turn's directives, RUN-3
 from django.conf import settings
 from django.utils import timezone
 
-from agents import directives, tasks
+from agents import actions, directives, tasks
 from agents.models import Agent, Task
 from agntchat.core import claims
 from agntchat.core.events import wire
@@ -78,8 +78,25 @@ def claim_work(
     return frames
 
 
-def ack_work(kind: str, item_id, connection_id: str) -> bool:
-    return claims.ack(WORK_KINDS[kind][0], item_id, connection_id, timezone.now())
+def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=None) -> bool:
+    """Acknowledge a message item, with the turn's usage (RUN-8). DONE says the agent is done
+    in that conversation (TURN-3); a newly acked turn is handed on to the next agent in line."""
+    newly = claims.ack(WORK_KINDS[kind][0], item_id, connection_id, timezone.now())
+    if newly and kind == "message":
+        from conversations import turns
+
+        delivery = Delivery.objects.select_related("message__conversation", "agent").get(pk=item_id)
+        if isinstance(usage, dict):
+            actions.record_usage(
+                delivery.agent,
+                delivery.workspace_id,
+                usage,
+                conversation_id=delivery.message.conversation_id,
+            )
+        if done:
+            turns.mark_done(delivery.agent, delivery.message.conversation)
+        turns.hand_on(item_id)
+    return newly
 
 
 def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | None = None):

@@ -150,6 +150,16 @@ class Task(BaseModel, Claimable):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     event_count = models.PositiveIntegerField(default=0)
+    # A task delegated in a direct message works in its own conversation (THR-5).
+    work_conversation = models.ForeignKey(
+        "conversations.Conversation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # How the owner was chosen when nobody named one (TASK-2): every candidate's parts.
+    owner_scores = models.JSONField(default=dict, blank=True)
 
     class Meta(Claimable.Meta):
         pass

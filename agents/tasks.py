@@ -48,6 +48,8 @@ def task_data(task: Task) -> dict:
         "attempts": task.attempts,
         "event_count": task.event_count,
         "created_at": task.created_at,
+        "work_conversation_id": task.work_conversation_id,
+        "owner_scores": task.owner_scores or None,
         "started_at": task.started_at,
         "finished_at": task.finished_at,
     }
@@ -60,8 +62,20 @@ def _announce(task: Task, event_type: str, **extra) -> None:
     )
 
 
-def create_task(creator, workspace, agent: Agent, instructions: str, *, conversation=None) -> Task:
-    """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine)."""
+def create_task(
+    creator,
+    workspace,
+    agent: Agent | None,
+    instructions: str,
+    *,
+    conversation=None,
+    needed_tools=(),
+) -> Task:
+    """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
+
+    With no AGENT, the owner is chosen by score (TASK-2) and the scores are kept with the task.
+    Asked inside a direct conversation, the task works in a conversation of its own and only
+    its final result comes back (THR-5)."""
     instructions = (instructions or "").strip()
     if not instructions:
         raise AppError(
@@ -73,14 +87,31 @@ def create_task(creator, workspace, agent: Agent, instructions: str, *, conversa
         raise AppError(
             "Task instructions are too long.", code="invalid", fields={"instructions": "Too long."}
         )
+    owner_scores = {}
+    if agent is None:
+        from agents.scoring import choose_owner
+
+        winner, owner_scores = choose_owner(workspace.id, instructions, needed_tools)
+        if winner is None:
+            raise AppError(
+                "No agent appears in this workspace to take the task.",
+                code="no_candidate",
+                status=409,
+            )
+        agent = Agent.objects.get(pk=winner)
     if not agent_appears_in(agent, workspace.id):
         raise AgentNotFound()
     with transaction.atomic():
+        work_conversation = None
+        if conversation is not None and conversation.kind == "direct":
+            work_conversation = _open_work_conversation(creator, workspace, agent, instructions)
         task = Task.objects.create(
             agent=agent,
             workspace=workspace,
             instructions=instructions,
             conversation=conversation,
+            work_conversation=work_conversation,
+            owner_scores=owner_scores,
             created_by_user=creator
             if creator is not None and not isinstance(creator, Agent)
             else None,
@@ -89,6 +120,23 @@ def create_task(creator, workspace, agent: Agent, instructions: str, *, conversa
         publish(f"agent.{agent.id}", {"type": "work.available"})
         _announce(task, "task.created")
     return task
+
+
+def _open_work_conversation(creator, workspace, agent: Agent, instructions: str):
+    """A task's own conversation: its own history and live topic, outside the DM (THR-5)."""
+    from conversations.models import Conversation, Participant
+
+    title = "Task: " + (instructions[:60] + "…" if len(instructions) > 60 else instructions)
+    work = Conversation.objects.create(
+        workspace=workspace, kind=Conversation.Kind.TASK, title=title
+    )
+    rows = [Participant(conversation=work, agent=agent)]
+    if creator is not None and not isinstance(creator, Agent):
+        rows.append(Participant(conversation=work, user=creator))
+    elif isinstance(creator, Agent) and creator.id != agent.id:
+        rows.append(Participant(conversation=work, agent=creator))
+    Participant.objects.bulk_create(rows)
+    return work
 
 
 def _locked(task_id) -> Task:
@@ -124,6 +172,19 @@ def record_event(task_id, data: dict) -> TaskEvent:
             event = TaskEvent.objects.create(task=task, seq=task.event_count, data=data)
             progress = {"type": "task.progress", "task_id": task.id, "seq": event.seq, "data": data}
             publish_many(task_topics(task), {"type": "live.event", "event": progress})
+            if (
+                task.work_conversation_id
+                and isinstance(data.get("message"), str)
+                and data["message"].strip()
+            ):
+                # Progress stays in the task's own conversation, out of the DM it came from.
+                from conversations.actions import post_notice
+
+                post_notice(
+                    task.work_conversation,
+                    data["message"][:2000],
+                    payload={"task_id": str(task.id)},
+                )
     if violation:
         raise violation
     return event
@@ -168,13 +229,16 @@ def _finish(task: Task, status: str, connection_id: str, result, error: str, now
         fields.append("cancel_state")
     task.save(update_fields=fields)
     _announce(task, "task.finished")
-    if task.conversation_id and status == Task.Status.COMPLETED and (result or {}).get("text"):
-        # Only the final result is relayed back to where the task was asked (THR-5).
+    if status == Task.Status.COMPLETED and (result or {}).get("text"):
         from conversations.actions import post_message
 
-        post_message(
-            task.agent, task.conversation, result["text"], payload={"task_id": str(task.id)}
-        )
+        # The result closes the task's own conversation, and only the result is relayed back
+        # to where the task was asked (THR-5). A relay wakes nobody and is not chatter.
+        for where in (task.work_conversation, task.conversation):
+            if where is not None:
+                post_message(
+                    task.agent, where, result["text"], payload={"task_id": str(task.id)}, wake=[]
+                )
 
 
 def record_missing_result(task_id, reason: str) -> None:

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "workspaces",
     "agents",
     "conversations",
+    "artifacts",
 ]
 
 MIDDLEWARE = [

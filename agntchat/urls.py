@@ -10,6 +10,7 @@ api = [
     path("", include("workspaces.api")),
     path("", include("agents.api")),
     path("", include("conversations.api")),
+    path("", include("artifacts.api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -647,7 +647,7 @@ def report(facts, plan, r) -> None:
             (
                 f"post->push p50/p95/p99 @ {low['offered']:.0f} msg/s",
                 f"{low['p50']:.1f} / {low['p95']:.1f} / {low['p99']:.1f} ms",
-                "(info: below capacity)",
+                f"(info; POST answered p50 {low['post_p50']:.0f} ms)",
                 "",
             ),
             (
@@ -738,12 +738,13 @@ def main() -> None:
     facts = machine_facts()
     scene = create_scene(["e2e", "lat", "low", "deep", "shallow", "scale"])
     r = {}
-    servers = [Daphne()]
+    # Both servers start now, so they load the same code the database was just migrated for.
+    servers = [Daphne(), Daphne()]
     try:
         step(f"baseline: {plan.posters} clients, {plan.baseline_seconds:.0f} s")
         r["base"] = asyncio.run(run_baseline(servers[0], plan))
         step(f"end-to-end throughput, 1 daphne: {plan.e2e_seconds:.0f} s")
-        r["e2e"] = asyncio.run(run_throughput(servers, scene, "e2e", plan))
+        r["e2e"] = asyncio.run(run_throughput(servers[:1], scene, "e2e", plan))
         for key, rate in (("lat", plan.rate), ("low", plan.low_rate)):
             step(f"latency: {rate:.0f} msg/s for {plan.latency_seconds:.0f} s")
             r[key] = asyncio.run(run_latency(servers[0], scene, key, plan, rate))
@@ -753,8 +754,11 @@ def main() -> None:
         step(f"django-q2: {plan.djq_latency_jobs} paced + {plan.djq_burst_jobs} burst jobs")
         r["djq"] = run_django_q(plan)
         step(f"end-to-end throughput, 2 daphnes: {plan.e2e_seconds:.0f} s")
-        servers.append(Daphne())
         r["e2e2"] = asyncio.run(run_throughput(servers, scene, "scale", plan))
+    except BaseException:
+        for server in servers:
+            print(f"--- daphne :{server.port} log tail\n{server.log_tail()}", file=sys.stderr)
+        raise
     finally:
         for server in servers:
             server.stop()

@@ -6,6 +6,7 @@ from django.utils import timezone
 from agents.access import agents_visible_in
 from agents.models import Agent
 from agntchat.core.events import publish, publish_many
+from conversations import threads, turns
 from conversations.access import audience_user_ids
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Delivery, Message, Participant
@@ -93,6 +94,11 @@ def post_message(
 
     WAKE, when given, is the exact list of agent ids to queue the message for (a card button
     sends its click to the card's author only); otherwise the conversation decides."""
+    if payload and "card" in payload:
+        # Imported here: artifacts builds on conversations, not the other way round.
+        from artifacts.cards_store import seal_card_payload
+
+        payload = seal_card_payload(payload)
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -121,25 +127,54 @@ def post_message(
         ).first()
         if earlier is not None:
             return earlier
+    payload = dict(payload or {})
+    # Conversational messages go through the loop guard and the turn policy; notices, card
+    # clicks and relayed results (explicit WAKE) do not.
+    conversational = kind == Message.Kind.TEXT and wake is None
+    planned_threads = []
+    if agent_author is not None and kind == Message.Kind.TEXT and threads.ANY_DM.search(body):
+        try:
+            body, planned_threads = threads.plan_threads(agent_author, conversation, body)
+        except threads.SideThreadError as exc:
+            payload["dm_error"] = exc.message  # the text stays visible; nothing half-created
+    delegation = turns.delegation(body, conversation, actor) if conversational else None
     with transaction.atomic():
         if agent_author is None and actor is not None:
             # Posting in an open channel joins it, as in any team chat.
             Participant.objects.get_or_create(conversation=conversation, user=actor)
+        guarded = turns.count_post(conversation, actor) if conversational else conversation
         message = Message.objects.create(
             conversation=conversation,
             author_user=None if agent_author or actor is None else actor,
             author_agent=agent_author,
             kind=kind,
             body=body,
-            payload=payload or {},
+            payload=payload,
             reply_to=reply_to,
             client_ref=client_ref,
         )
         Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
+        if planned_threads:
+            threads.open_threads(message, planned_threads)
         if wake is None:
-            wake = agents_to_wake(message) if kind == Message.Kind.TEXT else []
+            wake = []
+            if delegation is not None:
+                agent, instructions = delegation
+                from agents.tasks import create_task
+
+                create_task(
+                    actor, conversation.workspace, agent, instructions, conversation=conversation
+                )
+            elif conversational:
+                wake = turns.start_turns(message, guarded)
         queue_for_agents(message, wake)
         announce_message(message, "message.created")
+        if payload.get("dm_error"):
+            post_notice(
+                conversation,
+                f"{agent_author.name}'s side thread was not opened: {payload['dm_error']}",
+                payload={"about_message_id": str(message.id)},
+            )
     return message
 
 

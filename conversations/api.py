@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agntchat.core.api import IsPerson, StrictSerializer
-from conversations import actions
+from conversations import actions, threads
 from conversations.access import access_conversation, access_message, conversations_visible_to
 from conversations.models import Conversation, Message
 from conversations.payloads import conversation_data, message_data
@@ -90,8 +90,10 @@ class MessageListView(APIView):
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         query = _valid(HistoryQuery, request.query_params.dict())
-        messages = Message.objects.filter(conversation=conversation).select_related(
-            "author_user", "author_agent"
+        messages = (
+            Message.objects.filter(conversation=conversation)
+            .prefetch_related("threads__participants__agent", "threads__participants__user")
+            .select_related("author_user", "author_agent")
         )
         if query.get("after"):
             anchor = access_message(request.user, query["after"])
@@ -129,8 +131,66 @@ class RulebookInput(StrictSerializer):
     when_not_to_chime_in = serializers.CharField(max_length=1000, required=False, allow_blank=True)
 
 
+class LoopGuardInput(StrictSerializer):
+    group_cap = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    direct_cap = serializers.IntegerField(min_value=1, max_value=100, required=False)
+
+
+class SideThreadsInput(StrictSerializer):
+    enabled = serializers.BooleanField(required=False)
+    wording = serializers.CharField(max_length=1000, required=False, allow_blank=True)
+    idle_minutes = serializers.IntegerField(min_value=1, max_value=60 * 24 * 30, required=False)
+
+
 class SettingsInput(StrictSerializer):
     rulebook = RulebookInput(required=False)
+    loop_guard = LoopGuardInput(required=False)
+    side_threads = SideThreadsInput(required=False)
+    fallback_order = serializers.ListField(
+        child=serializers.UUIDField(), max_length=50, required=False
+    )
+
+    def validate_fallback_order(self, value):
+        return [str(v) for v in value]
+
+
+class ResolveInput(StrictSerializer):
+    summary = serializers.CharField(max_length=4000)
+
+
+class ResolveView(APIView):
+    """Any participant of a side thread resolves it with a summary (THR-4)."""
+
+    def post(self, request, conversation_id):
+        thread = access_conversation(request.user, conversation_id)
+        data = _valid(ResolveInput, request.data)
+        thread = threads.resolve_thread(request.user, thread, data["summary"])
+        return Response(conversation_data(thread))
+
+
+class TurnListView(APIView):
+    """Each turn decision of a conversation: who was asked, in what order, and why (TURN-1)."""
+
+    def get(self, request, conversation_id):
+        conversation = access_conversation(request.user, conversation_id)
+        decisions = conversation.turns.order_by("-created_at")[:100]
+        return Response(
+            {
+                "results": [
+                    {
+                        "id": d.id,
+                        "message_id": d.message_id,
+                        "rule": d.rule,
+                        "queue": d.queue,
+                        "position": d.position,
+                        "explanation": d.explanation,
+                        "finished_at": d.finished_at,
+                        "created_at": d.created_at,
+                    }
+                    for d in decisions
+                ]
+            }
+        )
 
 
 class SettingsView(APIView):
@@ -144,6 +204,8 @@ class SettingsView(APIView):
 
 
 urlpatterns = [
+    path("conversations/<uuid:conversation_id>/resolve/", ResolveView.as_view()),
+    path("conversations/<uuid:conversation_id>/turns/", TurnListView.as_view()),
     path("conversations/<uuid:conversation_id>/settings/", SettingsView.as_view()),
     path("conversations/", ConversationListView.as_view()),
     path("conversations/<uuid:conversation_id>/", ConversationDetailView.as_view()),

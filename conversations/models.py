@@ -24,6 +24,21 @@ class Conversation(BaseModel):
     )
     settings = models.JSONField(default=dict, blank=True)
     last_message_at = models.DateTimeField(null=True, blank=True)
+    # Loop guard (TURN-2): consecutive agent messages since a person last spoke.
+    agent_streak = models.PositiveIntegerField(default=0)
+
+    # Side threads (THR-1…4): a thread hangs off the message that opened it.
+    class ThreadStatus(models.TextChoices):
+        IN_PROGRESS = "in_progress"
+        RESOLVED = "resolved"
+        ABANDONED = "abandoned"
+
+    parent_message = models.ForeignKey(
+        "Message", null=True, blank=True, on_delete=models.CASCADE, related_name="threads"
+    )
+    thread_status = models.CharField(max_length=12, choices=ThreadStatus.choices, blank=True)
+    summary = models.TextField(blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"
@@ -42,6 +57,8 @@ class Participant(BaseModel):
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="participations"
     )
     last_read_at = models.DateTimeField(null=True, blank=True)
+    # An agent that said it is done is not woken here until something new happens (TURN-3).
+    done_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -113,3 +130,16 @@ class Delivery(BaseModel, Claimable):
         constraints = [
             models.UniqueConstraint(fields=["agent", "message"], name="one_delivery_per_agent")
         ]
+
+
+class TurnDecision(BaseModel):
+    """Who answers a message, in what order, and why (TURN-1). A sequential queue: only the
+    agent at ``position`` holds the turn; acking its delivery hands the turn on."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn")
+    rule = models.CharField(max_length=20)  # mention | specialist | generalist | fallback | none
+    queue = models.JSONField(default=list)  # [{"agent_id", "reason"}], in order
+    position = models.PositiveIntegerField(default=0)
+    explanation = models.JSONField(default=dict)  # words and capabilities that matched
+    finished_at = models.DateTimeField(null=True, blank=True)

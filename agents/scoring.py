@@ -1,0 +1,102 @@
+"""Who should own a task nobody assigned (TASK-2): a weighted score over every eligible agent.
+
+Each part is a number in [0, 1]; the total is their weighted sum. Every candidate's parts are
+stored with the task, so the choice can be inspected. Ties break deterministically: by total,
+then by the agent's creation time, then by id.
+"""
+
+from django.conf import settings
+from django.db.models import Avg, Count, Q
+
+from agents import gateway
+from agents.access import agents_visible_in
+from agents.models import Task, TurnUsage
+from agntchat.core import presence
+from conversations.turns import capability_hits, words
+
+DEFAULT_WEIGHTS = {
+    "capability": 3.0,  # declared capabilities matching the task's words
+    "role": 1.0,  # the role's words matching the task
+    "online": 2.0,  # connected right now
+    "load": 1.5,  # fewer items queued or in flight
+    "trust": 1.5,  # share of its finished tasks that completed
+    "cost": 0.5,  # cheaper per turn
+    "latency": 0.5,  # faster per turn
+    "tools": 1.0,  # already connected to the tools the task needs
+}
+
+
+def weights() -> dict:
+    return {**DEFAULT_WEIGHTS, **getattr(settings, "TASK_SCORE_WEIGHTS", {})}
+
+
+def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[dict]:
+    """Every eligible agent with its parts and total, best first."""
+    task_words = set(words(instructions))
+    agents = list(agents_visible_in(workspace_id).order_by("created_at", "id"))
+    if not agents:
+        return []
+    ids = [a.id for a in agents]
+    online = presence.online(ids)
+    history = {
+        row["agent_id"]: row
+        for row in Task.objects.filter(agent_id__in=ids, status__in=Task.TERMINAL)
+        .values("agent_id")
+        .annotate(
+            finished=Count("id"), completed=Count("id", filter=Q(status=Task.Status.COMPLETED))
+        )
+    }
+    usage = {
+        row["agent_id"]: row
+        for row in TurnUsage.objects.filter(agent_id__in=ids)
+        .values("agent_id")
+        .annotate(cost=Avg("cost_usd"), latency=Avg("latency_ms"))
+    }
+    w = weights()
+    candidates = []
+    for agent in agents:
+        matched = [c for c in agent.capabilities if capability_hits(c, task_words)]
+        done = history.get(agent.id, {})
+        used = usage.get(agent.id, {})
+        tools = set(getattr(agent, "tool_names", ()))
+        parts = {
+            "capability": len(matched) / len(agent.capabilities) if agent.capabilities else 0.0,
+            "role": 1.0 if capability_hits(agent.role, task_words) else 0.0,
+            "online": 1.0 if online[agent.id] else 0.0,
+            "load": 1.0 / (1 + gateway.agent_load(agent.id)),
+            # No history yet: neither trusted nor distrusted.
+            "trust": (done["completed"] / done["finished"]) if done.get("finished") else 0.5,
+            "cost": 1.0 / (1 + float(used["cost"]) * 10) if used.get("cost") is not None else 0.5,
+            "latency": 1.0 / (1 + float(used["latency"]) / 10_000)
+            if used.get("latency") is not None
+            else 0.5,
+            "tools": (len(tools & set(needed_tools)) / len(set(needed_tools)))
+            if needed_tools
+            else 1.0,
+        }
+        total = round(sum(w[name] * value for name, value in parts.items()), 6)
+        candidates.append(
+            {
+                "agent_id": str(agent.id),
+                "name": agent.name,
+                "total": total,
+                "parts": {k: round(v, 4) for k, v in parts.items()},
+                "matched": matched,
+                "_order": (agent.created_at, str(agent.id)),
+            }
+        )
+    candidates.sort(key=lambda c: (-c["total"], c["_order"]))
+    for c in candidates:
+        del c["_order"]
+    return candidates
+
+
+def choose_owner(workspace_id, instructions: str, needed_tools=()) -> tuple[str | None, dict]:
+    """The winner's id and the record to store with the task."""
+    candidates = score_candidates(workspace_id, instructions, needed_tools)
+    record = {
+        "weights": weights(),
+        "candidates": candidates,
+        "winner": candidates[0]["agent_id"] if candidates else None,
+    }
+    return record["winner"], record

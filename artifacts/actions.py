@@ -1,0 +1,358 @@
+"""Every state change of artifacts, card templates and card buttons (ART-1…3, CARD-2, CARD-4)."""
+
+import json
+import re
+
+from django.db import transaction
+
+from agents.models import Agent
+from agents.tasks import MAX_INSTRUCTIONS, create_task
+from agntchat.core.events import publish_many
+from artifacts.card_library import SEED_TEMPLATES
+from artifacts.cards import CardError, validate_template
+from artifacts.cards_store import card_button, is_email_action
+from artifacts.exceptions import ActionUsed, ArtifactRule, CardActionUnavailable, CardInvalid
+from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
+from conversations.actions import announce_message, audience_topics, post_message
+from conversations.models import Conversation, Message
+from conversations.payloads import author_data
+
+MAX_CONTENT_BYTES = 500 * 1024
+MAX_TITLE = 200
+MAX_NOTE = 500
+MAX_COMMENT = 10_000
+LANGUAGE_RE = re.compile(r"^[A-Za-z0-9_+#.-]{0,40}$")
+
+
+def _is_agent(actor) -> bool:
+    return isinstance(actor, Agent)
+
+
+def _authors(actor) -> dict:
+    """The author columns for ACTOR, a person or an agent."""
+    return {
+        "author_user": None if _is_agent(actor) else actor,
+        "author_agent": actor if _is_agent(actor) else None,
+    }
+
+
+def artifact_ref(artifact: Artifact, version: int | None = None) -> dict:
+    """The compact reference a message carries instead of the content."""
+    return {
+        "id": str(artifact.id),
+        "title": artifact.title,
+        "kind": artifact.kind,
+        "version": version or artifact.current_version,
+    }
+
+
+def _check_content(content) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise ArtifactRule(
+            "An artifact needs content.", fields={"content": "This field may not be blank."}
+        )
+    if len(content.encode()) > MAX_CONTENT_BYTES:
+        raise ArtifactRule(
+            f"Artifact content can be at most {MAX_CONTENT_BYTES // 1024} KB.",
+            fields={"content": "Too large."},
+        )
+    return content
+
+
+def _check_note(note) -> str:
+    if not isinstance(note, str):
+        raise ArtifactRule("A change note must be text.", fields={"note": "Must be a string."})
+    if len(note) > MAX_NOTE:
+        raise ArtifactRule(
+            f"A change note can be at most {MAX_NOTE} characters.", fields={"note": "Too long."}
+        )
+    return note.strip()
+
+
+def publish_artifact(
+    actor,
+    conversation: Conversation,
+    title: str,
+    kind: str,
+    content: str,
+    language: str = "",
+    *,
+    client_ref: str = "",
+) -> Artifact:
+    """Create an artifact with its version 1 and reference it from a compact message in the
+    conversation, in one transaction (ART-1). A repeated CLIENT_REF is the same artifact."""
+    if not isinstance(title, str) or not title.strip():
+        raise ArtifactRule(
+            "An artifact needs a title.", fields={"title": "This field may not be blank."}
+        )
+    title = title.strip()
+    if len(title) > MAX_TITLE:
+        raise ArtifactRule(
+            f"A title can be at most {MAX_TITLE} characters.", fields={"title": "Too long."}
+        )
+    if kind not in Artifact.Kind.values:
+        raise ArtifactRule(
+            "Unknown artifact kind.",
+            fields={"kind": f"Must be one of {', '.join(Artifact.Kind.values)}."},
+        )
+    if not isinstance(language, str) or not LANGUAGE_RE.match(language):
+        raise ArtifactRule(
+            "Invalid language name.",
+            fields={"language": "Up to 40 letters, digits or _ + # . -"},
+        )
+    content = _check_content(content)
+    if client_ref:
+        earlier = _published_under_ref(actor, conversation, client_ref)
+        if earlier is not None:
+            return earlier
+    with transaction.atomic():
+        artifact = Artifact.objects.create(
+            conversation=conversation,
+            title=title,
+            kind=kind,
+            language=language,
+            created_by_user=None if _is_agent(actor) else actor,
+            created_by_agent=actor if _is_agent(actor) else None,
+        )
+        ArtifactVersion.objects.create(
+            artifact=artifact, number=1, content=content, **_authors(actor)
+        )
+        artifact.message = post_message(
+            actor,
+            conversation,
+            f"📄 published “{title}”",
+            payload={"artifact_id": str(artifact.id), "artifact": artifact_ref(artifact)},
+            client_ref=client_ref,
+        )
+        artifact.save(update_fields=["message", "updated_at"])
+    return artifact
+
+
+def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
+    """The artifact an earlier publish with this ref created (a retried frame)."""
+    earlier = Message.objects.filter(
+        conversation=conversation,
+        client_ref=client_ref,
+        author_agent=actor if _is_agent(actor) else None,
+        author_user=None if _is_agent(actor) else actor,
+    ).first()
+    if earlier is None:
+        return None
+    artifact = Artifact.objects.filter(pk=earlier.payload.get("artifact_id")).first()
+    if artifact is None:
+        raise ArtifactRule(
+            "This ref was already used for another message.", fields={"ref": "Already used."}
+        )
+    return artifact
+
+
+def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> ArtifactVersion:
+    """Store CONTENT as the artifact's next version; earlier versions stay as they are (ART-2).
+    Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
+    content = _check_content(content)
+    note = _check_note(note)
+    with transaction.atomic():
+        locked = Artifact.objects.select_for_update().get(pk=artifact.pk)
+        locked.current_version += 1
+        locked.save(update_fields=["current_version", "updated_at"])
+        version = ArtifactVersion.objects.create(
+            artifact=locked,
+            number=locked.current_version,
+            content=content,
+            note=note,
+            **_authors(actor),
+        )
+        artifact.current_version = locked.current_version
+        publish_many(
+            audience_topics(artifact.conversation),
+            {
+                "type": "live.event",
+                "event": {
+                    "type": "artifact.updated",
+                    "conversation_id": artifact.conversation_id,
+                    "artifact": artifact_ref(artifact),
+                    "author": author_data(version),
+                    "note": note,
+                },
+            },
+        )
+    return version
+
+
+def comment_on_artifact(
+    actor,
+    artifact: Artifact,
+    body: str,
+    version: ArtifactVersion | None = None,
+    parent: ArtifactComment | None = None,
+) -> ArtifactComment:
+    """Attach a comment to the artifact, optionally to one version and under another comment."""
+    body = body.strip() if isinstance(body, str) else ""
+    if not body:
+        raise ArtifactRule(
+            "A comment needs a body.", fields={"body": "This field may not be blank."}
+        )
+    if len(body) > MAX_COMMENT:
+        raise ArtifactRule(
+            f"A comment can be at most {MAX_COMMENT} characters.", fields={"body": "Too long."}
+        )
+    if version is not None and version.artifact_id != artifact.id:
+        raise ArtifactRule(
+            "That version belongs to another artifact.", fields={"version": "Not of this artifact."}
+        )
+    if parent is not None and parent.artifact_id != artifact.id:
+        raise ArtifactRule(
+            "A reply must be on the same artifact.", fields={"parent": "Not of this artifact."}
+        )
+    with transaction.atomic():
+        comment = ArtifactComment.objects.create(
+            artifact=artifact, version=version, parent=parent, body=body, **_authors(actor)
+        )
+        publish_many(
+            audience_topics(artifact.conversation),
+            {
+                "type": "live.event",
+                "event": {
+                    "type": "artifact.commented",
+                    "conversation_id": artifact.conversation_id,
+                    "artifact": artifact_ref(artifact),
+                    "comment_id": comment.id,
+                },
+            },
+        )
+    return comment
+
+
+# ---- card buttons (CARD-4) ----------------------------------------------------------------
+
+
+def use_card_action(user, message: Message, item_index, action_id) -> dict:
+    """A person clicked a card button: record the outcome on the card and hand the click to the
+    card's author agent as work, in one transaction. The message row is locked for the
+    read-modify-write, so two concurrent clicks on a `once` button yield exactly one.
+
+    Returns {"outcome", "message", "work": {"type": "task"|"message", "id"}}."""
+    with transaction.atomic():
+        locked = (
+            Message.objects.select_for_update(of=("self",))
+            .select_related("conversation__workspace", "author_agent", "author_user")
+            .get(pk=message.pk)
+        )
+        payload = locked.payload or {}
+        item, action = card_button(payload, item_index, action_id)
+        agent = locked.author_agent
+        if agent is None:
+            raise CardActionUnavailable(
+                "This card was not posted by an agent, so its buttons have no one to reach."
+            )
+        key = f"{item_index}:{action_id}"
+        outcomes = dict(payload.get("card_outcomes") or {})
+        if action["once"] and key in outcomes:
+            raise ActionUsed()
+        outcome = {"status": "done", "label": f"{action['label']} ✓", "by": str(user.id)}
+        outcomes[key] = outcome
+        locked.payload = {**payload, "card_outcomes": outcomes}
+        locked.save(update_fields=["payload", "updated_at"])
+        conversation = locked.conversation
+        if is_email_action(payload, action_id):
+            task = create_task(
+                user,
+                conversation.workspace,
+                agent,
+                _email_instructions(user, locked, item, action),
+                conversation=conversation,
+            )
+            work = {"type": "task", "id": task.id}
+        else:
+            click = post_message(
+                user,
+                conversation,
+                f"{user.label} chose “{action['label']}” on “{item['title']}”",
+                kind=Message.Kind.ACTION,
+                payload={
+                    "card_message_id": str(locked.id),
+                    "action_id": action_id,
+                    "item_index": item_index,
+                    "item": {"title": item["title"], "data": item.get("data", {})},
+                },
+                wake=[agent.id],
+            )
+            work = {"type": "message", "id": click.id}
+        announce_message(locked, "message.updated")
+    return {"outcome": outcome, "message": locked, "work": work}
+
+
+def _email_instructions(user, message: Message, item: dict, action: dict) -> str:
+    what = "Send this email now" if action["id"] == "send" else "Save this email as a draft"
+    lines = [
+        f"{user.label} clicked “{action['label']}” on an email draft you posted "
+        f"(card message {message.id}). {what}.",
+        "",
+        f"Subject: {item['title']}",
+    ]
+    if item.get("subtitle"):
+        lines.append(item["subtitle"])
+    lines += [f"{field['label']}: {field['value']}" for field in item.get("fields", [])]
+    if item.get("text"):
+        lines += ["", item["text"]]
+    if item.get("data"):
+        lines += ["", f"Data: {json.dumps(item['data'], ensure_ascii=False)}"]
+    # A card is capped at 64 KB; the task contract is tighter, so cut rather than refuse.
+    return "\n".join(lines)[: MAX_INSTRUCTIONS - 1]
+
+
+# ---- the card template library (CARD-2) -----------------------------------------------------
+
+
+def validated_template(data: dict) -> dict:
+    """Check a template as staff typed it; CardInvalid names the offending field."""
+    try:
+        return validate_template(data)
+    except CardError as exc:
+        raise CardInvalid(
+            f"Invalid template: {exc.message}", fields={exc.field_path or "template": exc.message}
+        ) from None
+
+
+def save_card_template(template: CardTemplate) -> CardTemplate:
+    """Store a staff edit: a new template starts at version 1, every change after that is the
+    next version. Cards already sent keep the layout they sealed."""
+    with transaction.atomic():
+        if template._state.adding:
+            template.version = 1
+        else:
+            current = CardTemplate.objects.select_for_update().get(pk=template.pk)
+            template.version = current.version + 1
+        normalised = validated_template(template.as_template())
+        template.layout = normalised["layout"]
+        template.default_actions = normalised["default_actions"]
+        template.sample = normalised.get("sample")
+        template.save()
+    return template
+
+
+def delete_card_template(template: CardTemplate) -> None:
+    """Remove a template; cards already sent keep rendering from their sealed copy."""
+    template.delete()
+
+
+def seed_card_templates(model=CardTemplate) -> int:
+    """Create the platform templates that are missing (never overwrites staff edits). MODEL is
+    the historical model when a migration calls this."""
+    existing = set(model.objects.values_list("name", flat=True))
+    seeds = [validate_template(t) for t in SEED_TEMPLATES if t["name"] not in existing]
+    model.objects.bulk_create(
+        [
+            model(
+                name=t["name"],
+                result_type=t["result_type"],
+                description=t["description"],
+                version=t["version"],
+                layout=t["layout"],
+                default_actions=t["default_actions"],
+                sample=t.get("sample"),
+            )
+            for t in seeds
+        ]
+    )
+    return len(seeds)

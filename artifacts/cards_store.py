@@ -1,0 +1,91 @@
+"""Cards in messages: sealing a posted card with its layout, and rendering it from the seal.
+
+A message payload with a card holds `card` (the validated result), `card_layout` (the layout
+resolved when the message was saved) and, once buttons are used, `card_outcomes`.
+"""
+
+from artifacts.cards import (
+    CardError,
+    item_elements,
+    render_card_html,
+    render_card_json,
+    resolve_layout,
+    validate_card,
+)
+from artifacts.exceptions import CardActionRule, CardInvalid
+from artifacts.models import CardTemplate
+
+EMAIL_DRAFT = "email_draft"
+# Buttons of an email-draft card that stand for mailbox operations rather than a reply.
+EMAIL_ACTIONS = ("send", "save_draft")
+
+
+def template_lookup(name: str) -> dict | None:
+    """An active template from the library, as a plain dict; None when unknown or retired."""
+    template = CardTemplate.objects.filter(name=name, is_active=True).first()
+    return template.as_template() if template else None
+
+
+def seal_card_payload(payload: dict) -> dict:
+    """Validate the card in PAYLOAD and return a new payload with the normalised card and its
+    sealed layout; raise CardInvalid naming the field otherwise (nothing is stored)."""
+    try:
+        card = validate_card(payload["card"])
+    except CardError as exc:
+        where = f"card.{exc.field_path}" if exc.field_path else "card"
+        raise CardInvalid(f"Invalid card: {exc.message}", fields={where: exc.message}) from None
+    sealed = resolve_layout(card["type"], card.get("template"), lookup=template_lookup)
+    # Outcomes are the server's record of button use; a poster cannot pre-fill them.
+    rest = {k: v for k, v in payload.items() if k not in ("card", "card_layout", "card_outcomes")}
+    return {**rest, "card": card, "card_layout": sealed}
+
+
+def _sealed(payload: dict) -> dict:
+    # Every card stored through post_message is sealed; resolve late only for a hand-made row.
+    return payload.get("card_layout") or resolve_layout(
+        payload["card"]["type"], payload["card"].get("template"), lookup=template_lookup
+    )
+
+
+def card_html(payload: dict) -> str:
+    """The card of a message payload as server-rendered HTML, the same for every client."""
+    return str(
+        render_card_html(payload["card"], _sealed(payload), payload.get("card_outcomes") or {})
+    )
+
+
+def card_json(payload: dict) -> dict:
+    """The card of a message payload as element lists, for clients that do not render HTML."""
+    return render_card_json(payload["card"], _sealed(payload), payload.get("card_outcomes") or {})
+
+
+def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
+    """The item and the action a click names, as the card shows them; CardActionRule otherwise."""
+    card = payload.get("card")
+    if not isinstance(card, dict):
+        raise CardActionRule("This message carries no card.")
+    items = card["items"]
+    if isinstance(item_index, bool) or not isinstance(item_index, int):
+        raise CardActionRule("itemIndex must be a whole number.", fields={"itemIndex": "Invalid."})
+    if not 0 <= item_index < len(items):
+        raise CardActionRule(
+            "The card has no such item.", fields={"itemIndex": f"Must be 0 to {len(items) - 1}."}
+        )
+    item = items[item_index]
+    # Only the buttons the sealed layout shows exist: a hidden action cannot be clicked.
+    shown = [
+        el for el in item_elements(item, _sealed(payload), item_index) if el["kind"] == "actions"
+    ]
+    for action in shown[0]["actions"] if shown else []:
+        if action["id"] == action_id:
+            return item, {k: v for k, v in action.items() if k != "outcome"}
+    raise CardActionRule(
+        "The item has no such button.", fields={"actionId": "Not an action of this item."}
+    )
+
+
+def is_email_action(payload: dict, action_id: str) -> bool:
+    """Send / Save draft on an email draft: mailbox work for the agent, not a chat reply."""
+    card, sealed = payload["card"], _sealed(payload)
+    is_draft = card["type"] == EMAIL_DRAFT or sealed.get("template") == EMAIL_DRAFT
+    return is_draft and action_id in EMAIL_ACTIONS

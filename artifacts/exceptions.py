@@ -1,0 +1,58 @@
+from agntchat.core.exceptions import AppError, Conflict, NotFound
+
+
+class ArtifactNotFound(NotFound):
+    code = "artifact_not_found"
+
+    def __init__(self, message="Artifact not found."):
+        super().__init__(message)
+
+
+class VersionNotFound(NotFound):
+    code = "version_not_found"
+
+    def __init__(self, message="Artifact version not found."):
+        super().__init__(message)
+
+
+class CommentNotFound(NotFound):
+    code = "comment_not_found"
+
+    def __init__(self, message="Comment not found."):
+        super().__init__(message)
+
+
+class CardNotFound(NotFound):
+    code = "card_not_found"
+
+    def __init__(self, message="This message carries no card."):
+        super().__init__(message)
+
+
+class ArtifactRule(AppError):
+    code = "artifact_invalid"
+
+
+class CardInvalid(AppError):
+    """A structured result that cannot be accepted; `fields` names the offending path."""
+
+    code = "card_invalid"
+
+
+class CardActionRule(AppError):
+    """A click that names no button of the card (wrong item, unknown or hidden action)."""
+
+    code = "card_action_invalid"
+
+
+class CardActionUnavailable(Conflict):
+    """The card's buttons reach no agent (posted by a person, or its author is gone)."""
+
+    code = "card_action_unavailable"
+
+
+class ActionUsed(Conflict):
+    code = "action_used"
+
+    def __init__(self, message="This button has already been used."):
+        super().__init__(message)

@@ -1,0 +1,8 @@
+"""Scheduled jobs of conversations (django-q2). Idempotent; safe to run at any time."""
+
+from conversations.threads import abandon_idle_threads
+
+
+def abandon_threads() -> int:
+    """Idle side threads become abandoned: their cards change, no message is added."""
+    return abandon_idle_threads()

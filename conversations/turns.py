@@ -1,0 +1,324 @@
+"""Who speaks next (TURN-1), the loop guard (TURN-2) and the done signal (TURN-3).
+
+The turn policy is a separate, ordered process:
+1. agents @mentioned in the message, in the order they are mentioned;
+2. a plain single-domain question: the best-matching specialist, then the generalists;
+3. a multi-domain request: the generalists first, then the matching specialists;
+4. otherwise (people only) the conversation's fallback order, so someone always answers.
+
+Domains are the agents' declared capabilities; a message's domains are the capabilities whose
+words appear in it. The classification is deterministic and stored with its explanation. Turns
+are a sequential queue: only the agent holding the turn gets a delivery; acking that delivery
+(after answering, or without answering: a pass) hands the turn on.
+"""
+
+import os
+import re
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from agents.access import agents_visible_in
+from agntchat.core.events import publish_many
+from agntchat.core.exceptions import AppError
+from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
+
+GROUP_CAP = 6
+DIRECT_CAP = 4
+GENERALIST_WORDS = {"general", "generalist"}
+WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*")
+MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][\w.-]*)")
+
+
+class ConversationCapped(AppError):
+    """Too many agent messages in a row: agents wait until a person speaks (TURN-2)."""
+
+    code = "conversation_capped"
+    status = 409
+
+
+def words(text: str) -> list[str]:
+    return WORD.findall(text.lower())
+
+
+def capability_hits(capability: str, message_words: set[str]) -> list[str]:
+    """Message words that match a capability: the same word, or sharing a stem of 5+ letters
+    ("research" ~ "researching", "finance" ~ "financial"). Deterministic, no model involved."""
+    parts = words(capability)
+    return sorted(
+        w
+        for w in message_words
+        if any(w == p or len(os.path.commonprefix([w, p])) >= 5 for p in parts)
+    )
+
+
+def is_generalist(agent) -> bool:
+    return bool(GENERALIST_WORDS & set(words(agent.role))) or any(
+        c.lower() in GENERALIST_WORDS for c in agent.capabilities
+    )
+
+
+def mentioned(text: str, agents) -> list:
+    """Agents named by @handle or @Name, in the order they first appear."""
+    by_name = {}
+    for agent in agents:
+        by_name.setdefault(agent.handle.lower(), agent)
+        by_name.setdefault(agent.name.lower(), agent)
+    found = []
+    for token in MENTION.findall(text):
+        agent = by_name.get(token.lower().rstrip(".-"))
+        if agent is not None and agent not in found:
+            found.append(agent)
+    return found
+
+
+def participants_in_order(conversation: Conversation):
+    """Agents taking part (and appearing in the workspace), in the order they joined."""
+    joined = Participant.objects.filter(conversation=conversation, agent__isnull=False).order_by(
+        "created_at", "id"
+    )
+    visible = {
+        a.id: a
+        for a in agents_visible_in(conversation.workspace_id).filter(
+            participations__conversation=conversation
+        )
+    }
+    return [visible[p.agent_id] for p in joined if p.agent_id in visible]
+
+
+def fallback_order(conversation: Conversation, agents: list) -> list:
+    """The conversation's configured order first, then everyone else in joining order."""
+    configured = [str(a) for a in conversation.settings.get("fallback_order", [])]
+    rank = {agent_id: i for i, agent_id in enumerate(configured)}
+    return sorted(agents, key=lambda a: (rank.get(str(a.id), len(rank)), agents.index(a)))
+
+
+def plan(message: Message) -> dict:
+    """Decide the queue for MESSAGE without writing anything: rule, queue, explanation."""
+    conversation = message.conversation
+    from_person = message.author_agent_id is None
+    # An agent's message does not wake agents already waiting for their turn in an open queue.
+    waiting = set() if from_person else waiting_agents(conversation)
+    everyone = [
+        a
+        for a in participants_in_order(conversation)
+        if a.id != message.author_agent_id and str(a.id) not in waiting
+    ]
+    done = set(
+        Participant.objects.filter(
+            conversation=conversation, done_at__isnull=False, agent__isnull=False
+        ).values_list("agent_id", flat=True)
+    )
+    named = mentioned(message.body, everyone)
+    if named:
+        return {
+            "rule": "mention",
+            "queue": [(a, "mentioned by name") for a in named],
+            "explanation": {},
+        }
+    awake = [a for a in everyone if a.id not in done]
+    message_words = set(words(message.body))
+    hits = {a.id: {c: capability_hits(c, message_words) for c in a.capabilities} for a in awake}
+    hits = {agent_id: {c: w for c, w in caps.items() if w} for agent_id, caps in hits.items()}
+    specialists = [a for a in awake if hits[a.id] and not is_generalist(a)]
+    generalists = [a for a in awake if is_generalist(a)]
+    domains = sorted({c.lower() for a in specialists for c in hits[a.id]})
+    explanation = {"domains": domains, "matches": {a.name: hits[a.id] for a in awake if hits[a.id]}}
+
+    def strength(agent):  # more matched capabilities, then more matched words, then joining order
+        return (
+            -len(hits[agent.id]),
+            -sum(len(w) for w in hits[agent.id].values()),
+            awake.index(agent),
+        )
+
+    specialists.sort(key=strength)
+    if len(domains) == 1:
+        queue = [(specialists[0], f"best specialist for {domains[0]}")]
+        queue += [(g, "generalist after the specialist") for g in generalists]
+        return {"rule": "specialist", "queue": queue, "explanation": explanation}
+    if len(domains) > 1:
+        queue = [(g, f"generalist first for {len(domains)} domains") for g in generalists]
+        queue += [(s, "specialist for " + ", ".join(sorted(hits[s.id]))) for s in specialists]
+        return {"rule": "generalist", "queue": queue, "explanation": explanation}
+    if from_person and awake:
+        first = fallback_order(conversation, awake)[0]
+        return {
+            "rule": "fallback",
+            "queue": [(first, "fallback order: nobody matched")],
+            "explanation": explanation,
+        }
+    return {"rule": "none", "queue": [], "explanation": explanation}
+
+
+def cap_for(conversation: Conversation) -> int:
+    """Stricter one-to-one (one person, one agent) than in a group; configurable per conversation."""
+    guard = conversation.settings.get("loop_guard", {})
+    people = Participant.objects.filter(conversation=conversation, user__isnull=False).count()
+    agents = Participant.objects.filter(conversation=conversation, agent__isnull=False).count()
+    if people <= 1 and agents == 1:
+        return int(guard.get("direct_cap", DIRECT_CAP))
+    return int(guard.get("group_cap", GROUP_CAP))
+
+
+def is_capped(conversation: Conversation) -> bool:
+    return conversation.agent_streak >= cap_for(conversation)
+
+
+def count_post(conversation: Conversation, actor) -> Conversation:
+    """Update the loop guard for a new message (inside post_message's transaction, before the
+    insert): a person resets the streak and wakes done agents; an agent at the cap is refused."""
+    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if getattr(actor, "handle", None) is None:
+        if actor is not None:
+            conversation.agent_streak = 0
+            Conversation.objects.filter(pk=conversation.pk).update(agent_streak=0)
+            Participant.objects.filter(conversation=conversation, done_at__isnull=False).update(
+                done_at=None
+            )
+        return conversation
+    if is_capped(conversation):
+        raise ConversationCapped(
+            f"This conversation is capped after {conversation.agent_streak} agent messages in a row; "
+            "agents wait until a person speaks."
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(agent_streak=F("agent_streak") + 1)
+    conversation.agent_streak += 1
+    return conversation
+
+
+def start_turns(message: Message, conversation: Conversation) -> list:
+    """Store the turn decision for MESSAGE and return who gets the turn now."""
+    if is_capped(conversation):
+        announce_capped(conversation)
+        return []
+    decided = plan(message)
+    if not decided["queue"]:
+        return []
+    # A mention or delegation is something new for the agent: it is no longer "done".
+    Participant.objects.filter(
+        conversation=conversation,
+        agent_id__in=[a.id for a, _ in decided["queue"]],
+        done_at__isnull=False,
+    ).update(done_at=None)
+    TurnDecision.objects.create(
+        conversation=conversation,
+        message=message,
+        rule=decided["rule"],
+        queue=[
+            {"agent_id": str(a.id), "name": a.name, "reason": reason}
+            for a, reason in decided["queue"]
+        ],
+        explanation=decided["explanation"],
+    )
+    return [decided["queue"][0][0].id]
+
+
+def hand_on(delivery_id) -> None:
+    """The agent holding a turn acked its delivery: give the turn to the next one in the queue."""
+    from conversations.actions import queue_for_agents
+
+    with transaction.atomic():
+        delivery = Delivery.objects.select_related("message").get(pk=delivery_id)
+        decision = (
+            TurnDecision.objects.select_for_update()
+            .filter(message_id=delivery.message_id, finished_at__isnull=True)
+            .first()
+        )
+        if decision is None or decision.queue[decision.position]["agent_id"] != str(
+            delivery.agent_id
+        ):
+            return
+        conversation = Conversation.objects.get(pk=decision.conversation_id)
+        done = {
+            str(a)
+            for a in Participant.objects.filter(
+                conversation=conversation, done_at__isnull=False
+            ).values_list("agent_id", flat=True)
+        }
+        position = decision.position + 1
+        while position < len(decision.queue) and decision.queue[position]["agent_id"] in done:
+            position += 1  # said it is done: skip it
+        if position >= len(decision.queue) or is_capped(conversation):
+            decision.finished_at = timezone.now()
+            decision.save(update_fields=["finished_at", "updated_at"])
+            return
+        decision.position = position
+        decision.save(update_fields=["position", "updated_at"])
+        queue_for_agents(delivery.message, [decision.queue[position]["agent_id"]])
+
+
+def waiting_agents(conversation: Conversation) -> set[str]:
+    """Agents still waiting for their turn in an open queue: not to be woken twice."""
+    waiting = set()
+    for decision in TurnDecision.objects.filter(
+        conversation=conversation, finished_at__isnull=True
+    ):
+        waiting |= {entry["agent_id"] for entry in decision.queue[decision.position + 1 :]}
+    return waiting
+
+
+def mark_done(agent, conversation: Conversation) -> None:
+    """The agent signals it is done here (TURN-3)."""
+    Participant.objects.filter(conversation=conversation, agent=agent).update(
+        done_at=timezone.now()
+    )
+
+
+def announce_capped(conversation: Conversation) -> None:
+    from conversations.actions import audience_topics
+
+    publish_many(
+        audience_topics(conversation),
+        {
+            "type": "live.event",
+            "event": {
+                "type": "conversation.capped",
+                "conversation_id": conversation.id,
+                "streak": conversation.agent_streak,
+                "cap": cap_for(conversation),
+            },
+        },
+    )
+
+
+DELEGATION = re.compile(
+    r"^\s*(?:/task\b\s*(?:@(?P<command_target>[\w.-]+)\s*)?(?P<command_text>.*)"
+    r"|@(?P<target>[\w.-]+)[,:]?\s+please\b.*)$",
+    re.S | re.I,
+)
+
+
+def delegation(body: str, conversation: Conversation, actor):
+    """``/task [@agent] …`` or ``@agent please …`` hands work over as a real task (TASK-1):
+    (agent or None for scoring, instructions), or None when the message is not a delegation."""
+    match = DELEGATION.match(body or "")
+    if match is None:
+        return None
+    visible = [
+        a
+        for a in agents_visible_in(conversation.workspace_id)
+        if a.id != getattr(actor, "id", None)
+    ]
+    if match.group("target") is not None:
+        named = mentioned("@" + match.group("target"), visible)
+        return (named[0], body.strip()) if named else None
+    instructions = match.group("command_text").strip()
+    if not instructions:
+        raise AppError(
+            "/task needs instructions, e.g. /task @nova summarise this thread.",
+            code="invalid",
+            fields={"body": "Missing task instructions."},
+        )
+    if match.group("command_target") is None:
+        return None, instructions  # the owner is chosen by score
+    named = mentioned("@" + match.group("command_target"), visible)
+    if not named:
+        raise AppError(
+            f"No agent called @{match.group('command_target')} appears in this workspace.",
+            code="agent_not_found",
+            status=400,
+            fields={"body": "Unknown agent."},
+        )
+    return named[0], instructions

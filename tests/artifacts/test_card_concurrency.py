@@ -1,0 +1,81 @@
+"""Two people click the same `once` button at the same moment: exactly one piece of work reaches
+the agent. Real threads, each on its own database connection."""
+
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from agents.models import Task
+from artifacts import actions, frames
+from artifacts.exceptions import ActionUsed
+from conversations.models import Delivery, Message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BOOKABLE = {
+    "type": "hotels",
+    "items": [
+        {"title": "Memmo Alfama", "actions": [{"id": "book", "label": "Book", "once": True}]}
+    ],
+}
+EMAIL = {
+    "type": "email_draft",
+    "items": [{"title": "Re: numbers", "fields": [{"label": "To", "value": "ana@example.com"}]}],
+}
+
+
+def waiting_on_locks() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize(
+    ("card", "action_id"), [(BOOKABLE, "book"), (EMAIL, "send")], ids=["button", "email-send"]
+)
+def test_two_concurrent_clicks_make_exactly_one_work_item(
+    alice, bob, channel, nova, card, action_id
+):
+    actions.seed_card_templates()
+    reply = frames.post_card(
+        nova, {"type": "card.post", "conversationId": str(channel.id), "card": card}
+    )
+    message = Message.objects.get(pk=reply["messageId"])
+    results = []
+
+    def click(user):
+        try:
+            actions.use_card_action(user, message, 0, action_id)
+            results.append("done")
+        except ActionUsed:
+            results.append("used")
+        finally:
+            connection.close()
+
+    clickers = [threading.Thread(target=click, args=(user,)) for user in (alice, bob)]
+    # Hold the card's row so that both clicks are in flight before either can look at it: without
+    # the action's own lock both would read "unused" and both would send work.
+    with transaction.atomic():
+        Message.objects.select_for_update().get(pk=message.pk)
+        for thread in clickers:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while waiting_on_locks() < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert waiting_on_locks() == 2
+    for thread in clickers:
+        thread.join(timeout=20)
+    assert sorted(results) == ["done", "used"]
+    work = (
+        Task.objects.filter(agent=nova).count()
+        if action_id == "send"
+        else Delivery.objects.filter(message__kind=Message.Kind.ACTION, agent=nova).count()
+    )
+    assert work == 1
+    message.refresh_from_db()
+    assert list(message.payload["card_outcomes"]) == [f"0:{action_id}"]
