@@ -199,7 +199,8 @@ urlpatterns = [
 
 
 class TaskInput(StrictSerializer):
-    agent = serializers.UUIDField()
+    # No agent: the owner is chosen by score (TASK-2).
+    agent = serializers.UUIDField(required=False, allow_null=True, default=None)
     workspace = serializers.UUIDField()
     instructions = serializers.CharField(max_length=tasks.MAX_INSTRUCTIONS)
     conversation = serializers.UUIDField(required=False, allow_null=True, default=None)
@@ -254,7 +255,7 @@ class TaskListView(APIView):
     def post(self, request):
         data = _valid(TaskInput, request)
         workspace = access_workspace(request.user, data["workspace"])
-        agent = access_agent(request.user, data["agent"])
+        agent = access_agent(request.user, data["agent"]) if data["agent"] else None
         conversation = (
             access_conversation(request.user, data["conversation"])
             if data["conversation"]

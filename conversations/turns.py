@@ -134,11 +134,13 @@ def plan(message: Message) -> dict:
         )
 
     specialists.sort(key=strength)
-    if len(domains) == 1:
-        queue = [(specialists[0], f"best specialist for {domains[0]}")]
+    # One domain: a single specialist covers everything the message touches. Several: no one does.
+    covering = [s for s in specialists if {c.lower() for c in hits[s.id]} >= set(domains)]
+    if domains and covering:
+        queue = [(covering[0], f"best specialist for {', '.join(domains)}")]
         queue += [(g, "generalist after the specialist") for g in generalists]
         return {"rule": "specialist", "queue": queue, "explanation": explanation}
-    if len(domains) > 1:
+    if domains:
         queue = [(g, f"generalist first for {len(domains)} domains") for g in generalists]
         queue += [(s, "specialist for " + ", ".join(sorted(hits[s.id]))) for s in specialists]
         return {"rule": "generalist", "queue": queue, "explanation": explanation}

@@ -1,0 +1,93 @@
+"""Task ownership by weighted score (TASK-2): the expected winner, every part recorded,
+deterministic ties."""
+
+import pytest
+
+from agents import actions, scoring, tasks
+from agents.models import Task
+from agntchat.core import presence
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def pair(alice, team_a):
+    ada = actions.create_agent(alice, name="Ada", capabilities=["research"], backend="scripted")
+    bea = actions.create_agent(alice, name="Bea", capabilities=["research"], backend="scripted")
+    return ada, bea
+
+
+def test_capability_match_wins(alice, team_a, pair):
+    ada, _ = pair
+    cal = actions.create_agent(alice, name="Cal", capabilities=["finance"], backend="scripted")
+    task = tasks.create_task(alice, team_a, None, "Forecast the finance numbers")
+    assert task.agent == cal
+    by_name = {c["name"]: c for c in task.owner_scores["candidates"]}
+    assert (
+        by_name["Cal"]["parts"]["capability"] == 1.0
+        and by_name["Ada"]["parts"]["capability"] == 0.0
+    )
+    assert set(by_name["Cal"]["parts"]) == set(scoring.DEFAULT_WEIGHTS)
+    assert task.owner_scores["weights"] == scoring.DEFAULT_WEIGHTS
+
+
+def test_ties_break_by_creation_order_both_ways(alice, team_a, pair):
+    ada, bea = pair
+    assert tasks.create_task(alice, team_a, None, "research this").agent == ada
+    # Give Bea an edge: online now. Then she wins.
+    presence.beat(bea.id, "test-conn")
+    try:
+        assert tasks.create_task(alice, team_a, None, "research that").agent == bea
+    finally:
+        presence.leave(bea.id, "test-conn")
+
+
+def test_current_load_counts_against(alice, team_a, pair):
+    ada, bea = pair
+    for i in range(3):
+        tasks.create_task(alice, team_a, ada, f"busy {i}")
+    task = tasks.create_task(alice, team_a, None, "research more")
+    assert task.agent == bea
+    parts = {c["name"]: c["parts"]["load"] for c in task.owner_scores["candidates"]}
+    assert parts == {"Ada": 0.25, "Bea": 1.0}
+
+
+def test_earned_trust_counts(alice, team_a, pair):
+    ada, bea = pair
+    failed = tasks.create_task(alice, team_a, ada, "x")
+    Task.objects.filter(pk=failed.pk).update(status="failed", acked_at=failed.created_at)
+    done = tasks.create_task(alice, team_a, bea, "y")
+    Task.objects.filter(pk=done.pk).update(status="completed", acked_at=done.created_at)
+    task = tasks.create_task(alice, team_a, None, "research again")
+    assert task.agent == bea
+    trust = {c["name"]: c["parts"]["trust"] for c in task.owner_scores["candidates"]}
+    assert trust == {"Ada": 0.0, "Bea": 1.0}
+
+
+def test_weights_are_configurable(alice, team_a, pair, settings):
+    ada, bea = pair
+    for i in range(2):
+        tasks.create_task(alice, team_a, bea, f"busy {i}")
+    settings.TASK_SCORE_WEIGHTS = {"load": 0.0}
+    assert (
+        tasks.create_task(alice, team_a, None, "research").agent == ada
+    )  # load ignored: tie → Ada
+
+
+def test_only_agents_appearing_in_the_workspace_are_candidates(alice, charlie, team_a, team_b):
+    actions.create_agent(charlie, name="Outsider", capabilities=["research"], backend="scripted")
+    with pytest.raises(Exception) as error:
+        tasks.create_task(alice, team_a, None, "research")
+    assert "No agent appears" in str(error.value)
+
+
+def test_the_api_shows_the_breakdown(alice, team_a, pair, api):
+    response = api(alice).post(
+        "/api/v1/tasks/",
+        {"workspace": str(team_a.id), "instructions": "research it"},
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["ownerScores"]["winner"] == body["agentId"]
+    assert len(body["ownerScores"]["candidates"]) == 2

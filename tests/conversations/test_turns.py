@@ -1,0 +1,246 @@
+"""Who speaks next (TURN-1), the loop guard (TURN-2) and the done signal (TURN-3), driven
+through post_message and the agent socket with several agents in one room."""
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from agents import actions as agent_actions
+from conversations import turns
+from conversations.actions import create_conversation, post_message, update_settings
+from conversations.models import Conversation, Delivery, TurnDecision
+from tests.conftest import agent_session
+from tests.socket_helpers import agent_communicator, next_frame
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cast(alice, bob, team_a):
+    """Three agents in team A's #room: a research specialist, a finance specialist, a generalist."""
+    nova = agent_actions.create_agent(
+        alice, name="Nova", capabilities=["research", "literature"], backend="scripted"
+    )
+    rex = agent_actions.create_agent(
+        bob, name="Rex", capabilities=["finance", "budget"], backend="scripted"
+    )
+    gus = agent_actions.create_agent(
+        alice, name="Gus", role="generalist", capabilities=["general"], backend="scripted"
+    )
+    room = create_conversation(
+        alice,
+        team_a,
+        kind="channel",
+        title="room",
+        user_ids=[bob.id],
+        agent_ids=[gus.id, nova.id, rex.id],
+    )
+    return {"nova": nova, "rex": rex, "gus": gus, "room": room}
+
+
+def woken(message):
+    """Names of the agents that got a delivery of MESSAGE."""
+    return sorted(Delivery.objects.filter(message=message).values_list("agent__name", flat=True))
+
+
+def queue_names(message):
+    return [entry["name"] for entry in TurnDecision.objects.get(message=message).queue]
+
+
+class TestWhoSpeaksNext:
+    def test_a_mention_goes_first_and_alone(self, alice, cast):
+        message = post_message(
+            alice, cast["room"], "@rex what do you think about this research paper?"
+        )
+        assert queue_names(message) == ["Rex"]
+        assert woken(message) == ["Rex"]
+        assert TurnDecision.objects.get(message=message).rule == "mention"
+
+    def test_a_mention_beats_the_specialist_both_ways(self, alice, cast):
+        research = post_message(alice, cast["room"], "@gus can you check this research?")
+        assert queue_names(research) == ["Gus"]
+        plain = post_message(alice, cast["room"], "can you check this research?")
+        assert queue_names(plain)[0] == "Nova"
+
+    def test_a_single_domain_question_goes_to_the_specialist_before_the_generalist(
+        self, alice, cast
+    ):
+        message = post_message(alice, cast["room"], "Please review the budget numbers")
+        decision = TurnDecision.objects.get(message=message)
+        assert decision.rule == "specialist"
+        assert queue_names(message) == ["Rex", "Gus"]
+        assert decision.explanation["domains"] == ["budget"]
+        assert decision.explanation["matches"] == {"Rex": {"budget": ["budget"]}}
+        # Only the agent holding the turn is woken.
+        assert woken(message) == ["Rex"]
+
+    def test_a_multi_domain_request_goes_to_the_generalist_first(self, alice, cast):
+        message = post_message(
+            alice, cast["room"], "Find research on the financial impact and a budget plan"
+        )
+        decision = TurnDecision.objects.get(message=message)
+        assert decision.rule == "generalist"
+        assert queue_names(message)[0] == "Gus"
+        assert set(queue_names(message)[1:]) == {"Nova", "Rex"}
+        assert woken(message) == ["Gus"]
+
+    def test_nobody_matching_falls_back_so_someone_answers(self, alice, cast):
+        message = post_message(alice, cast["room"], "good morning everyone")
+        assert TurnDecision.objects.get(message=message).rule == "fallback"
+        assert woken(message) == ["Gus"]  # first to join the room
+        update_settings(alice, cast["room"], {"fallback_order": [str(cast["rex"].id)]})
+        cast["room"].refresh_from_db()
+        again = post_message(alice, cast["room"], "good afternoon")
+        assert woken(again) == ["Rex"]
+
+    def test_the_turn_is_handed_on_when_the_holder_acks(self, alice, cast):
+        message = post_message(alice, cast["room"], "Please review the budget numbers")
+        rex_delivery = Delivery.objects.get(message=message, agent=cast["rex"])
+        Delivery.objects.filter(pk=rex_delivery.pk).update(claimed_by="c1")
+        from agents.gateway import ack_work
+
+        ack_work("message", rex_delivery.id, "c1")
+        assert woken(message) == ["Gus", "Rex"]
+        assert TurnDecision.objects.get(message=message).position == 1
+        gus_delivery = Delivery.objects.get(message=message, agent=cast["gus"])
+        Delivery.objects.filter(pk=gus_delivery.pk).update(claimed_by="c2")
+        ack_work("message", gus_delivery.id, "c2")
+        assert TurnDecision.objects.get(message=message).finished_at is not None
+
+    def test_turn_decisions_are_visible_with_their_reasons(self, alice, charlie, team_b, cast, api):
+        post_message(alice, cast["room"], "Please review the budget numbers")
+        turns_out = (
+            api(alice).get(f"/api/v1/conversations/{cast['room'].id}/turns/").json()["results"]
+        )
+        assert turns_out[0]["rule"] == "specialist"
+        assert turns_out[0]["queue"][0]["reason"] == "best specialist for budget"
+        assert (
+            api(charlie).get(f"/api/v1/conversations/{cast['room'].id}/turns/").status_code == 404
+        )
+
+
+class TestLoopGuard:
+    def test_the_cap_holds_at_exactly_the_group_count_and_lifts_when_a_person_speaks(
+        self, alice, cast
+    ):
+        room, nova = cast["room"], cast["nova"]
+        for i in range(turns.GROUP_CAP):
+            post_message(nova, room, f"agent chatter {i}")
+        room.refresh_from_db()
+        assert room.agent_streak == 6 and turns.is_capped(room)
+        with pytest.raises(turns.ConversationCapped):
+            post_message(cast["rex"], room, "one more")
+        assert room.messages.count() == 6
+        # A person speaks: the cap lifts.
+        post_message(alice, room, "ok, carry on")
+        room.refresh_from_db()
+        assert room.agent_streak == 0
+        post_message(cast["rex"], room, "thanks")
+
+    def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
+        dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
+        for i in range(turns.DIRECT_CAP):
+            post_message(cast["nova"], dm, f"m{i}")
+        with pytest.raises(turns.ConversationCapped):
+            post_message(cast["nova"], dm, "too many")
+        update_settings(alice, dm, {"loop_guard": {"direct_cap": 5}})
+        post_message(cast["nova"], dm, "one more allowed")
+        with pytest.raises(turns.ConversationCapped):
+            post_message(cast["nova"], dm, "not this one")
+
+    def test_capped_shows_in_the_api(self, alice, cast, api):
+        for i in range(turns.GROUP_CAP):
+            post_message(cast["nova"], cast["room"], f"m{i}")
+        body = api(alice).get(f"/api/v1/conversations/{cast['room'].id}/").json()
+        assert body["capped"] is True and body["agentStreak"] == 6
+
+    def test_agents_are_not_woken_while_capped(self, alice, cast):
+        for i in range(turns.GROUP_CAP - 1):
+            post_message(cast["gus"], cast["room"], f"chatter {i}")
+        last = post_message(cast["gus"], cast["room"], "@nova research this please")
+        # The sixth message is stored, but it reached the cap: nobody is woken by it.
+        assert woken(last) == []
+
+
+class TestDone:
+    def test_done_suppresses_wakeups_until_something_new(self, alice, cast):
+        room, nova = cast["room"], cast["nova"]
+        turns.mark_done(nova, room)
+        research = post_message(cast["rex"], room, "here is new research literature")
+        assert "Nova" not in woken(research)
+        # A mention is something new.
+        mention = post_message(cast["rex"], room, "@nova have a look")
+        assert woken(mention) == ["Nova"]
+        turns.mark_done(nova, room)
+        # So is a person speaking.
+        post_message(alice, room, "thanks all")
+        again = post_message(cast["rex"], room, "more research literature")
+        assert "Nova" in woken(again)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_agent_signals_done_over_the_socket(alice, cast):
+    nova, room = cast["nova"], cast["room"]
+    comm = agent_communicator(await sync_to_async(agent_session)(nova))
+    assert (await comm.connect())[0]
+    assert (await next_frame(comm))["type"] == "hello"
+    await comm.send_json_to({"type": "done", "conversationId": str(room.id)})
+    assert (await next_frame(comm)) == {"type": "done.noted", "conversationId": str(room.id)}
+    message = await sync_to_async(post_message)(cast["rex"], room, "new research literature")
+    assert await comm.receive_nothing(timeout=0.3)
+    assert await Delivery.objects.filter(message=message, agent=nova).acount() == 0
+    await comm.disconnect()
+
+
+class TestDelegation:
+    def test_at_agent_please_creates_a_real_task_for_it(self, alice, cast):
+        message = post_message(alice, cast["room"], "@nova please summarise the latest research")
+        from agents.models import Task
+
+        task = Task.objects.get()
+        assert (
+            task.agent == cast["nova"]
+            and task.instructions == "@nova please summarise the latest research"
+        )
+        assert task.conversation == cast["room"] and task.work_conversation is None
+        assert woken(message) == []  # the task is the work; no chat turn on top
+
+    def test_slash_task_without_a_name_picks_the_owner_by_score(self, alice, cast):
+        from agents.models import Task
+
+        post_message(alice, cast["room"], "/task prepare the budget forecast")
+        task = Task.objects.get()
+        assert task.agent == cast["rex"]
+        assert task.owner_scores["winner"] == str(cast["rex"].id)
+        assert [c["name"] for c in task.owner_scores["candidates"]][0] == "Rex"
+
+    def test_a_task_delegated_in_a_dm_keeps_its_chatter_out_of_the_dm(self, alice, team_a, cast):
+        from agents import tasks
+        from agents.models import Task
+
+        dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
+        post_message(alice, dm, "/task @nova dig into the literature on caching")
+        task = Task.objects.get()
+        work = task.work_conversation
+        assert work.kind == Conversation.Kind.TASK and work != dm
+        assert set(work.participants.values_list("user_id", "agent_id")) == {
+            (alice.id, None),
+            (None, cast["nova"].id),
+        }
+        Task.objects.filter(pk=task.pk).update(claimed_by="c1", status="running")
+        tasks.record_event(task.id, {"kind": "progress", "message": "reading 12 papers"})
+        tasks.record_event(task.id, {"kind": "progress", "message": "drafting"})
+        tasks.record_result(
+            task.id, "completed", connection_id="c1", result={"text": "Three findings: …"}
+        )
+        dm_bodies = list(dm.messages.order_by("created_at").values_list("body", flat=True))
+        assert dm_bodies == ["/task @nova dig into the literature on caching", "Three findings: …"]
+        work_bodies = list(work.messages.order_by("created_at").values_list("body", flat=True))
+        assert work_bodies == ["reading 12 papers", "drafting", "Three findings: …"]
+
+    def test_an_unknown_agent_in_slash_task_is_a_clear_error(self, alice, cast):
+        from conversations.models import Message
+
+        with pytest.raises(Exception) as error:
+            post_message(alice, cast["room"], "/task @nobody do it")
+        assert "No agent called @nobody" in str(error.value)
+        assert Message.objects.filter(conversation=cast["room"]).count() == 0
