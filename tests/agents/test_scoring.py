@@ -6,6 +6,7 @@ import pytest
 from agents import actions, scoring, tasks
 from agents.models import Task
 from agntchat.core import presence
+from agntchat.core.exceptions import AppError
 
 pytestmark = pytest.mark.django_db
 
@@ -76,9 +77,8 @@ def test_weights_are_configurable(alice, team_a, pair, settings):
 
 def test_only_agents_appearing_in_the_workspace_are_candidates(alice, charlie, team_a, team_b):
     actions.create_agent(charlie, name="Outsider", capabilities=["research"], backend="scripted")
-    with pytest.raises(Exception) as error:
+    with pytest.raises(AppError, match="No agent appears"):
         tasks.create_task(alice, team_a, None, "research")
-    assert "No agent appears" in str(error.value)
 
 
 def test_the_api_shows_the_breakdown(alice, team_a, pair, api):

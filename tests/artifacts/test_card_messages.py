@@ -12,7 +12,7 @@ from agntchat.core.exceptions import AppError
 from artifacts import actions, frames
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import render_card_html
-from artifacts.exceptions import ActionUsed, CardInvalid
+from artifacts.exceptions import CardInvalid
 from artifacts.models import CardTemplate
 from conversations import actions as conversation_actions
 from conversations.models import Delivery, Message
@@ -254,7 +254,7 @@ def test_it_refuses_clicks_that_name_no_button(alice, channel, nova, api):
         (card_message, {"itemIndex": 3, "actionId": "book"}, "itemIndex"),
         (card_message, {"itemIndex": 0, "actionId": "delete_everything"}, "actionId"),
         (card_message, {"itemIndex": -1, "actionId": "book"}, "itemIndex"),
-        (card_message, {"itemIndex": "0", "actionId": "book"}, None),
+        (card_message, {"itemIndex": "0", "actionId": "book"}, "itemIndex"),
         (card_message, {"actionId": "book"}, "itemIndex"),
         (plain, {"itemIndex": 0, "actionId": "book"}, None),
     ]:

@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from agents import actions as agent_actions
+from agntchat.core.exceptions import AppError
 from conversations import threads
 from conversations.actions import create_conversation, post_message
 from conversations.models import Conversation, Delivery, Message
@@ -122,7 +123,7 @@ def test_resolve_posts_the_summary_into_the_card_not_the_list(room, api, alice, 
     card = api(alice).get(f"/api/v1/conversations/{conversation.id}/messages/").json()["results"]
     card = next(m for m in card if m["id"] == str(origin.id))["threads"][0]
     assert card["status"] == "resolved" and card["summary"] == "Costs are 12% under plan."
-    with pytest.raises(Exception):
+    with pytest.raises(AppError, match="already resolved"):
         threads.resolve_thread(nova, thread, "again")
 
 

@@ -5,6 +5,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents import actions as agent_actions
+from agntchat.core.exceptions import AppError
 from conversations import turns
 from conversations.actions import create_conversation, post_message, update_settings
 from conversations.models import Conversation, Delivery, TurnDecision
@@ -240,7 +241,6 @@ class TestDelegation:
     def test_an_unknown_agent_in_slash_task_is_a_clear_error(self, alice, cast):
         from conversations.models import Message
 
-        with pytest.raises(Exception) as error:
+        with pytest.raises(AppError, match="No agent called @nobody"):
             post_message(alice, cast["room"], "/task @nobody do it")
-        assert "No agent called @nobody" in str(error.value)
         assert Message.objects.filter(conversation=cast["room"]).count() == 0
