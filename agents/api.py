@@ -19,7 +19,7 @@ from agents.access import (
 from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import Agent, AgentKey
 from agntchat.core import presence
-from agntchat.core.api import IsPerson, StrictSerializer, error_body
+from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
 from agntchat.core.auth import bearer_secret
 from conversations.access import access_conversation
 from workspaces.access import access_workspace
@@ -71,12 +71,6 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
     }
 
 
-def _valid(serializer_class, request):
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 class AgentListView(APIView):
     permission_classes = [IsPerson]
 
@@ -91,7 +85,7 @@ class AgentListView(APIView):
         return Response({"results": [agent_out(a, online[a.id]) for a in agents]})
 
     def post(self, request):
-        data = _valid(AgentInput, request)
+        data = validated(AgentInput, request.data)
         pinned = data.pop("pinned_workspaces")
         agent = actions.create_agent(request.user, pinned_workspace_ids=pinned, **data)
         return Response(agent_out(agent, False), status=201)
@@ -108,7 +102,7 @@ class AgentDetailView(APIView):
 
     def patch(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
-        data = _valid(AgentUpdate, request)
+        data = validated(AgentUpdate, request.data)
         if "pinned_workspaces" in data:
             actions.set_agent_pins(agent, data.pop("pinned_workspaces"))
         data.pop("handle", None)  # the handle is how others address it: fixed after creation
@@ -126,7 +120,7 @@ class KeyListView(APIView):
 
     def post(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
-        data = _valid(KeyInput, request)
+        data = validated(KeyInput, request.data)
         key, secret = actions.create_agent_key(agent, data["name"])
         out = _key_out(key)
         out["key"] = secret
@@ -253,7 +247,7 @@ class TaskListView(APIView):
         return Response({"results": [task_out(t) for t in found.order_by("-created_at")[:200]]})
 
     def post(self, request):
-        data = _valid(TaskInput, request)
+        data = validated(TaskInput, request.data)
         workspace = access_workspace(request.user, data["workspace"])
         agent = access_agent(request.user, data["agent"]) if data["agent"] else None
         conversation = (
@@ -296,7 +290,7 @@ class PersonalityView(APIView):
 
     def put(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
-        data = _valid(PersonalityInput, request)
+        data = validated(PersonalityInput, request.data)
         revision = actions.set_personality(
             agent, data["text"], author=request.user, force=data["force"]
         )

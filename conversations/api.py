@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer
+from agntchat.core.api import IsPerson, StrictSerializer, validated
 from conversations import actions, threads
 from conversations.access import access_conversation, access_message, conversations_visible_to
 from conversations.models import Conversation, Message
@@ -39,12 +39,6 @@ class HistoryQuery(StrictSerializer):
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
 
 
-def _valid(serializer_class, data):
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 class ConversationListView(APIView):
     def get(self, request):
         conversations = conversations_visible_to(request.user)
@@ -58,7 +52,7 @@ class ConversationListView(APIView):
     def post(self, request):
         if not IsPerson().has_permission(request, self):
             self.permission_denied(request, "Only people open conversations through this endpoint.")
-        data = _valid(ConversationInput, request.data)
+        data = validated(ConversationInput, request.data)
         workspace = access_workspace(request.user, data["workspace"])
         people = [p["id"] for p in data["participants"] if p["type"] == "person"]
         agents = [p["id"] for p in data["participants"] if p["type"] == "agent"]
@@ -89,7 +83,7 @@ class ConversationDetailView(APIView):
 class MessageListView(APIView):
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        query = _valid(HistoryQuery, request.query_params.dict())
+        query = validated(HistoryQuery, request.query_params.dict())
         messages = (
             Message.objects.filter(conversation=conversation)
             .prefetch_related("threads__participants__agent", "threads__participants__user")
@@ -117,7 +111,7 @@ class MessageListView(APIView):
 
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        data = _valid(MessageInput, request.data)
+        data = validated(MessageInput, request.data)
         reply_to = access_message(request.user, data["reply_to"]) if data["reply_to"] else None
         message = actions.post_message(
             request.user, conversation, data["body"], reply_to=reply_to, client_ref=data["ref"]
@@ -163,7 +157,7 @@ class ResolveView(APIView):
 
     def post(self, request, conversation_id):
         thread = access_conversation(request.user, conversation_id)
-        data = _valid(ResolveInput, request.data)
+        data = validated(ResolveInput, request.data)
         thread = threads.resolve_thread(request.user, thread, data["summary"])
         return Response(conversation_data(thread))
 
@@ -198,7 +192,7 @@ class SettingsView(APIView):
         if not IsPerson().has_permission(request, self):
             self.permission_denied(request, "Only people change conversation settings.")
         conversation = access_conversation(request.user, conversation_id)
-        data = _valid(SettingsInput, request.data)
+        data = validated(SettingsInput, request.data)
         conversation = actions.update_settings(request.user, conversation, data)
         return Response(conversation_data(conversation))
 

@@ -7,7 +7,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, error_body
+from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
 from workspaces import actions
 from workspaces.access import access_membership, require_manager, workspaces_visible_to
 from workspaces.exceptions import WorkspaceNotFound
@@ -71,12 +71,6 @@ class CredentialInput(StrictSerializer):
     value = serializers.CharField(max_length=10_000, trim_whitespace=False)
 
 
-def _valid(serializer_class, request):
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 def _workspace_out(request, workspace, role):
     return WorkspaceSerializer(workspace, context={"roles": {workspace.id: role}}).data
 
@@ -88,7 +82,7 @@ class TokenView(APIView):
     authentication_classes = []
 
     def post(self, request):
-        data = _valid(TokenInput, request)
+        data = validated(TokenInput, request.data)
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             return Response(
@@ -151,7 +145,7 @@ class WorkspaceListView(APIView):
         )
 
     def post(self, request):
-        data = _valid(NameInput, request)
+        data = validated(NameInput, request.data)
         workspace = actions.create_team_workspace(request.user, data["name"])
         return Response(_workspace_out(request, workspace, Role.OWNER), status=201)
 
@@ -165,7 +159,7 @@ class WorkspaceDetailView(APIView):
 
     def patch(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        data = _valid(NameInput, request)
+        data = validated(NameInput, request.data)
         workspace = actions.rename_workspace(membership, data["name"])
         return Response(_workspace_out(request, workspace, membership.role))
 
@@ -207,7 +201,7 @@ class MemberDetailView(APIView):
 
     def patch(self, request, workspace_id, user_id):
         membership = access_membership(request.user, workspace_id)
-        data = _valid(RoleInput, request)
+        data = validated(RoleInput, request.data)
         target = actions.change_role(membership, _target(membership, user_id), data["role"])
         return Response(MemberSerializer(target).data)
 
@@ -230,7 +224,7 @@ class InvitationListView(APIView):
 
     def post(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        data = _valid(InvitationInput, request)
+        data = validated(InvitationInput, request.data)
         invitation, token = actions.create_invitation(
             membership, data["role"], data.get("email", "")
         )
@@ -255,7 +249,7 @@ class AcceptInvitationView(APIView):
     permission_classes = [IsPerson]
 
     def post(self, request):
-        data = _valid(AcceptInput, request)
+        data = validated(AcceptInput, request.data)
         membership = actions.accept_invitation(request.user, data["token"])
         return Response(_workspace_out(request, membership.workspace, membership.role), status=200)
 
@@ -271,7 +265,7 @@ class CredentialListView(APIView):
 
     def post(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        data = _valid(CredentialInput, request)
+        data = validated(CredentialInput, request.data)
         if Credential.objects.filter(workspace=membership.workspace, name=data["name"]).exists():
             return Response(
                 error_body(

@@ -107,3 +107,10 @@ class IsPerson:
 
     def has_object_permission(self, request, view, obj):
         return True
+
+
+def validated(serializer_class, data, **context) -> dict:
+    """Validate request data with SERIALIZER_CLASS; a failure becomes the 400 error shape."""
+    serializer = serializer_class(data=data, context=context)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
