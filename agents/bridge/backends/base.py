@@ -253,6 +253,23 @@ class JsonlProcess:
             f"the {self.cli} CLI ended without a result" + (f": {last}" if last else "")
         )
 
+    async def drive(self, parse: Callable[[dict, dict], list], state: dict) -> AsyncIterator:
+        """Parse each output line with PARSE; yield the events, then the one Result (or raise
+        the CLI's failure when it printed none). The process is closed in every case."""
+        result = None
+        try:
+            while (line := await self.next_line()) is not None:
+                for item in parse(line, state):
+                    if isinstance(item, Result):
+                        result = item
+                    else:
+                        yield item
+        finally:
+            await self.close()
+        if result is None:
+            raise self.failure(state.get("last_error"))
+        yield result
+
     async def close(self) -> None:
         """Kill the process group if still running and reap it."""
         if self.proc.returncode is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from .base import (
     Backend,
@@ -120,17 +121,9 @@ class ClaudeCLIBackend(Backend):
     async def run(self, turn: Turn) -> AsyncIterator[Event | Result]:
         env = cli_env({"ANTHROPIC_API_KEY": turn.api_key, "ANTHROPIC_BASE_URL": turn.base_url})
         proc = await JsonlProcess.start(self.argv(turn), "claude", turn.workdir, env)
-        state: dict = {"session_id": turn.session_id}
-        result = None
-        try:
-            while (line := await proc.next_line()) is not None:
-                for item in parse_claude_line(line, state):
-                    if isinstance(item, Result):
-                        result = item
-                    else:
-                        yield item
-        finally:
-            await proc.close()
-        if result is None:
-            raise proc.failure()
-        yield result
+        # aclosing: closing this generator must close the CLI's at once (and kill the process).
+        async with aclosing(
+            proc.drive(parse_claude_line, {"session_id": turn.session_id})
+        ) as items:
+            async for item in items:
+                yield item

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 from .base import (
     Backend,
@@ -172,17 +173,8 @@ class CodexCLIBackend(Backend):
         state: dict = {"thread_id": turn.session_id}
         if turn.session_id and turn.cli_state.get("thread_id") == turn.session_id:
             state["previous_usage"] = turn.cli_state.get("cumulative_usage")
-        result = None
-        try:
-            while (line := await proc.next_line()) is not None:
-                for item in parse_codex_line(line, state):
-                    if isinstance(item, Result):
-                        result = item
-                    else:
-                        yield item
-        finally:
-            await proc.close()
-        if result is None:
-            raise proc.failure(state.get("last_error"))
-        result.cli_state["stable_sha"] = _sha(turn.stable)
-        yield result
+        async with aclosing(proc.drive(parse_codex_line, state)) as items:
+            async for item in items:
+                if isinstance(item, Result):
+                    item.cli_state["stable_sha"] = _sha(turn.stable)
+                yield item
