@@ -18,14 +18,20 @@ from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name
+from agntchat.core.events import apublish_now, group_name, wire
 from agntchat.core.sockets import FrameError, JsonSocket, header
+from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import threads, turns
 from conversations.access import access_conversation, access_message
 from conversations.models import Message
 
 MAX_PREFETCH = 100
+ARTIFACT_FRAMES = {
+    "artifact.publish": artifact_frames.publish_artifact,
+    "artifact.update": artifact_frames.update_artifact,
+    "card.post": artifact_frames.post_card,
+}
 
 
 def _prefetch(value) -> int:
@@ -110,6 +116,9 @@ class AgentSocket(JsonSocket):
         "configure": "on_configure",
         "done": "on_done",
         "thread.resolve": "on_thread_resolve",
+        "artifact.publish": "on_artifact_frame",
+        "artifact.update": "on_artifact_frame",
+        "card.post": "on_artifact_frame",
         "personality.get": "on_personality_get",
         "personality.set": "on_personality_set",
     }
@@ -260,6 +269,11 @@ class AgentSocket(JsonSocket):
     async def on_thread_resolve(self, frame):
         thread = await _resolve(self.agent, frame)
         await self.send_json({"type": "thread.resolved", "conversationId": str(thread.id)})
+
+    async def on_artifact_frame(self, frame):
+        """Artifacts and result cards: the artifacts app answers these frames (ART, CARD)."""
+        handler = ARTIFACT_FRAMES[frame["type"]]
+        await self.send_json(wire(await database_sync_to_async(handler)(self.agent, frame)))
 
     async def on_personality_get(self, frame):
         text = await _personality_get(self.agent)

@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer
+from agntchat.core.api import IsPerson, StrictSerializer, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
 from artifacts.access import access_artifact, access_comment, access_version
@@ -15,6 +15,15 @@ from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTem
 from artifacts.rendering import diff_versions, render_artifact
 from conversations.access import access_conversation, access_message
 from conversations.payloads import author_data, message_data
+
+
+class WholeNumber(serializers.IntegerField):
+    """An integer in a JSON body: "2" or true is a wrong type, not a number."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 class ArtifactInput(StrictSerializer):
@@ -36,7 +45,7 @@ class VersionInput(StrictSerializer):
 
 class CommentInput(StrictSerializer):
     body = serializers.CharField(max_length=actions.MAX_COMMENT)
-    version = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    version = WholeNumber(min_value=1, required=False, allow_null=True, default=None)
     parent = serializers.UUIDField(required=False, allow_null=True, default=None)
 
     def _row(self, lookup, value):
@@ -66,14 +75,9 @@ class DiffQuery(StrictSerializer):
 
 
 class CardActionInput(StrictSerializer):
-    item_index = serializers.IntegerField(min_value=0)
+    item_index = WholeNumber(min_value=0)
     action_id = serializers.CharField(max_length=40)
 
-
-def _valid(serializer_class, data, **context):
-    serializer = serializer_class(data=data, context=context)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
 
 
 def _creator(artifact: Artifact) -> dict | None:
@@ -161,7 +165,7 @@ class ConversationArtifactsView(APIView):
 
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        data = _valid(ArtifactInput, request.data)
+        data = validated(ArtifactInput, request.data)
         artifact = actions.publish_artifact(
             request.user,
             conversation,
@@ -186,7 +190,7 @@ class VersionListView(APIView):
 
     def post(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
-        data = _valid(VersionInput, request.data)
+        data = validated(VersionInput, request.data)
         version = actions.update_artifact(request.user, artifact, data["content"], data["note"])
         return Response(version_data(version, artifact, full=True), status=201)
 
@@ -201,7 +205,7 @@ class VersionDetailView(APIView):
 class DiffView(APIView):
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
-        query = _valid(DiffQuery, request.query_params.dict())
+        query = validated(DiffQuery, request.query_params.dict())
         old = access_version(artifact, query["from"])
         new = access_version(artifact, query["to"])
         diff = diff_versions(old.content, new.content, f"v{old.number}", f"v{new.number}")
@@ -216,7 +220,7 @@ class CommentListView(APIView):
 
     def post(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
-        data = _valid(CommentInput, request.data, artifact=artifact)
+        data = validated(CommentInput, request.data, artifact=artifact)
         comment = actions.comment_on_artifact(
             request.user, artifact, data["body"], version=data["version"], parent=data["parent"]
         )
@@ -228,7 +232,7 @@ class CardActionView(APIView):
 
     def post(self, request, message_id):
         message = access_message(request.user, message_id)
-        data = _valid(CardActionInput, request.data)
+        data = validated(CardActionInput, request.data)
         used = actions.use_card_action(request.user, message, data["item_index"], data["action_id"])
         return Response(
             {

@@ -17,7 +17,8 @@ def _text(frame: dict, name: str, *, required: bool = True) -> str:
         return ""
     if not isinstance(value, str):
         raise FrameError(
-            f"{frame.get('type', 'frame')} needs a string '{name}'.", fields={name: "Must be a string."}
+            f"{frame.get('type', 'frame')} needs a string '{name}'.",
+            fields={name: "Must be a string."},
         )
     return value
 

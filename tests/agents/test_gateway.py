@@ -329,3 +329,32 @@ async def test_an_idle_socket_stays_subscribed(alice, channel, nova):
     work = await next_frame(comm)
     assert work["payload"]["message"]["body"] == "after a quiet spell"
     await comm.disconnect()
+
+
+async def test_an_agent_publishes_artifacts_and_cards_over_the_socket(alice, channel, nova):
+    from artifacts.card_library import SEED_TEMPLATES
+    from artifacts.models import Artifact
+
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    await comm.send_json_to({"type": "artifact.publish", "conversationId": str(channel.id), "title": "Plan",
+                             "kind": "markdown", "content": "# Plan\n\n- one", "ref": "a1"})
+    published = await next_frame(comm)
+    assert published["type"] == "artifact.published" and published["version"] == 1
+    await comm.send_json_to({"type": "artifact.update", "artifactId": published["artifactId"],
+                             "content": "# Plan\n\n- one\n- two", "note": "added two"})
+    assert (await next_frame(comm))["version"] == 2
+    artifact = await Artifact.objects.aget(pk=published["artifactId"])
+    assert artifact.current_version == 2
+    hotels = next(t for t in SEED_TEMPLATES if t["name"] == "hotels")
+    await comm.send_json_to({"type": "card.post", "conversationId": str(channel.id), "card": hotels["sample"], "ref": "c1"})
+    posted = await next_frame(comm)
+    assert posted["type"] == "posted" and posted["ref"] == "c1"
+    message = await Message.objects.aget(pk=posted["messageId"])
+    assert message.payload["card_layout"]["template"] == "hotels"
+    bad = dict(hotels["sample"], items=[{"title": "x", "image": "javascript:alert(1)"}])
+    await comm.send_json_to({"type": "card.post", "conversationId": str(channel.id), "card": bad})
+    error = await next_frame(comm)
+    assert error["type"] == "error" and error["code"] == "card_invalid"
+    assert await Message.objects.filter(conversation=channel).acount() == 2
+    await comm.disconnect()

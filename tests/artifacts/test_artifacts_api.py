@@ -444,3 +444,27 @@ def test_it_announces_a_new_version_to_the_conversation(
             "note": "hall",
         },
     }
+
+
+def test_it_announces_a_comment_to_the_conversation(
+    alice, bob, team_a, channel, api, django_capture_on_commit_callbacks
+):
+    artifact = actions.publish_artifact(alice, channel, "Plan", "markdown", PLAN_V1)
+    layer = get_channel_layer()
+    inbox = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(f"workspace.{team_a.id}"), inbox)
+    with django_capture_on_commit_callbacks(execute=True):
+        comment = actions.comment_on_artifact(bob, artifact, "Looks good")
+
+    async def next_event():
+        return await asyncio.wait_for(layer.receive(inbox), timeout=3)
+
+    assert async_to_sync(next_event)() == {
+        "type": "live.event",
+        "event": {
+            "type": "artifact.commented",
+            "conversationId": str(channel.id),
+            "artifact": {"id": str(artifact.id), "title": "Plan", "kind": "markdown", "version": 1},
+            "commentId": str(comment.id),
+        },
+    }

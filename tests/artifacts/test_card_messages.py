@@ -1,13 +1,17 @@
 """Cards in the conversation: Nova posts results, Alice and Bob use the buttons, staff edit the
 template library, and nothing of it reaches Charlie."""
 
+import asyncio
 import copy
 from html import escape
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.contrib.admin.sites import site
 
 from agents.models import Task
+from agntchat.core.events import group_name
 from agntchat.core.exceptions import AppError
 from artifacts import actions, frames
 from artifacts.card_library import SEED_TEMPLATES
@@ -197,6 +201,34 @@ def test_a_button_click_becomes_one_message_for_the_author_agent(alice, bob, cha
         in html
     )
     assert card_html_via_api(api(alice), card_message) == html
+
+
+def test_a_click_re_announces_the_card_with_its_outcome(
+    alice, team_a, channel, nova, api, django_capture_on_commit_callbacks
+):
+    card_message = post_card(nova, channel, hotels())
+    layer = get_channel_layer()
+    inbox = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(f"workspace.{team_a.id}"), inbox)
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.use_card_action(alice, card_message, 0, "book")
+
+    async def events():
+        received = []
+        while True:
+            try:
+                received.append(await asyncio.wait_for(layer.receive(inbox), timeout=1))
+            except TimeoutError:
+                return received
+
+    updates = [
+        e["event"]["message"]
+        for e in async_to_sync(events)()
+        if e["event"]["type"] == "message.updated"
+    ]
+    assert [m["id"] for m in updates] == [str(card_message.id)]
+    assert 'data-card-action="book" data-item-index="0" data-once="true"' in updates[0]["cardHtml"]
+    assert 'data-outcome="done" disabled>Book ✓</button>' in updates[0]["cardHtml"]
 
 
 def test_a_once_button_refuses_its_second_use(alice, bob, channel, nova, api):

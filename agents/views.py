@@ -1,0 +1,143 @@
+"""Pages of agents and tasks. They only read: the page script changes things through the REST
+API (agents, keys, personality, tasks, cancel), whose actions check every rule."""
+
+from django.http import Http404
+from django.shortcuts import render
+from django.utils.safestring import mark_safe
+
+from agents import gateway
+from agents.access import access_agent, access_task, agents_visible_in, tasks_visible_to
+from agents.models import Agent, Task
+from agents.tasks import task_data
+from agntchat.ui.shell import agent_presence, shell, workspace_page
+from artifacts.rendering import render_markdown
+from workspaces.access import workspaces_visible_to
+
+
+def _rows(agents, user):
+    online = agent_presence(agents)
+    return [
+        {
+            "agent": a,
+            "online": online[a.id],
+            "load": gateway.agent_load(a.id),
+            "mine": a.owner_id == user.id,
+        }
+        for a in agents
+    ]
+
+
+@workspace_page
+def directory(request, membership):
+    """The agents in this workspace, and the person's own agents that do not appear here."""
+    here = list(agents_visible_in(membership.workspace_id).select_related("owner").order_by("name"))
+    elsewhere = list(
+        Agent.objects.filter(owner=request.user)
+        .exclude(pk__in=[a.id for a in here])
+        .prefetch_related("pins__workspace")
+        .order_by("name")
+    )
+    context = shell(
+        request,
+        membership,
+        section="agents",
+        here=_rows(here, request.user),
+        elsewhere=_rows(elsewhere, request.user),
+    )
+    return render(request, "agents/directory.html", context)
+
+
+def _form_choices(request):
+    return {
+        "backends": Agent.Backend.choices,
+        "my_workspaces": list(workspaces_visible_to(request.user)),
+    }
+
+
+@workspace_page
+def new_agent(request, membership):
+    context = shell(request, membership, section="agents", **_form_choices(request))
+    return render(request, "agents/new.html", context)
+
+
+@workspace_page
+def agent_detail(request, membership, agent_id):
+    agent = access_agent(request.user, agent_id)
+    is_owner = agent.owner_id == request.user.id
+    online = agent_presence([agent])[agent.id]
+    context = shell(
+        request,
+        membership,
+        section="agents",
+        agent=agent,
+        is_agent_owner=is_owner,
+        online=online,
+        load=gateway.agent_load(agent.id),
+        appears_here=agents_visible_in(membership.workspace_id).filter(pk=agent.pk).exists(),
+        pinned_ids={str(p.workspace_id) for p in agent.pins.all()},
+        keys=agent.keys.order_by("-created_at") if is_owner else [],
+        revisions=(
+            agent.personality_revisions.select_related("author_user", "author_agent").order_by(
+                "-created_at"
+            )[:50]
+            if is_owner
+            else []
+        ),
+        recent_tasks=Task.objects.filter(agent=agent, workspace=membership.workspace).order_by(
+            "-created_at"
+        )[:10],
+        server_url=request.build_absolute_uri("/").rstrip("/"),
+        **_form_choices(request),
+    )
+    return render(request, "agents/detail.html", context)
+
+
+def _task_rows(tasks):
+    rows = []
+    for task in tasks:
+        last = task.events.order_by("-seq").first()
+        rows.append({"task": task, "last_event": last.data if last else None})
+    return rows
+
+
+@workspace_page
+def task_list(request, membership):
+    tasks = (
+        tasks_visible_to(request.user)
+        .filter(workspace=membership.workspace)
+        .select_related("agent", "created_by_user", "created_by_agent")
+        .order_by("-created_at")[:100]
+    )
+    context = shell(
+        request,
+        membership,
+        section="tasks",
+        rows=_task_rows(tasks),
+        agents=agents_visible_in(membership.workspace_id).order_by("name"),
+    )
+    return render(request, "agents/tasks.html", context)
+
+
+@workspace_page
+def task_detail(request, membership, task_id):
+    task = access_task(request.user, task_id)
+    if task.workspace_id != membership.workspace_id:
+        raise Http404
+    result_text = (task.result or {}).get("text") or ""
+    scores = task.owner_scores or {}
+    weights = scores.get("weights", {})
+    context = shell(
+        request,
+        membership,
+        section="tasks",
+        task=task,
+        data=task_data(task),
+        events=task.events.order_by("-seq")[:200],
+        result_html=mark_safe(render_markdown(result_text)) if result_text else "",
+        score_parts=list(weights),
+        weights=weights,
+        candidates=scores.get("candidates", []),
+        winner=scores.get("winner"),
+        usage=task.usage.order_by("created_at"),
+    )
+    return render(request, "agents/task.html", context)
