@@ -72,6 +72,7 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
 
 
 class AgentListView(APIView):
+    inputs = {"post": AgentInput}
     permission_classes = [IsPerson]
 
     def get(self, request):
@@ -92,6 +93,7 @@ class AgentListView(APIView):
 
 
 class AgentDetailView(APIView):
+    inputs = {"patch": AgentUpdate}
     permission_classes = [IsPerson]
 
     def get(self, request, agent_id):
@@ -111,6 +113,7 @@ class AgentDetailView(APIView):
 
 
 class KeyListView(APIView):
+    inputs = {"post": KeyInput}
     permission_classes = [IsPerson]
 
     def get(self, request, agent_id):
@@ -236,6 +239,7 @@ def _usage_out(usage) -> dict:
 
 
 class TaskListView(APIView):
+    inputs = {"post": TaskInput}
     permission_classes = [IsPerson]
 
     def get(self, request):
@@ -282,6 +286,7 @@ class TaskCancelView(APIView):
 
 
 class PersonalityView(APIView):
+    inputs = {"put": PersonalityInput}
     permission_classes = [IsPerson]
 
     def get(self, request, agent_id):

@@ -151,7 +151,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "agntchat.core.api.CursorPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "agntchat.core.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "agntchat.core.schema.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

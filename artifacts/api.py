@@ -79,7 +79,6 @@ class CardActionInput(StrictSerializer):
     action_id = serializers.CharField(max_length=40)
 
 
-
 def _creator(artifact: Artifact) -> dict | None:
     if artifact.created_by_agent_id:
         agent = artifact.created_by_agent
@@ -156,6 +155,8 @@ def _detail(artifact: Artifact) -> dict:
 
 
 class ConversationArtifactsView(APIView):
+    inputs = {"post": ArtifactInput}
+
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         artifacts = conversation.artifacts.select_related(
@@ -183,6 +184,8 @@ class ArtifactDetailView(APIView):
 
 
 class VersionListView(APIView):
+    inputs = {"post": VersionInput}
+
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         versions = artifact.versions.select_related("author_user", "author_agent")
@@ -213,6 +216,8 @@ class DiffView(APIView):
 
 
 class CommentListView(APIView):
+    inputs = {"post": CommentInput}
+
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         comments = artifact.comments.select_related("version", "author_user", "author_agent")
@@ -228,6 +233,7 @@ class CommentListView(APIView):
 
 
 class CardActionView(APIView):
+    inputs = {"post": CardActionInput}
     permission_classes = [IsPerson]
 
     def post(self, request, message_id):

@@ -40,6 +40,8 @@ class HistoryQuery(StrictSerializer):
 
 
 class ConversationListView(APIView):
+    inputs = {"post": ConversationInput}
+
     def get(self, request):
         conversations = conversations_visible_to(request.user)
         if request.query_params.get("workspace"):
@@ -81,6 +83,8 @@ class ConversationDetailView(APIView):
 
 
 class MessageListView(APIView):
+    inputs = {"post": MessageInput}
+
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         query = validated(HistoryQuery, request.query_params.dict())
@@ -155,6 +159,8 @@ class ResolveInput(StrictSerializer):
 class ResolveView(APIView):
     """Any participant of a side thread resolves it with a summary (THR-4)."""
 
+    inputs = {"post": ResolveInput}
+
     def post(self, request, conversation_id):
         thread = access_conversation(request.user, conversation_id)
         data = validated(ResolveInput, request.data)
@@ -188,6 +194,8 @@ class TurnListView(APIView):
 
 
 class SettingsView(APIView):
+    inputs = {"patch": SettingsInput}
+
     def patch(self, request, conversation_id):
         if not IsPerson().has_permission(request, self):
             self.permission_denied(request, "Only people change conversation settings.")

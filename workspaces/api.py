@@ -78,6 +78,7 @@ def _workspace_out(request, workspace, role):
 class TokenView(APIView):
     """POST: exchange a username and password for a personal API token (shown once)."""
 
+    inputs = {"post": TokenInput}
     permission_classes = [AllowAny]
     authentication_classes = []
 
@@ -133,6 +134,7 @@ class MeView(APIView):
 
 
 class WorkspaceListView(APIView):
+    inputs = {"post": NameInput}
     permission_classes = [IsPerson]
 
     def get(self, request):
@@ -151,6 +153,7 @@ class WorkspaceListView(APIView):
 
 
 class WorkspaceDetailView(APIView):
+    inputs = {"patch": NameInput}
     permission_classes = [IsPerson]
 
     def get(self, request, workspace_id):
@@ -197,6 +200,7 @@ def _target(membership, user_id) -> Membership:
 
 
 class MemberDetailView(APIView):
+    inputs = {"patch": RoleInput}
     permission_classes = [IsPerson]
 
     def patch(self, request, workspace_id, user_id):
@@ -212,6 +216,7 @@ class MemberDetailView(APIView):
 
 
 class InvitationListView(APIView):
+    inputs = {"post": InvitationInput}
     permission_classes = [IsPerson]
 
     def get(self, request, workspace_id):
@@ -246,6 +251,7 @@ def _invitation_out(invitation):
 
 
 class AcceptInvitationView(APIView):
+    inputs = {"post": AcceptInput}
     permission_classes = [IsPerson]
 
     def post(self, request):
@@ -255,6 +261,7 @@ class AcceptInvitationView(APIView):
 
 
 class CredentialListView(APIView):
+    inputs = {"post": CredentialInput}
     permission_classes = [IsPerson]
 
     def get(self, request, workspace_id):

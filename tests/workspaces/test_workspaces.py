@@ -397,7 +397,25 @@ def test_healthz_reports_db_and_redis(client):
     assert response.json() == {"status": "ok", "db": "ok", "redis": "ok"}
 
 
-def test_openapi_schema_is_served(client):
-    response = client.get("/api/v1/schema/")
+def test_openapi_schema_is_served_and_documents_bodies_and_auth(client):
+    response = client.get("/api/v1/schema/?format=json")
     assert response.status_code == 200
-    assert b"openapi: 3" in response.content
+    schema = response.json()
+    assert schema["openapi"].startswith("3.")
+    post = schema["paths"]["/api/v1/conversations/{conversationId}/messages/"]["post"]
+    body = post["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert set(schema["components"]["schemas"][body]["properties"]) == {"body", "replyTo", "ref"}
+    assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
+
+
+def test_healthz_is_503_when_redis_is_down(client, settings):
+    from agntchat.core import presence
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    presence.client.cache_clear()
+    try:
+        response = client.get("/healthz")
+    finally:
+        presence.client.cache_clear()
+    assert response.status_code == 503
+    assert response.json()["db"] == "ok" and response.json()["redis"].startswith("error")
