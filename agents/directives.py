@@ -91,6 +91,22 @@ def volatile_block(
     return "\n\n".join(parts) + "\n"
 
 
+# API backends take their key from the bridge's environment, or from the workspace credential
+# of this name, decrypted here and handed to the agent's session with the work item.
+CREDENTIAL_FOR_BACKEND = {"anthropic_api": "anthropic_api_key", "openai_api": "openai_api_key"}
+
+
+def workspace_api_key(agent: Agent, workspace_id) -> str | None:
+    from agntchat.core.crypto import decrypt
+    from workspaces.models import Credential
+
+    name = CREDENTIAL_FOR_BACKEND.get(agent.backend)
+    if name is None:
+        return None
+    credential = Credential.objects.filter(workspace_id=workspace_id, name=name).first()
+    return decrypt(credential.ciphertext) if credential else None
+
+
 def for_message(agent: Agent, message) -> dict:
     """Directives for answering MESSAGE in its conversation."""
     from conversations.models import Message
@@ -134,6 +150,7 @@ def for_message(agent: Agent, message) -> dict:
         "prompt": message.body,
         "rulebook": rulebook,
         "session_key": f"conversation:{conversation.id}",
+        "api_key": workspace_api_key(agent, conversation.workspace_id),
     }
 
 
@@ -156,4 +173,5 @@ def for_task(agent: Agent, task) -> dict:
         "prompt": task.instructions,
         "rulebook": rulebook,
         "session_key": f"task:{task.id}",
+        "api_key": workspace_api_key(agent, task.workspace_id),
     }

@@ -8,6 +8,7 @@ from django.utils.safestring import mark_safe
 from agents import gateway
 from agents.access import access_agent, access_task, agents_visible_in, tasks_visible_to
 from agents.models import Agent, Task
+from agents.scoring import DEFAULT_WEIGHTS
 from agents.tasks import task_data
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
@@ -125,7 +126,10 @@ def task_detail(request, membership, task_id):
         raise Http404
     result_text = (task.result or {}).get("text") or ""
     scores = task.owner_scores or {}
-    weights = scores.get("weights", {})
+    # Stored as JSON (whose key order is not kept): show the parts in the scorer's own order.
+    stored = scores.get("weights", {})
+    order = [p for p in DEFAULT_WEIGHTS if p in stored] + sorted(set(stored) - set(DEFAULT_WEIGHTS))
+    weights = {p: stored[p] for p in order}
     context = shell(
         request,
         membership,
@@ -139,5 +143,6 @@ def task_detail(request, membership, task_id):
         candidates=scores.get("candidates", []),
         winner=scores.get("winner"),
         usage=task.usage.order_by("created_at"),
+        agent_online=agent_presence([task.agent])[task.agent_id],
     )
     return render(request, "agents/task.html", context)

@@ -262,6 +262,8 @@ class Bridge:
             cli_state=saved.get("cli_state") or {},
             workdir=str(self.home),
             base_url=self.agent.get("baseUrl") or None,
+            # A workspace credential handed over with the item wins over the environment.
+            api_key=directives.get("apiKey") or None,
         )
 
     async def keep_alive(self, item_id: str) -> None:

@@ -99,3 +99,28 @@ def test_only_the_owner_reads_or_writes_the_personality_over_rest(
     assert api(charlie).get(f"/api/v1/agents/{nova.id}/personality/").status_code == 404
     assert api(charlie).get(f"/api/v1/agents/{nova.id}/usage/").status_code == 404
     assert PersonalityRevision.objects.count() == 0
+
+
+def test_an_api_agent_gets_its_workspaces_encrypted_key_with_the_work(alice, team_a, channel, nova):
+    from agents.bridge.runtime import Bridge, Config
+    from workspaces.actions import create_credential
+
+    message = post_message(alice, channel, "hi")
+    assert directives.for_message(nova, message)["api_key"] is None  # scripted: no key
+    actions.update_agent(nova, backend="anthropic_api")
+    assert directives.for_message(nova, message)["api_key"] is None  # no credential yet
+    create_credential(team_a.memberships.get(user=alice), "anthropic_api_key", "sk-ant-team-a")
+    out = directives.for_message(nova, message)
+    assert out["api_key"] == "sk-ant-team-a"
+    # The bridge passes it to the backend's turn.
+    bridge = Bridge(Config(url="http://x", key="agk_x"))
+    bridge.agent = {"id": str(nova.id), "model": "", "baseUrl": ""}
+
+    class Sessions:
+        def get(self, key):
+            return {}
+
+    bridge.sessions = Sessions()
+    from agntchat.core.events import wire
+
+    assert bridge.turn_for(wire(out)).api_key == "sk-ant-team-a"

@@ -337,17 +337,38 @@ async def test_an_agent_publishes_artifacts_and_cards_over_the_socket(alice, cha
 
     token = await sync_to_async(agent_session)(nova)
     comm, _ = await connect(token)
-    await comm.send_json_to({"type": "artifact.publish", "conversationId": str(channel.id), "title": "Plan",
-                             "kind": "markdown", "content": "# Plan\n\n- one", "ref": "a1"})
+    await comm.send_json_to(
+        {
+            "type": "artifact.publish",
+            "conversationId": str(channel.id),
+            "title": "Plan",
+            "kind": "markdown",
+            "content": "# Plan\n\n- one",
+            "ref": "a1",
+        }
+    )
     published = await next_frame(comm)
     assert published["type"] == "artifact.published" and published["version"] == 1
-    await comm.send_json_to({"type": "artifact.update", "artifactId": published["artifactId"],
-                             "content": "# Plan\n\n- one\n- two", "note": "added two"})
+    await comm.send_json_to(
+        {
+            "type": "artifact.update",
+            "artifactId": published["artifactId"],
+            "content": "# Plan\n\n- one\n- two",
+            "note": "added two",
+        }
+    )
     assert (await next_frame(comm))["version"] == 2
     artifact = await Artifact.objects.aget(pk=published["artifactId"])
     assert artifact.current_version == 2
     hotels = next(t for t in SEED_TEMPLATES if t["name"] == "hotels")
-    await comm.send_json_to({"type": "card.post", "conversationId": str(channel.id), "card": hotels["sample"], "ref": "c1"})
+    await comm.send_json_to(
+        {
+            "type": "card.post",
+            "conversationId": str(channel.id),
+            "card": hotels["sample"],
+            "ref": "c1",
+        }
+    )
     posted = await next_frame(comm)
     assert posted["type"] == "posted" and posted["ref"] == "c1"
     message = await Message.objects.aget(pk=posted["messageId"])
