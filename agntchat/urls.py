@@ -20,6 +20,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("", include("workspaces.urls")),
+    path("", include("agntchat.ui.urls")),
 ]
 
 

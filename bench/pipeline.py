@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import platform
+import resource
 import signal
 import socket
 import subprocess
@@ -67,7 +68,7 @@ class Plan:
     bridges: int = 4
     prefetch: int = 8
     rate: float = 50.0  # the issue's latency point
-    low_rate: float = 20.0  # a second point, below what one daphne sustains here
+    low_rate: float = 10.0  # a second point, well below what one daphne sustains here
 
 
 QUICK = Plan(
@@ -158,6 +159,7 @@ def create_scene(phase_names, username: str = "bench") -> Scene:
 
 
 def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -217,6 +219,7 @@ def percentile(values, pct: float) -> float:
 
 
 def http_client(base_url: str, token: str | None = None) -> httpx.AsyncClient:
+    """An HTTP/1.1 keep-alive client for one server, with a bearer token if given."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.AsyncClient(
         base_url=base_url,
@@ -304,6 +307,23 @@ class Bridges:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+async def sample_backends(stop: asyncio.Event, samples: list) -> None:
+    """Every 200 ms until STOP: (busy, lock-waiting) server backends of the bench database."""
+    import psycopg
+
+    query = (
+        "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid() AND state <> 'idle'"
+    )
+    async with await psycopg.AsyncConnection.connect(DATABASE_URL, autocommit=True) as conn:
+        while not stop.is_set():
+            samples.append(await (await conn.execute(query)).fetchone())
+            try:
+                await asyncio.wait_for(stop.wait(), 0.2)
+            except TimeoutError:
+                pass
+
+
 # ---------------------------------------------------------------------------------------------
 # Phases
 
@@ -348,8 +368,12 @@ async def run_throughput(servers, scene: Scene, phase: str, plan: Plan) -> dict:
 
         await closed_loop(clients, warm_post, plan.posters, plan.warmup)
         await bridges.wait_for(warm, 30)
+        stop, samples = asyncio.Event(), []
+        sampler = asyncio.create_task(sample_backends(stop, samples))
         start = time.perf_counter()
         done, post_elapsed = await closed_loop(clients, post, plan.posters, plan.e2e_seconds)
+        stop.set()
+        await sampler
         complete = await bridges.wait_for(posted, 60)
         pushed = [bridges.arrived[b] for b in posted if b in bridges.arrived]
         elapsed = max(pushed) - start if pushed else float("nan")
@@ -366,6 +390,8 @@ async def run_throughput(servers, scene: Scene, phase: str, plan: Plan) -> dict:
         "duplicates": bridges.duplicates,
         "per_socket": bridges.per_socket,
         "errors": len(bridges.errors),
+        "busy_backends": sum(b for b, _ in samples) / len(samples),
+        "lock_waiting": sum(w for _, w in samples) / len(samples),
     }
 
 
@@ -477,6 +503,7 @@ def run_raw_claims(scene: Scene, phase: str, rows: int, seconds: float) -> dict:
 
 @functools.cache
 def _redis():
+    """One Redis client per process (the qcluster workers' and ours)."""
     import redis
 
     return redis.Redis.from_url(REDIS_URL)
@@ -506,19 +533,20 @@ def run_django_q(plan: Plan) -> dict:
 
     client = _redis()
     client.delete(DJQ_KEY)
+    log = tempfile.NamedTemporaryFile(prefix="bench-qcluster-", suffix=".log", delete=False)
     cluster = subprocess.Popen(
         [PYTHON, "manage.py", "qcluster"],
         cwd=ROOT,
         env=dict(os.environ, **BENCH_ENV, BENCH_QCLUSTER="1"),  # see bench/settings.py
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its workers are its children: stop the whole group at the end
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, so no worker outlives the run
     )
     job = "bench.pipeline.noop"
     try:
         async_task(job, time.time())  # warm-up: the cluster is ready once this one ran
         if not _djq_records(client, 1, 60):
-            raise RuntimeError("django-q2 cluster did not start")
+            raise RuntimeError("qcluster ran no job: " + Path(log.name).read_text()[-2000:])
         start = time.time()
         for i in range(plan.djq_latency_jobs):
             delay = start + i / plan.rate - time.time()
@@ -534,12 +562,13 @@ def run_django_q(plan: Plan) -> dict:
         burst = _djq_records(client, plan.djq_burst_jobs, 90)
         last_start = max(s for _, s in burst)
     finally:
-        os.killpg(cluster.pid, signal.SIGTERM)
+        cluster.terminate()  # the sentinel stops its workers itself
         try:
-            cluster.wait(timeout=15)
+            cluster.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(cluster.pid, signal.SIGKILL)
             cluster.wait()
+        os.unlink(log.name)
     return {
         "p50": percentile(latencies, 50),
         "p95": percentile(latencies, 95),
@@ -556,7 +585,22 @@ def run_django_q(plan: Plan) -> dict:
 # Report
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """(whole machine busy, this process and its finished children) CPU seconds so far."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    machine = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    own = sum(
+        usage.ru_utime + usage.ru_stime
+        for usage in (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+    )
+    return machine, own
+
+
 def load_average() -> str:
+    """The 1, 5 and 15 minute load averages."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
@@ -575,7 +619,13 @@ def machine_facts() -> dict:
         f"{name} {version(name)}"
         for name in ("django", "channels", "channels-redis", "daphne", "psycopg")
     )
+
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout
+
+    changed = len(git("status", "--porcelain", "--untracked-files=no").splitlines())
     return {
+        "commit": f"{git('rev-parse', '--short', 'HEAD').strip()} (+{changed} modified files)",
         "nproc": os.cpu_count(),
         "python": platform.python_version(),
         "postgres": pg,
@@ -587,10 +637,12 @@ def machine_facts() -> dict:
 
 
 def verdict(ok: bool) -> str:
+    """PASS or MISS."""
     return "PASS" if ok else "MISS"
 
 
 def print_table(rows) -> None:
+    """Rows of (figure, measured, target, result) as aligned columns."""
     header = ("figure", "measured", "target", "result")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for row in [header, tuple("-" * w for w in widths), *rows]:
@@ -612,7 +664,13 @@ def report(facts, plan, r) -> None:
         f"PostgreSQL {facts['postgres']}  Redis {facts['redis']}  "
         f"load avg at start {facts['load']}, at end {load_average()}"
     )
-    print(f"libs: {facts['libs']}")
+    print(f"code: commit {facts['commit']}; libs: {facts['libs']}")
+    cpu = r["cpu"]
+    print(
+        f"CPU over the run (2 cores = 200%): machine {cpu['machine']:.0%} busy; this bench's "
+        f"processes (clients, daphnes, qcluster) {cpu['own']:.0%}; the rest (PostgreSQL, Redis, "
+        f"anything else on the machine) {cpu['machine'] - cpu['own']:.0%}"
+    )
     print(
         f"setup: one daphne process unless noted (DEBUG=0, psycopg pool); {plan.posters} "
         f"closed-loop httpx posters; {plan.bridges} bridges of one agent over WebSockets, "
@@ -635,6 +693,12 @@ def report(facts, plan, r) -> None:
                 f"{verdict(ratio >= 0.75)} ({ratio:.0%})",
             ),
             ("  of which REST posts completed", f"{e2e['posts_per_s']:.0f} req/s", "", ""),
+            (
+                "  busy DB backends / waiting on a lock",
+                f"{e2e['busy_backends']:.1f} / {e2e['lock_waiting']:.1f}",
+                "(mean while posting)",
+                "",
+            ),
             (lat_row, f"{lat['p50']:.1f} ms", "< 15 ms", verdict(lat["p50"] < 15)),
             ("post->push p95", f"{lat['p95']:.1f} ms", "", ""),
             ("post->push p99", f"{lat['p99']:.1f} ms", "< 60 ms", verdict(lat["p99"] < 60)),
@@ -695,6 +759,12 @@ def report(facts, plan, r) -> None:
                 f"x{e2e2['messages_per_s'] / e2e['messages_per_s']:.2f}",
             ),
             ("  of which REST posts completed", f"{e2e2['posts_per_s']:.0f} req/s", "", ""),
+            (
+                "  busy DB backends / waiting on a lock",
+                f"{e2e2['busy_backends']:.1f} / {e2e2['lock_waiting']:.1f}",
+                "(mean while posting)",
+                "",
+            ),
         ]
     )
     print()
@@ -731,6 +801,7 @@ def main() -> None:
     def step(text: str) -> None:
         print(f"[{time.monotonic() - began:5.1f}s] {text}", flush=True)
 
+    cpu_start, wall_start = cpu_seconds(), time.monotonic()
     step(f"recreating database {DB_NAME} and migrating")
     setup_database()
     setup_django()
@@ -763,6 +834,11 @@ def main() -> None:
         for server in servers:
             server.stop()
     step("done")
+    (machine_end, own_end), wall = cpu_seconds(), time.monotonic() - wall_start
+    r["cpu"] = {
+        "machine": (machine_end - cpu_start[0]) / wall,
+        "own": (own_end - cpu_start[1]) / wall,
+    }
     report(facts, plan, r)
 
 

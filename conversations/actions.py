@@ -25,7 +25,9 @@ def create_conversation(
 ) -> Conversation:
     """Open a conversation; every participant must belong to (or appear in) the workspace."""
     user_ids = {str(u) for u in user_ids}
-    agent_ids = {str(a) for a in agent_ids}
+    # Agents join in the order given: that order is the default fallback order (TURN-1).
+    agent_order = list(dict.fromkeys(str(a) for a in agent_ids))
+    agent_ids = set(agent_order)
     if not _is_agent(creator):
         user_ids.add(str(creator.id))
     members = {
@@ -53,7 +55,7 @@ def create_conversation(
             created_by=None if _is_agent(creator) else creator,
         )
         rows = [Participant(conversation=conversation, user_id=u) for u in sorted(members)]
-        rows += [Participant(conversation=conversation, agent_id=a) for a in sorted(agents)]
+        rows += [Participant(conversation=conversation, agent_id=a) for a in agent_order if a in agents]
         if _is_agent(creator) and str(creator.id) not in agents:
             rows.append(Participant(conversation=conversation, agent=creator))
         Participant.objects.bulk_create(rows)

@@ -5,8 +5,11 @@ from workspaces import views
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("signup/", views.signup, name="signup"),
     path("invite/<str:token>/", views.accept_invite, name="accept-invite"),
+    path("w/new/", views.new_workspace, name="new-workspace"),
+    path("w/<uuid:workspace_id>/", views.workspace_home, name="workspace"),
+    path("w/<uuid:workspace_id>/members/", views.members, name="members"),
 ]

@@ -1,14 +1,27 @@
-"""Pages for signing up, logging in and landing. The full chat UI builds on these."""
+"""Pages: sign up, landing, workspaces (home, new, members and invitations), invitations."""
 
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from agntchat.core.exceptions import AppError
+from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
+from conversations.models import Conversation
 from workspaces import actions
 from workspaces.access import workspaces_visible_to
 from workspaces.forms import SignupForm, WorkspaceForm
+from workspaces.models import Invitation, Role
+
+
+def _next_url(request, default="home"):
+    """Where to go after signing up: a safe ?next= (an invitation link, say) or DEFAULT."""
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return default
 
 
 def signup(request):
@@ -16,21 +29,68 @@ def signup(request):
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("home")
-    return render(request, "registration/signup.html", {"form": form})
+        return redirect(_next_url(request))
+    return render(
+        request, "registration/signup.html", {"form": form, "next": _next_url(request, "")}
+    )
 
 
 @login_required
 def home(request):
+    """The last workspace used, else the personal one (it always exists)."""
+    workspaces = list(workspaces_visible_to(request.user))
+    last = request.session.get(LAST_WORKSPACE)
+    chosen = next((w for w in workspaces if str(w.id) == last), workspaces[0])
+    return redirect("workspace", workspace_id=chosen.id)
+
+
+@login_required
+def new_workspace(request):
     form = WorkspaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        actions.create_team_workspace(request.user, form.cleaned_data["name"])
-        return redirect("home")
+        workspace = actions.create_team_workspace(request.user, form.cleaned_data["name"])
+        messages.success(request, f"{workspace.name} is ready. Start with a channel.")
+        return redirect("workspace", workspace_id=workspace.id)
     return render(
         request,
-        "workspaces/home.html",
-        {"workspaces": workspaces_visible_to(request.user), "form": form},
+        "workspaces/new.html",
+        {"form": form, "workspaces": list(workspaces_visible_to(request.user))},
     )
+
+
+@workspace_page
+def workspace_home(request, membership):
+    """Open the workspace's first channel, or explain how to start."""
+    first = (
+        Conversation.objects.filter(workspace=membership.workspace, kind="channel")
+        .order_by("-last_message_at", "created_at")
+        .first()
+    )
+    if first is not None:
+        return redirect(
+            "conversation", workspace_id=membership.workspace_id, conversation_id=first.id
+        )
+    return render(request, "workspaces/empty.html", shell(request, membership))
+
+
+@workspace_page
+def members(request, membership):
+    """Members and roles; invitations for admins; rename, leave and delete where allowed."""
+    workspace = membership.workspace
+    context = shell(
+        request,
+        membership,
+        section="members",
+        members=workspace.memberships.select_related("user").order_by("created_at"),
+        invitations=(
+            Invitation.objects.filter(workspace=workspace).order_by("-created_at")[:50]
+            if membership.is_manager
+            else []
+        ),
+        roles=[Role.MEMBER, Role.ADMIN],
+        now=timezone.now(),
+    )
+    return render(request, "workspaces/members.html", context)
 
 
 @login_required
@@ -42,5 +102,5 @@ def accept_invite(request, token):
             messages.error(request, exc.message)
             return redirect("home")
         messages.success(request, f"You joined {membership.workspace.name}.")
-        return redirect("home")
+        return redirect("workspace", workspace_id=membership.workspace_id)
     return render(request, "workspaces/invite.html", {"token": token})

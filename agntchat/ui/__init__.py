@@ -1,0 +1,1 @@
+"""The browser app shell: the page frame every workspace screen shares (switcher, sidebar)."""

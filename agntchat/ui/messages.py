@@ -1,0 +1,66 @@
+"""Messages as the page shows them: the API's message shape plus safe HTML to place in the page.
+
+The same rows serve the first render of a conversation and every fragment fetched afterwards
+(history, live arrivals, updates), so a message looks the same however it reached the screen.
+"""
+
+import hashlib
+
+from django.utils.safestring import mark_safe
+
+from agntchat.ui.shell import is_scripted
+from artifacts.rendering import render_markdown
+from conversations.access import conversations_visible_to
+from conversations.models import Message, Participant
+from conversations.payloads import message_data
+
+HUES = 8
+
+
+def hue(key) -> int:
+    """A stable colour slot for an author, so the same person always looks the same."""
+    return hashlib.sha1(str(key).encode()).digest()[0] % HUES
+
+
+def initials(name: str) -> str:
+    parts = [p for p in (name or "?").replace("-", " ").replace("_", " ").split() if p]
+    letters = "".join(p[0] for p in parts[:2]) if len(parts) > 1 else (name or "?")[:2]
+    return letters.upper()
+
+
+def visible_messages(viewer):
+    """Messages of every conversation VIEWER may read, ready for rendering."""
+    return (
+        Message.objects.filter(conversation__in=conversations_visible_to(viewer))
+        .select_related("author_user", "author_agent", "conversation")
+        .prefetch_related("threads__participants__agent", "threads__participants__user")
+    )
+
+
+def message_rows(messages, viewer) -> list[dict]:
+    """Rows for templates/conversations/_message.html, oldest first as given."""
+    messages = list(messages)
+    thread_ids = [t.id for m in messages for t in m.threads.all()]
+    taking_part = set(
+        Participant.objects.filter(user=viewer, conversation_id__in=thread_ids).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    rows = []
+    for message in messages:
+        row = message_data(message)
+        author = row["author"] or {"type": "system", "id": "system", "name": "agntchat"}
+        row["author"] = author
+        # render_markdown sanitises (nh3): raw HTML in a body is shown as text, links are safe.
+        row["body_html"] = mark_safe(render_markdown(message.body)) if message.body else ""
+        # Built with format_html from the sealed layout: every string in it is escaped.
+        row["card_html"] = mark_safe(row.get("card_html") or "")
+        row["scripted"] = is_scripted(message.author_agent)
+        row["mine"] = message.author_user_id == viewer.id
+        row["workspace_id"] = message.conversation.workspace_id
+        row["hue"] = hue(author["id"])
+        row["initials"] = initials(author["name"])
+        for card in row["threads"]:
+            card["can_open"] = card["id"] in taking_part
+        rows.append(row)
+    return rows

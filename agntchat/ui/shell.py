@@ -1,0 +1,168 @@
+"""What every workspace page shows around its content: the switcher and the sidebar.
+
+Read-only: pages change state through the REST API or the actions, never here.
+"""
+
+from datetime import UTC, datetime
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, DateTimeField, Exists, OuterRef, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.http import Http404
+
+from agents.access import agents_visible_in
+from agents.models import Agent, Task
+from agntchat.core import presence
+from agntchat.core.exceptions import NotFound
+from conversations.access import conversations_visible_to
+from conversations.models import Conversation, Message, Participant
+from workspaces.access import access_membership, workspaces_visible_to
+from workspaces.models import Membership
+
+LAST_WORKSPACE = "ui.last_workspace"
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def workspace_page(view):
+    """Log in first; turn WORKSPACE_ID into the person's membership, or 404 (another tenant's
+    page is simply not found). Any NotFound the view raises is a 404 page too."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request, workspace_id, *args, **kwargs):
+        try:
+            membership = access_membership(request.user, workspace_id)
+            return view(request, membership, *args, **kwargs)
+        except NotFound:
+            raise Http404 from None
+
+    return wrapper
+
+
+def not_found_is_404(view):
+    """For endpoints outside a workspace URL: a NotFound from an access helper is a 404."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound:
+            raise Http404 from None
+
+    return wrapper
+
+
+def agent_presence(agents) -> dict:
+    """{agent id: online} for several agents; Redis down means "unknown", shown as offline."""
+    ids = [a.id for a in agents]
+    try:
+        return presence.online(ids)
+    except Exception:  # noqa: BLE001 - presence is decoration; the page must still render
+        return dict.fromkeys(ids, False)
+
+
+def conversation_label(conversation, viewer) -> str:
+    """How a conversation is named in lists: #title, the other people in a DM, or its title."""
+    if conversation.kind == Conversation.Kind.CHANNEL:
+        return conversation.title or "untitled"
+    if conversation.kind == Conversation.Kind.DIRECT and not conversation.title:
+        names = [
+            p.agent.name if p.agent_id else p.user.label
+            for p in conversation.participants.all()
+            if p.user_id != viewer.id
+        ]
+        return ", ".join(sorted(names)) or "Just you"
+    return conversation.title or conversation.get_kind_display()
+
+
+def _with_unread(conversations, user):
+    """Annotate each conversation with `joined` and `unread` (others' messages since I last
+    read it; only counted where I take part, like channels one has joined)."""
+    mine = Participant.objects.filter(conversation=OuterRef("pk"), user=user)
+    read_at = Subquery(mine.values("last_read_at")[:1], output_field=DateTimeField())
+    unread = (
+        Message.objects.filter(conversation=OuterRef("pk"))
+        .filter(created_at__gt=Coalesce(OuterRef("read_at"), Value(EPOCH)))
+        .exclude(author_user=user)
+        .order_by()
+        .values("conversation")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return conversations.annotate(
+        joined=Exists(mine), read_at=read_at, unread=Coalesce(Subquery(unread), Value(0))
+    )
+
+
+def sidebar(user, membership: Membership, current=None) -> dict:
+    workspace = membership.workspace
+    visible = _with_unread(
+        conversations_visible_to(user)
+        .filter(workspace=workspace)
+        .prefetch_related("participants__user", "participants__agent"),
+        user,
+    )
+    rows = {kind: [] for kind in Conversation.Kind.values}
+    for conversation in visible.order_by("title", "created_at"):
+        rows[conversation.kind].append(
+            {
+                "id": conversation.id,
+                "kind": conversation.kind,
+                "label": conversation_label(conversation, user),
+                "unread": conversation.unread if conversation.joined else 0,
+                "joined": conversation.joined,
+                "current": current is not None and conversation.id == current.id,
+                "status": conversation.thread_status,
+            }
+        )
+    for kind in ("direct", "thread", "task"):
+        rows[kind].sort(key=lambda r: r["label"].lower())
+    agents = list(agents_visible_in(workspace.id).select_related("owner").order_by("name"))
+    online = agent_presence(agents)
+    return {
+        "channels": rows["channel"],
+        "directs": rows["direct"],
+        "threads": rows["thread"],
+        "task_conversations": rows["task"],
+        "agents": [
+            {"agent": a, "online": online[a.id], "mine": a.owner_id == user.id} for a in agents
+        ],
+        "active_tasks": Task.objects.filter(
+            workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING]
+        ).count(),
+    }
+
+
+def shell(request, membership: Membership, *, current=None, section="", **extra) -> dict:
+    """The context of every workspace page: who, where, the switcher and the sidebar."""
+    if request.session.get(LAST_WORKSPACE) != str(membership.workspace_id):
+        request.session[LAST_WORKSPACE] = str(membership.workspace_id)
+    return {
+        "membership": membership,
+        "workspace": membership.workspace,
+        "is_manager": membership.is_manager,
+        "is_owner": membership.role == "owner",
+        "workspaces": list(workspaces_visible_to(request.user)),
+        "side": sidebar(request.user, membership, current),
+        "section": section,
+        **extra,
+    }
+
+
+def mention_targets(workspace) -> list[dict]:
+    """Who the composer can @mention here: people of the workspace and the agents in it."""
+    people = [
+        {"kind": "person", "handle": m.user.username, "name": m.user.label}
+        for m in workspace.memberships.select_related("user").order_by("user__username")
+    ]
+    agents = [
+        {"kind": "agent", "id": str(a.id), "handle": a.handle, "name": a.name, "role": a.role}
+        for a in agents_visible_in(workspace.id).order_by("name")
+    ]
+    return agents + people
+
+
+def is_scripted(agent: Agent | None) -> bool:
+    return agent is not None and agent.backend == Agent.Backend.SCRIPTED

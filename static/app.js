@@ -1,0 +1,1126 @@
+// agntchat in the browser: the live socket, the composer, live lists and forms backed by the
+// REST API. A plain ES module: no framework, no build step. The only HTML ever inserted is
+// rendered (and sanitised) by our server; anything typed or received as data goes in through
+// textContent.
+
+const $ = (selector, root = document) => root.querySelector(selector);
+const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
+const page = document.body.dataset;
+const me = page.userId;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---- talking to the server -----------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(message, code = "error", fields = {}, status = 0) {
+    super(message);
+    Object.assign(this, { code, fields, status });
+  }
+}
+
+function statusSentence(status) {
+  if (status === 403) return "You are not allowed to do that.";
+  if (status === 404) return "That no longer exists, or you cannot see it.";
+  if (status === 429) return "Too many requests at once. Wait a moment and try again.";
+  if (status >= 500) return "The server had a problem. Try again in a moment.";
+  return `The request failed (${status}).`;
+}
+
+const csrfToken = () => $('meta[name="csrf-token"]')?.content || "";
+
+async function api(method, url, data) {
+  let response;
+  try {
+    response = await fetch(url, {
+      method,
+      credentials: "same-origin",
+      headers: {
+        Accept: "application/json",
+        "X-CSRFToken": csrfToken(),
+        ...(data === undefined ? {} : { "Content-Type": "application/json" }),
+      },
+      body: data === undefined ? undefined : JSON.stringify(data),
+    });
+  } catch {
+    throw new ApiError("The server could not be reached. Check your connection and try again.", "network");
+  }
+  if (response.status === 204) return null;
+  const payload = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = payload?.error || {};
+    throw new ApiError(
+      error.message || statusSentence(response.status),
+      error.code || `http_${response.status}`,
+      error.fields || {},
+      response.status,
+    );
+  }
+  return payload;
+}
+
+async function fetchHtml(url) {
+  let response;
+  try {
+    response = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+  } catch {
+    throw new ApiError("The server could not be reached.", "network");
+  }
+  if (!response.ok) throw new ApiError(statusSentence(response.status), `http_${response.status}`, {}, response.status);
+  return response.text();
+}
+
+/** Server-rendered HTML → nodes. */
+function fragment(html) {
+  const template = document.createElement("template");
+  template.innerHTML = html;
+  return template.content;
+}
+
+/** Rendered <li> items for these message ids (they come back in the same order). */
+async function renderMessages(ids) {
+  if (!ids.length) return [];
+  return [...fragment(await fetchHtml(`/app/messages/?ids=${ids.join(",")}`)).children];
+}
+
+/** Replace the [data-region=NAME] parts of this page with a fresh server rendering. */
+async function refreshRegions(...names) {
+  const fresh = new DOMParser().parseFromString(await fetchHtml(location.href), "text/html");
+  for (const name of names) {
+    const now = $(`[data-region="${name}"]`);
+    const next = $(`[data-region="${name}"]`, fresh);
+    if (now && next) {
+      now.replaceWith(next);
+      decorate(next);
+    }
+  }
+}
+
+const debounced = new Map();
+function soon(key, fn, ms = 250) {
+  clearTimeout(debounced.get(key));
+  debounced.set(key, setTimeout(fn, ms));
+}
+
+// ---- small page furniture --------------------------------------------------------------------
+
+const FORMATS = {
+  time: { hour: "2-digit", minute: "2-digit" },
+  "time-s": { hour: "2-digit", minute: "2-digit", second: "2-digit" },
+  date: { day: "numeric", month: "short", year: "numeric" },
+  datetime: { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" },
+};
+
+/** Show server times in the reader's own time zone. */
+function decorate(root = document) {
+  for (const time of $$("time[data-local-time]", root)) {
+    const when = new Date(time.dateTime);
+    if (Number.isNaN(when.getTime())) continue;
+    time.textContent = when.toLocaleString([], FORMATS[time.dataset.format || "time"]);
+    time.title = when.toLocaleString([], { dateStyle: "full", timeStyle: "short" });
+  }
+}
+
+function busy(button, on, label) {
+  if (!button) return;
+  if (on) {
+    button.dataset.label = button.textContent;
+    button.textContent = label || "Working…";
+  } else if (button.dataset.label) {
+    button.textContent = button.dataset.label;
+  }
+  button.disabled = on;
+  button.toggleAttribute("aria-busy", on);
+}
+
+function initFurniture() {
+  decorate();
+  // Card pictures come from other sites; one that does not load is hidden, not shown broken.
+  document.addEventListener(
+    "error",
+    (event) => {
+      if (event.target.matches?.("img.card__media")) event.target.hidden = true;
+    },
+    true,
+  );
+  document.addEventListener("click", async (event) => {
+    const copy = event.target.closest("[data-copy]");
+    if (copy) {
+      const text = $(copy.dataset.copy)?.textContent || "";
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch {
+        const range = document.createRange();
+        range.selectNodeContents($(copy.dataset.copy));
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+        document.execCommand("copy");
+      }
+      const label = copy.textContent;
+      copy.textContent = "Copied ✓";
+      setTimeout(() => (copy.textContent = label), 2000);
+    }
+    const move = event.target.closest("[data-move]");
+    if (move) {
+      const item = move.closest("[data-order-item]");
+      const sibling = move.dataset.move === "up" ? item.previousElementSibling : item.nextElementSibling;
+      if (sibling) {
+        move.dataset.move === "up" ? sibling.before(item) : sibling.after(item);
+        move.focus();
+      }
+    }
+    // Menus built on <details> close when one clicks elsewhere.
+    for (const open of $$("details[data-menu][open], details[data-switcher][open]")) {
+      if (!open.contains(event.target)) open.open = false;
+    }
+  });
+  document.addEventListener("change", (event) => {
+    if (event.target.matches("[data-autosubmit]")) event.target.form.requestSubmit();
+    if (event.target.matches("[data-visibility]")) syncPins(event.target.form);
+  });
+  for (const form of $$("form")) if ($("[data-visibility]", form)) syncPins(form);
+}
+
+/** "Every workspace" or "only pinned ones": the pin boxes only matter for the second. */
+function syncPins(form) {
+  const pinned = $('[name="_visibility"]:checked', form)?.value === "pinned";
+  for (const box of $$('[name="pinnedWorkspaces"]', form)) box.disabled = !pinned;
+}
+
+// ---- forms that talk to the REST API ---------------------------------------------------------
+
+function setPath(data, path, value) {
+  const keys = path.split(".");
+  let node = data;
+  for (const key of keys.slice(0, -1)) node = node[key] ??= {};
+  node[keys.at(-1)] = value;
+}
+
+function getPath(data, path) {
+  return path.split(".").reduce((node, key) => node?.[key], data);
+}
+
+/** A form's fields as the API's JSON: dotted names nest, data-type converts. */
+function serialize(form) {
+  const data = {};
+  for (const el of form.elements) {
+    const { name } = el;
+    const type = el.dataset.type;
+    if (!name || name.startsWith("_") || ["submit", "button"].includes(el.type)) continue;
+    if (type === "list") {
+      if (getPath(data, name) === undefined) setPath(data, name, []);
+      if (!el.disabled && (el.type !== "checkbox" || el.checked)) getPath(data, name).push(el.value);
+      continue;
+    }
+    if (el.disabled) continue;
+    if (el.type === "radio") {
+      if (el.checked) setPath(data, name, el.value);
+    } else if (el.type === "checkbox") {
+      setPath(data, name, type === "int" ? (el.checked ? Number(el.value) : null) : el.checked);
+    } else {
+      const value = "raw" in el.dataset ? el.value : el.value.trim();
+      if (type === "int") {
+        if (value !== "") setPath(data, name, Number(value));
+      } else if (type === "csv") {
+        setPath(data, name, value.split(",").map((part) => part.trim()).filter(Boolean));
+      } else if (type === "null") {
+        setPath(data, name, value === "" ? null : value);
+      } else if (!(value === "" && "skipEmpty" in el.dataset)) {
+        setPath(data, name, value);
+      }
+    }
+  }
+  // Shown everywhere: no pins (the API treats an empty list as "every workspace").
+  if ($('[name="_visibility"]:checked', form)?.value === "all") data.pinnedWorkspaces = [];
+  return data;
+}
+
+function flatten(fields, prefix = "") {
+  return Object.entries(fields || {}).flatMap(([key, value]) =>
+    value && typeof value === "object" && !Array.isArray(value)
+      ? flatten(value, `${prefix}${key}.`)
+      : [[`${prefix}${key}`, Array.isArray(value) ? value.join(" ") : String(value)]],
+  );
+}
+
+function clearFormErrors(form) {
+  const box = $("[data-form-error]", form);
+  if (box) box.hidden = true;
+  for (const el of $$(".field-error[data-js]", form)) el.remove();
+  for (const el of $$("[aria-invalid]", form)) el.removeAttribute("aria-invalid");
+}
+
+function showFormError(form, error) {
+  const box = $("[data-form-error]", form);
+  const unplaced = [];
+  for (const [path, message] of flatten(error.fields)) {
+    const field = form.elements.namedItem(path);
+    const el = field instanceof RadioNodeList ? field[0] : field;
+    if (el && el.type !== "hidden") {
+      el.setAttribute("aria-invalid", "true");
+      const note = document.createElement("p");
+      note.className = "field-error";
+      note.dataset.js = "";
+      note.textContent = message;
+      (el.closest(".field") || el.parentElement).append(note);
+    } else {
+      unplaced.push(`${path}: ${message}`);
+    }
+  }
+  for (const el of $$("[data-reveal-on]", form)) if (el.dataset.revealOn === error.code) el.hidden = false;
+  if (box) {
+    box.textContent = [error.message, ...unplaced].join(" ");
+    box.hidden = false;
+  } else {
+    alert(error.message);
+  }
+}
+
+const afterSubmit = {
+  async reload() {
+    const fresh = new DOMParser().parseFromString(await fetchHtml(location.href), "text/html");
+    $("#main").replaceWith($("#main", fresh));
+    decorate($("#main"));
+    for (const form of $$("#main form")) if ($("[data-visibility]", form)) syncPins(form);
+  },
+  redirect(form, result) {
+    location.assign(form.dataset.redirect.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(result?.[key] ?? "")));
+  },
+  home() {
+    location.assign("/");
+  },
+  saved(form) {
+    const note = $("[data-saved]", form);
+    if (!note) return;
+    note.hidden = false;
+    setTimeout(() => (note.hidden = true), 4000);
+  },
+  async "key-created"(form, result) {
+    const panel = $("[data-secret]");
+    $("[data-secret-value]", panel).textContent = result.key;
+    const command = $("[data-bridge-command]", panel);
+    command.textContent = `agntchat-bridge --url ${command.dataset.server} --key ${result.key}`;
+    panel.hidden = false;
+    form.reset();
+    await refreshRegions("key-table");
+    // The bridge usually starts right after this: look for it often for a minute.
+    const until = Date.now() + 60000;
+    const beat = setInterval(() => (Date.now() > until ? clearInterval(beat) : pollPresence()), 2000);
+  },
+  async invitation(form, result) {
+    const panel = $("[data-secret]");
+    $("[data-secret-value]", panel).textContent = result.url;
+    panel.hidden = false;
+    form.reset();
+    await refreshRegions("invitations");
+  },
+  "thread-resolved"(form) {
+    form.closest("li[data-message-id]")?.dispatchEvent(new CustomEvent("message:refresh", { bubbles: true }));
+  },
+  "artifact-version"(form, result) {
+    location.assign(`?v=${result.number}`);
+  },
+};
+
+function initForms() {
+  document.addEventListener("submit", async (event) => {
+    const form = event.target.closest("form[data-api]");
+    if (!form) return;
+    event.preventDefault();
+    if (form.dataset.confirm && !confirm(form.dataset.confirm)) return;
+    clearFormErrors(form);
+    const button = $('[type="submit"]', form);
+    busy(button, true, "Saving…");
+    const method = form.dataset.api;
+    try {
+      const result = await api(method, form.action, method === "DELETE" ? undefined : serialize(form));
+      busy(button, false);
+      await (afterSubmit[form.dataset.success] || afterSubmit.reload)(form, result);
+    } catch (error) {
+      busy(button, false);
+      if (error instanceof ApiError) showFormError(form, error);
+      else throw error;
+    }
+  });
+}
+
+// ---- the live socket ---------------------------------------------------------------------------
+
+const listeners = [];
+const onLive = (fn) => listeners.push(fn);
+const emit = (event) => listeners.forEach((fn) => fn(event));
+let liveState = ["Connecting…", "connecting"];
+
+function showLiveState() {
+  for (const el of $$("[data-live-status]")) {
+    [el.textContent, el.dataset.state] = liveState;
+  }
+  document.body.dataset.live = liveState[1];
+}
+
+function connectLive() {
+  if (!me) return;
+  let attempt = 0;
+  let connectedBefore = false;
+  const open = () => {
+    const socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/live/`);
+    const pinger = setInterval(() => socket.readyState === WebSocket.OPEN && socket.send('{"type":"ping"}'), 25000);
+    socket.addEventListener("message", (message) => {
+      let event;
+      try {
+        event = JSON.parse(message.data);
+      } catch {
+        return;
+      }
+      if (event.type === "hello") {
+        liveState = ["Live", "connected"];
+        showLiveState();
+        if (connectedBefore) emit({ type: "live.resumed" });
+        connectedBefore = true;
+        attempt = 0;
+      } else if (event.type !== "pong") {
+        emit(event);
+      }
+    });
+    socket.addEventListener("close", (closed) => {
+      clearInterval(pinger);
+      if (closed.code === 4401) {
+        liveState = ["Logged out", "offline"];
+        showLiveState();
+        return;
+      }
+      liveState = ["Reconnecting…", "offline"];
+      showLiveState();
+      attempt += 1;
+      setTimeout(open, Math.min(15000, 400 * 2 ** attempt));
+    });
+  };
+  open();
+}
+
+// ---- the shell: sidebar, unread counts, presence ------------------------------------------------
+
+function initShell() {
+  const app = $(".app");
+  if (!app) return;
+  const workspaceId = app.dataset.workspaceId;
+  const toggle = $("[data-sidebar-toggle]");
+  const backdrop = $("[data-sidebar-close]");
+  const setOpen = (open) => {
+    app.classList.toggle("sidebar-open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    backdrop.hidden = !open;
+    if (open) $("#sidebar summary")?.focus();
+  };
+  toggle.addEventListener("click", () => setOpen(!app.classList.contains("sidebar-open")));
+  backdrop.addEventListener("click", () => setOpen(false));
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && app.classList.contains("sidebar-open")) {
+      setOpen(false);
+      toggle.focus();
+    }
+  });
+  showLiveState();
+
+  const refreshSidebar = () =>
+    soon("sidebar", async () => {
+      const aside = $("#sidebar");
+      try {
+        aside.replaceChildren(fragment(await fetchHtml(aside.dataset.sidebarUrl)));
+      } catch (error) {
+        // Removed from the workspace, or it was deleted: nothing here is ours any more.
+        if (error.status === 404) location.assign("/");
+        return;
+      }
+      decorate(aside);
+      showLiveState();
+    });
+
+  const bumpUnread = (conversationId) => {
+    const link = $(`#sidebar [data-conversation-id="${conversationId}"]`);
+    if (!link) return false;
+    if (link.getAttribute("aria-current") === "page" || link.dataset.joined !== "1") return true;
+    const badge = $("[data-unread]", link);
+    const count = $("[data-unread-count]", badge);
+    count.textContent = String((parseInt(count.textContent, 10) || 0) + 1);
+    badge.hidden = false;
+    link.classList.add("has-unread");
+    return true;
+  };
+
+  onLive((event) => {
+    switch (event.type) {
+      case "message.created": {
+        const { message } = event;
+        if (message.author?.type === "agent") setPresence(message.author.id, true);
+        if (message.conversationId === page.conversationId) break;
+        const mine = message.author?.id === me;
+        // A conversation the sidebar does not list yet (a new channel, a DM someone opened).
+        if (!(mine ? $(`#sidebar [data-conversation-id="${message.conversationId}"]`) : bumpUnread(message.conversationId))) {
+          refreshSidebar();
+        }
+        break;
+      }
+      case "conversation.created":
+      case "live.resumed":
+        refreshSidebar();
+        break;
+      case "task.created":
+      case "task.finished":
+        if (event.task?.workspaceId === workspaceId) refreshSidebar();
+        break;
+      default:
+        // Membership and workspace events: who is here, names and roles may have changed.
+        if (event.workspaceId === workspaceId) {
+          if (event.type === "workspace.deleted") location.assign("/");
+          else refreshSidebar();
+          if (page.page === undefined && $('[data-region="members"]')) refreshRegions("members");
+        }
+    }
+  });
+
+  // Presence lives in Redis with a heartbeat and has no event of its own yet: refresh it on a
+  // beat, and at once whenever an agent posts (it is plainly online).
+  setInterval(pollPresence, 15000);
+  document.addEventListener("visibilitychange", pollPresence);
+}
+
+async function pollPresence() {
+  const workspaceId = $(".app")?.dataset.workspaceId;
+  if (!workspaceId || document.hidden) return;
+  try {
+    const data = await api("GET", `/api/v1/agents/?workspace=${workspaceId}`);
+    for (const agent of data.results) setPresence(agent.id, agent.online);
+    if (page.page === "agent") {
+      // An agent pinned elsewhere is not in this workspace's list: ask about it directly.
+      const shown = $("[data-page-agent]")?.dataset.pageAgent;
+      if (shown && !data.results.some((a) => a.id === shown)) {
+        setPresence(shown, (await api("GET", `/api/v1/agents/${shown}/`)).online);
+      }
+    }
+  } catch {
+    /* presence is decoration: try again at the next beat */
+  }
+}
+
+function setPresence(agentId, online) {
+  for (const holder of $$(`[data-agent-id="${agentId}"]`)) {
+    for (const dot of $$("[data-presence]", holder)) {
+      dot.classList.toggle("is-online", online);
+      dot.title = online ? "Online" : "Offline";
+      const text = $("[data-presence-text]", dot);
+      if (text) text.textContent = online ? "online" : "offline";
+    }
+    for (const label of $$("[data-presence-label]", holder)) label.textContent = online ? "Online" : "Offline";
+  }
+}
+
+const isOnline = (agentId) => !!$(`[data-agent-id="${agentId}"] [data-presence].is-online`);
+
+// ---- the conversation ------------------------------------------------------------------------
+
+const newRef = () =>
+  globalThis.crypto?.randomUUID?.() || `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
+const initialsOf = (name) =>
+  (name || "?").split(/\s+/).filter(Boolean).slice(0, 2).map((w) => w[0]).join("").toUpperCase() || "?";
+
+/** Who is working right now: the agent holding the turn on a message, and tasks asked here. */
+class Working {
+  constructor(el, conversationId, agentNames) {
+    Object.assign(this, { el, conversationId, agentNames, turns: new Map(), tasks: new Map() });
+  }
+
+  async decisions() {
+    return (await api("GET", `/api/v1/conversations/${this.conversationId}/turns/`).catch(() => null))?.results || [];
+  }
+
+  /** After a person's message: which agent holds the turn on it? */
+  async expect(message) {
+    if (message.author?.type !== "person") return;
+    await sleep(150);
+    this.follow((await this.decisions()).find((d) => d.messageId === message.id));
+  }
+
+  follow(decision) {
+    if (!decision || decision.finishedAt || !decision.queue.length) return;
+    const holder = decision.queue[decision.position];
+    this.turns.set(holder.agentId, { name: holder.name, messageId: decision.messageId });
+    setTimeout(() => this.turns.delete(holder.agentId) && this.render(), 120000);
+    this.render();
+  }
+
+  /** On load: turns still open from the last couple of minutes. */
+  async resume() {
+    const recent = Date.now() - 120000;
+    for (const decision of (await this.decisions()).reverse()) {
+      if (Date.parse(decision.createdAt) > recent) this.follow(decision);
+    }
+  }
+
+  /** An agent posted: its turn is over; the queue may hand the turn to the next agent. */
+  async spoke(agentId) {
+    const turn = this.turns.get(agentId);
+    if (!turn) return;
+    this.turns.delete(agentId);
+    this.render();
+    await sleep(400);
+    const decision = (await this.decisions()).find((d) => d.messageId === turn.messageId);
+    if (decision && decision.queue[decision.position]?.agentId !== agentId) this.follow(decision);
+  }
+
+  /** A card button sent work to the card's agent. */
+  clicked(agentId, name) {
+    this.turns.set(agentId, { name, messageId: null });
+    setTimeout(() => this.turns.delete(agentId) && this.render(), 120000);
+    this.render();
+  }
+
+  task(event) {
+    const task = event.task;
+    if (event.type === "task.created" && task.conversationId === this.conversationId) {
+      this.tasks.set(task.id, { name: this.agentNames.get(task.agentId) || "An agent", text: "" });
+    } else if (event.type === "task.progress" && this.tasks.has(event.taskId)) {
+      const data = event.data || {};
+      this.tasks.get(event.taskId).text = data.message || (data.kind === "text_delta" ? "" : data.kind) || "";
+    } else if (event.type === "task.finished") {
+      this.tasks.delete(task.id);
+    } else {
+      return;
+    }
+    this.render();
+  }
+
+  render() {
+    const lines = [...this.turns].map(([agentId, turn]) =>
+      isOnline(agentId)
+        ? `${turn.name} is working…`
+        : `${turn.name} will answer when its bridge is online.`,
+    );
+    for (const task of this.tasks.values()) lines.push(`${task.name} is on a task${task.text ? `: ${task.text}` : "…"}`);
+    this.el.replaceChildren();
+    if (!lines.length) return;
+    const dots = document.createElement("span");
+    dots.className = "working__dots";
+    dots.setAttribute("aria-hidden", "true");
+    dots.append(...[1, 2, 3].map(() => document.createElement("i")));
+    const text = document.createElement("span");
+    text.textContent = lines.join(" · ");
+    this.el.append(dots, text);
+  }
+}
+
+/** @mention suggestions under the composer (an ARIA combobox with a listbox). */
+function mentionBox(input, listbox, targets) {
+  let matches = [];
+  let active = 0;
+  let start = -1;
+  const close = () => {
+    listbox.hidden = true;
+    matches = [];
+    input.setAttribute("aria-expanded", "false");
+    input.removeAttribute("aria-activedescendant");
+  };
+  const render = () => {
+    listbox.replaceChildren(
+      ...matches.map((target, i) => {
+        const option = document.createElement("li");
+        option.id = `mention-${i}`;
+        option.className = "mention-option";
+        option.setAttribute("role", "option");
+        option.setAttribute("aria-selected", String(i === active));
+        const avatar = document.createElement("span");
+        avatar.className = `avatar avatar--tiny avatar--${target.kind}`;
+        avatar.setAttribute("aria-hidden", "true");
+        avatar.textContent = initialsOf(target.name);
+        const name = document.createElement("strong");
+        name.textContent = target.name;
+        const handle = document.createElement("span");
+        handle.className = "muted";
+        handle.textContent = `@${target.handle}`;
+        option.append(avatar, name, handle);
+        if (target.kind === "agent") {
+          const tag = document.createElement("span");
+          tag.className = "tag tag--agent";
+          tag.textContent = "Agent";
+          option.append(tag);
+        }
+        option.addEventListener("mousedown", (event) => {
+          event.preventDefault();
+          choose(i);
+        });
+        return option;
+      }),
+    );
+    listbox.hidden = false;
+    input.setAttribute("aria-expanded", "true");
+    input.setAttribute("aria-activedescendant", `mention-${active}`);
+  };
+  const update = () => {
+    const before = input.value.slice(0, input.selectionStart);
+    const found = /(^|\s)@([\w.-]*)$/.exec(before);
+    if (!found) return close();
+    const query = found[2].toLowerCase();
+    start = before.length - found[2].length - 1;
+    matches = targets
+      .filter((t) => t.handle.toLowerCase().startsWith(query) || t.name.toLowerCase().split(/\s+/).some((w) => w.startsWith(query)))
+      .slice(0, 8);
+    active = 0;
+    matches.length ? render() : close();
+  };
+  const choose = (i) => {
+    const target = matches[i];
+    const end = input.selectionStart;
+    input.value = `${input.value.slice(0, start)}@${target.handle} ${input.value.slice(end)}`;
+    const caret = start + target.handle.length + 2;
+    input.setSelectionRange(caret, caret);
+    close();
+    input.focus();
+  };
+  input.addEventListener("input", update);
+  input.addEventListener("click", update);
+  input.addEventListener("blur", () => setTimeout(close, 150));
+  return (event) => {
+    if (listbox.hidden || !matches.length) return false;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
+      render();
+    } else if (event.key === "Enter" || event.key === "Tab") {
+      choose(active);
+    } else if (event.key === "Escape") {
+      close();
+    } else {
+      return false;
+    }
+    event.preventDefault();
+    return true;
+  };
+}
+
+function initConversation() {
+  if (page.page !== "conversation") return;
+  const conversationId = page.conversationId;
+  const list = $("[data-messages]");
+  const scroller = $("[data-scroller]");
+  const jump = $("[data-jump]");
+  const input = $("#composer-input");
+  const earlier = $("[data-load-earlier]");
+  const capped = $("[data-capped]");
+  const targets = JSON.parse($("#mention-data").textContent);
+  const working = new Working(
+    $("[data-working]"),
+    conversationId,
+    new Map(targets.filter((t) => t.kind === "agent").map((t) => [t.id, t.name])),
+  );
+
+  const nearBottom = () => scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+  const toBottom = () => {
+    scroller.scrollTop = scroller.scrollHeight;
+    jump.hidden = true;
+  };
+  const stored = (id, root = list) => $(`:scope > [data-message-id="${id}"]`, root);
+
+  /** Mark runs of messages by one author within five minutes, shown without repeating the name. */
+  const group = (root = list) => {
+    let previous = null;
+    for (const li of $$(":scope > li", root)) {
+      const same =
+        previous &&
+        li.dataset.kind === "text" &&
+        previous.dataset.kind === "text" &&
+        previous.dataset.authorId === li.dataset.authorId &&
+        !li.classList.contains("is-failed") &&
+        Date.parse(li.dataset.created) - Date.parse(previous.dataset.created) < 5 * 60 * 1000;
+      li.classList.toggle("is-cont", Boolean(same));
+      previous = li;
+    }
+  };
+
+  /** Put a rendered message in its place: replace the same message, or my pending copy of it,
+   * or insert it by time (before my messages still being sent). */
+  const place = (li, root = list) => {
+    const existing = stored(li.dataset.messageId, root);
+    const pending = li.dataset.ref && $$(":scope > .is-local", root).find((p) => p.dataset.ref === li.dataset.ref);
+    if (existing) {
+      const open = $$('[data-thread-toggle][aria-expanded="true"]', existing).map((b) => b.closest("[data-thread-id]").dataset.threadId);
+      existing.replaceWith(li);
+      for (const id of open) toggleThread($(`[data-thread-id="${id}"]`, li), true);
+    } else if (pending) {
+      pending.replaceWith(li);
+    } else {
+      const when = Date.parse(li.dataset.created);
+      let after = null;
+      for (const other of $$(":scope > li:not(.is-local)", root).reverse()) {
+        if (Date.parse(other.dataset.created) <= when) {
+          after = other;
+          break;
+        }
+      }
+      if (after) after.after(li);
+      else if (root.firstElementChild && !root.firstElementChild.classList.contains("is-local")) root.prepend(li);
+      else {
+        const firstLocal = $(":scope > .is-local", root);
+        firstLocal ? firstLocal.before(li) : root.append(li);
+      }
+    }
+    decorate(li);
+    group(root);
+  };
+
+  const refresh = async (id) => {
+    const [li] = await renderMessages([id]).catch(() => []);
+    if (li) place(li);
+  };
+
+  const markRead = (id = conversationId) =>
+    soon(`read:${id}`, () => {
+      if (document.hidden) return;
+      const badge = $(`#sidebar [data-conversation-id="${id}"] [data-unread]`);
+      if (badge) {
+        badge.hidden = true;
+        $("[data-unread-count]", badge).textContent = "0";
+        badge.parentElement.classList.remove("has-unread");
+      }
+      fetch(`/app/conversations/${id}/read/`, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken() },
+      }).catch(() => {});
+    }, 400);
+
+  const arrive = async (message) => {
+    const stick = nearBottom() || message.author?.id === me;
+    const [li] = await renderMessages([message.id]).catch(() => []);
+    if (!li) return;
+    place(li);
+    if (stick) toBottom();
+    else jump.hidden = false;
+    markRead();
+  };
+
+  // History: the REST API pages back with `before`; the server renders the rows.
+  let loading = false;
+  const loadEarlier = async () => {
+    const first = $(":scope > li[data-message-id]", list);
+    if (loading || !first || earlier.hidden) return;
+    loading = true;
+    busy(earlier, true, "Loading earlier messages…");
+    try {
+      const pageOf = await api("GET", `/api/v1/conversations/${conversationId}/messages/?before=${first.dataset.messageId}&limit=30`);
+      const items = await renderMessages(pageOf.results.map((m) => m.id));
+      const height = scroller.scrollHeight;
+      list.prepend(...items);
+      decorate(list);
+      group();
+      scroller.scrollTop += scroller.scrollHeight - height;
+      if (!pageOf.hasMore) {
+        earlier.hidden = true;
+        $("[data-history-start]").hidden = false;
+      }
+    } catch (error) {
+      earlier.dataset.label = `Could not load earlier messages (${error.message}) — try again`;
+    } finally {
+      busy(earlier, false);
+      loading = false;
+    }
+  };
+  earlier.addEventListener("click", loadEarlier);
+  new IntersectionObserver((entries) => entries.some((e) => e.isIntersecting) && loadEarlier(), {
+    root: scroller,
+    rootMargin: "200px 0px 0px 0px",
+  }).observe(earlier);
+
+  // Sending: shown at once, confirmed by the server, retried with the same ref (never doubled),
+  // kept in localStorage until confirmed (never silently lost, even across a reload).
+  const outboxKey = `agntchat.outbox.${conversationId}`;
+  const outbox = {
+    all: () => {
+      try {
+        return JSON.parse(localStorage.getItem(outboxKey)) || [];
+      } catch {
+        return [];
+      }
+    },
+    save(items) {
+      try {
+        items.length ? localStorage.setItem(outboxKey, JSON.stringify(items)) : localStorage.removeItem(outboxKey);
+      } catch {
+        /* private mode: the message stays on screen with its Retry button */
+      }
+    },
+    put(ref, text) {
+      this.save([...this.all().filter((i) => i.ref !== ref), { ref, text }]);
+    },
+    drop(ref) {
+      this.save(this.all().filter((i) => i.ref !== ref));
+    },
+  };
+
+  const localItem = (ref, text) => {
+    const li = document.createElement("li");
+    li.className = "msg msg--person msg--mine is-local";
+    Object.assign(li.dataset, { ref, text, authorId: me, authorType: "person", kind: "text", created: new Date().toISOString() });
+    li.innerHTML = `<div class="msg__avatar avatar avatar--person hue-2" aria-hidden="true"></div>
+      <div class="msg__main"><div class="msg__meta"><span class="msg__author"></span>
+      <span class="msg__state" data-state role="status"></span></div>
+      <div class="msg__text prose"><p class="pre-wrap" data-text></p></div>
+      <div class="msg__failure" data-failure hidden><span class="form-error" data-failure-text></span>
+      <button type="button" class="button button--small" data-retry>Retry</button>
+      <button type="button" class="button button--small button--ghost" data-discard>Discard</button></div></div>`;
+    $(".msg__avatar", li).textContent = initialsOf(page.userName);
+    $(".msg__author", li).textContent = page.userName;
+    $("[data-text]", li).textContent = text;
+    list.append(li);
+    group();
+    return li;
+  };
+
+  const setLocalState = (li, state, message = "") => {
+    li.classList.toggle("is-pending", state === "pending");
+    li.classList.toggle("is-failed", state === "failed");
+    $("[data-state]", li).textContent = state === "pending" ? "Sending…" : state === "failed" ? "Not sent" : "";
+    $("[data-failure]", li).hidden = state !== "failed";
+    $("[data-failure-text]", li).textContent = message;
+  };
+
+  const send = async (text, ref = newRef()) => {
+    const li = $$(":scope > .is-local", list).find((p) => p.dataset.ref === ref) || localItem(ref, text);
+    setLocalState(li, "pending");
+    toBottom();
+    outbox.put(ref, text);
+    let message;
+    try {
+      message = await api("POST", `/api/v1/conversations/${conversationId}/messages/`, { body: text, ref });
+    } catch (error) {
+      if (error.status && error.status < 500 && error.status !== 429) outbox.drop(ref);
+      setLocalState(li, "failed", error.message);
+      return;
+    }
+    outbox.drop(ref);
+    capped.hidden = true;
+    await refresh(message.id);
+    working.expect(message);
+  };
+
+  list.addEventListener("click", async (event) => {
+    const local = event.target.closest(".is-local");
+    if (local && event.target.closest("[data-retry]")) send(local.dataset.text, local.dataset.ref);
+    if (local && event.target.closest("[data-discard]")) {
+      outbox.drop(local.dataset.ref);
+      local.remove();
+      input.focus();
+    }
+    const toggle = event.target.closest("[data-thread-toggle]");
+    if (toggle) toggleThread(toggle.closest("[data-thread-id]"));
+    const button = event.target.closest("[data-card-action]");
+    if (button && !button.disabled) cardAction(button);
+  });
+  list.addEventListener("message:refresh", (event) => refresh(event.target.dataset.messageId));
+
+  const cardAction = async (button) => {
+    const li = button.closest("li[data-message-id]");
+    const error = $("[data-card-error]", li);
+    error.hidden = true;
+    busy(button, true, `${button.textContent}…`);
+    try {
+      await api("POST", `/api/v1/messages/${li.dataset.messageId}/card-actions/`, {
+        itemIndex: Number(button.dataset.itemIndex),
+        actionId: button.dataset.cardAction,
+      });
+      working.clicked(li.dataset.authorId, $(".msg__author", li)?.textContent || "The agent");
+      await refresh(li.dataset.messageId);
+    } catch (err) {
+      busy(button, false);
+      error.textContent = err.message;
+      error.hidden = false;
+    }
+  };
+
+  // Side threads open inline: their messages come from the same API and the same fragments.
+  const toggleThread = async (card, open) => {
+    const toggle = $("[data-thread-toggle]", card);
+    const body = $(".thread-card__body", card);
+    const expand = open ?? toggle.getAttribute("aria-expanded") !== "true";
+    toggle.setAttribute("aria-expanded", String(expand));
+    body.hidden = !expand;
+    const target = $("[data-thread-messages]", card);
+    if (!expand || !target || target.dataset.loaded) return;
+    target.dataset.loaded = "1";
+    const note = $("[data-thread-loading]", card);
+    try {
+      const history = await api("GET", `/api/v1/conversations/${card.dataset.threadId}/messages/?limit=100`);
+      for (const li of await renderMessages(history.results.map((m) => m.id))) place(li, target);
+      note.hidden = true;
+      markRead(card.dataset.threadId);
+    } catch (error) {
+      delete target.dataset.loaded;
+      note.textContent = error.status === 404 ? "Only the thread's participants can read it." : error.message;
+    }
+  };
+
+  // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
+  const mentionKeys = mentionBox(input, $("#mention-list"), targets);
+  const autosize = () => {
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
+  };
+  const submit = () => {
+    const text = input.value.trim();
+    if (!text) return;
+    input.value = "";
+    autosize();
+    send(text);
+  };
+  input.addEventListener("input", autosize);
+  input.addEventListener("keydown", (event) => {
+    if (mentionKeys(event)) return;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit();
+    }
+  });
+  $("[data-composer]").addEventListener("submit", (event) => {
+    event.preventDefault();
+    submit();
+  });
+
+  // Keyboard: arrows walk the messages once the list has focus.
+  list.addEventListener("keydown", (event) => {
+    const items = $$(":scope > li", list);
+    if (!items.length || !["ArrowUp", "ArrowDown", "Home", "End"].includes(event.key)) return;
+    if (event.target.closest("input, textarea, select")) return;
+    const current = items.indexOf(event.target.closest(":scope > li"));
+    let next = { Home: 0, End: items.length - 1 }[event.key];
+    if (next === undefined) {
+      next = current === -1 ? items.length - 1 : current + (event.key === "ArrowDown" ? 1 : -1);
+    }
+    if (items[next]) {
+      event.preventDefault();
+      items[next].focus();
+    }
+  });
+  scroller.addEventListener("scroll", () => nearBottom() && (jump.hidden = true));
+  jump.addEventListener("click", () => {
+    toBottom();
+    input.focus();
+  });
+
+  const catchUp = async () => {
+    const last = $$(":scope > li[data-message-id]", list).at(-1);
+    if (!last) return;
+    const newer = await api("GET", `/api/v1/conversations/${conversationId}/messages/?after=${last.dataset.messageId}&limit=200`).catch(() => null);
+    for (const li of await renderMessages(newer?.results.map((m) => m.id) || [])) place(li);
+  };
+
+  onLive(async (event) => {
+    switch (event.type) {
+      case "message.created": {
+        const { message } = event;
+        if (message.conversationId === conversationId) {
+          await arrive(message);
+          if (message.author?.type === "agent") working.spoke(message.author.id);
+          if (message.author?.type === "person" && message.kind === "text") {
+            capped.hidden = true;
+            if (message.author.id !== me) working.expect(message);
+          }
+        } else {
+          const thread = $(`[data-thread-of="${message.conversationId}"][data-loaded]`);
+          if (thread) {
+            const [li] = await renderMessages([message.id]).catch(() => []);
+            if (li) place(li, thread);
+            markRead(message.conversationId);
+          }
+        }
+        break;
+      }
+      case "message.updated":
+        if (stored(event.message.id)) refresh(event.message.id);
+        break;
+      case "conversation.capped":
+        if (event.conversationId === conversationId) {
+          $("[data-capped-text]").textContent = `${event.streak} agent messages in a row reached this conversation's limit of ${event.cap}.`;
+          capped.hidden = false;
+        }
+        break;
+      case "conversation.updated":
+        if (event.conversation?.id === conversationId) capped.hidden = !event.conversation.capped;
+        break;
+      case "task.created":
+      case "task.progress":
+      case "task.finished":
+        working.task(event);
+        break;
+      case "live.resumed":
+        catchUp();
+        break;
+    }
+  });
+
+  // Messages still in the outbox from an earlier visit: show them, unsent, with Retry.
+  for (const item of outbox.all()) {
+    if ($$(":scope > li", list).some((li) => li.dataset.ref === item.ref)) {
+      outbox.drop(item.ref);
+      continue;
+    }
+    setLocalState(localItem(item.ref, item.text), "failed", "This message was not confirmed before you left the page.");
+  }
+  group();
+  toBottom();
+  markRead();
+  document.addEventListener("visibilitychange", () => markRead());
+  working.resume();
+  if (!matchMedia("(pointer: coarse)").matches) input.focus();
+}
+
+// ---- tasks, agents, artifacts: live regions ---------------------------------------------------
+
+/** One progress event in words (as templates/agents/_event_text.html says it). */
+function eventText(data) {
+  if (data.message) return data.message;
+  if (data.kind === "session") return "Session started";
+  if (data.kind === "text_delta") return `Writing: ${data.text || ""}`;
+  if (data.tool || data.name) return `Using tool ${data.tool || data.name}`;
+  if (data.text) return `${data.kind || "text"}: ${data.text}`;
+  return data.kind || JSON.stringify(data);
+}
+
+function initLivePages() {
+  onLive((event) => {
+    const task = event.task;
+    const taskId = task?.id || event.taskId;
+    if (page.page === "tasks" && event.type.startsWith("task.")) {
+      const row = $(`[data-task-id="${taskId}"] [data-task-progress]`);
+      if (event.type === "task.progress" && row) {
+        row.textContent = eventText(event.data || {});
+      } else {
+        soon("tasks", () => refreshRegions("tasks"));
+      }
+    }
+    if (page.page === "task" && taskId === page.taskId) {
+      if (event.type === "task.progress") {
+        const item = document.createElement("li");
+        const seq = document.createElement("span");
+        seq.className = "timeline__seq";
+        seq.textContent = `#${event.seq}`;
+        const text = document.createElement("span");
+        text.className = "timeline__text";
+        text.textContent = eventText(event.data || {});
+        item.append(seq, " ", text);
+        $("[data-no-events]")?.remove();
+        $("[data-events]")?.prepend(item);
+      } else {
+        soon("task", () => refreshRegions("task"), 150);
+      }
+    }
+    if (page.page === "agents" && event.type.startsWith("task.")) soon("agents", () => refreshRegions("agents"), 1000);
+    if (page.page === "artifact" && event.artifact?.id === page.artifactId) {
+      if (event.type === "artifact.commented") refreshRegions("comments");
+      if (event.type === "artifact.updated") refreshRegions("artifact");
+    }
+  });
+}
+
+initFurniture();
+initForms();
+initShell();
+initConversation();
+initLivePages();
+connectLive();

@@ -1,0 +1,102 @@
+"""Helpers for tests in a real browser: headless Debian Chromium driven by Playwright (sync API)
+against a real daphne server on the test database, with real agent bridges."""
+
+import copy
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from playwright.sync_api import expect
+
+from artifacts.card_library import SEED_TEMPLATES
+from workspaces.models import User
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+PASSWORD = "pw-ui-test-83415"
+WAIT = 15_000  # ms: a live event, a bridge reply
+
+
+class Orm:
+    """Runs database work on one worker thread. Playwright's sync API keeps an event loop
+    running on the test's own thread, where Django (rightly) refuses synchronous queries."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orm")
+
+    def __call__(self, fn, *args, **kwargs):
+        return self.pool.submit(fn, *args, **kwargs).result(timeout=60)
+
+    def close(self):
+        from django.db import connections
+
+        self.pool.submit(connections.close_all).result()
+        self.pool.shutdown()
+
+
+def person(username: str, name: str) -> User:
+    return User.objects.create_user(
+        username, f"{username}@example.com", PASSWORD, display_name=name
+    )
+
+
+def log_in(browser, server, username: str, viewport=LAPTOP):
+    """A fresh browser context logged in through the real login form; returns its page."""
+    context = browser.new_context(viewport=viewport, base_url=server.url)
+    page = context.new_page()
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/login/" not in url)
+    return page
+
+
+def live(page):
+    """Wait until the page's live socket said hello."""
+    expect(page.locator("body")).to_have_attribute("data-live", "connected", timeout=WAIT)
+    return page
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    page.mouse.move(size["width"] - 1, size["height"] - 1)  # no hover highlight in the picture
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def run_bridge_command(command: str, workdir, options: str = "{}"):
+    """Run the `agntchat-bridge --url … --key …` line the agent page shows, as shown."""
+    args = shlex.split(command)
+    assert args[0] == "agntchat-bridge" and args[1] == "--url" and args[3] == "--key", command
+    assert args[4].startswith("agk_"), command
+    return subprocess.Popen(
+        [sys.executable, "-m", "agents.bridge", *args[1:], "--workdir", str(workdir)],
+        env=dict(os.environ, AGNTCHAT_BACKEND_OPTIONS=options),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def hotel_card() -> dict:
+    """The hotels sample of the card library, without pictures (the test machine is offline)."""
+    sample = copy.deepcopy(next(t["sample"] for t in SEED_TEMPLATES if t["name"] == "hotels"))
+    for item in sample["items"]:
+        item.pop("image", None)
+    return sample

@@ -1,0 +1,357 @@
+"""The product in a real browser: Alice starts a team, creates an agent and runs its bridge, and
+works with it live beside Bob; Charlie, an outsider, sees nothing. Screens are saved under
+docs/screenshots/ (laptop and phone widths) as the story goes.
+
+Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from agents import actions as agent_actions
+from agents.models import Agent
+from artifacts import actions as artifact_actions
+from artifacts.models import Artifact
+from conversations.actions import add_participant, create_conversation, post_message
+from conversations.models import Conversation
+from tests.socket_helpers import Daphne
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LAPTOP,
+    PASSWORD,
+    PHONE,
+    WAIT,
+    Orm,
+    hotel_card,
+    live,
+    log_in,
+    person,
+    run_bridge_command,
+    shot,
+)
+from workspaces.actions import create_team_workspace
+from workspaces.models import Workspace
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def orm():
+    runner = Orm()
+    yield runner
+    runner.close()
+
+
+@pytest.fixture
+def cast(orm):
+    """Alice and Bob will share a team; Charlie is an outsider with his own."""
+
+    def build():
+        alice, bob, charlie = (
+            person("alice", "Alice Martin"),
+            person("bob", "Bob Okafor"),
+            person("charlie", "Charlie Brandt"),
+        )
+        create_team_workspace(charlie, "Charlie's shop")
+        return alice, bob, charlie
+
+    return orm(build)
+
+
+@pytest.fixture
+def server(cast):
+    daphne = Daphne()
+    yield daphne
+    daphne.stop()
+
+
+@pytest.fixture
+def browser(server):
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
+    alice_user, bob_user, _ = cast
+
+    # Alice logs in and starts a team workspace.
+    page = browser.new_context(viewport=LAPTOP, base_url=server.url).new_page()
+    page.goto("/login/")
+    shot(page, "laptop-01-log-in")
+    page.get_by_label("Username").fill("alice")
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Your personal workspace")).to_be_visible()
+    page.locator("summary.switcher__current").click()
+    page.get_by_role("link", name="New team workspace").click()
+    page.get_by_label("Workspace name").fill("Tide Lab")
+    page.get_by_role("button", name="Create workspace").click()
+    expect(page.get_by_role("heading", name="Tide Lab has no channels yet")).to_be_visible()
+    team = orm(Workspace.objects.select_related("owner").get, name="Tide Lab")
+    assert team.owner == alice_user and team.kind == "team"
+    shot(page, "laptop-02-new-workspace")
+
+    # She creates a scripted agent, makes a key and runs the bridge command the page shows.
+    page.get_by_role("link", name="Create an agent").click()
+    page.get_by_label("Name", exact=True).fill("Nova")
+    page.get_by_label("Handle").fill("nova")
+    page.get_by_label("Role").fill("researcher")
+    page.get_by_label("Capabilities").fill("research, oceans")
+    page.get_by_label("Backend").select_option("scripted")
+    page.get_by_role("button", name="Create agent").click()
+    expect(page.get_by_text("Nova is created.")).to_be_visible()
+    nova = orm(Agent.objects.get, owner=alice_user, handle="nova")
+    assert (nova.backend, nova.capabilities) == ("scripted", ["research", "oceans"])
+    page.get_by_label("Key name").fill("laptop")
+    page.get_by_role("button", name="Create key").click()
+    command = page.locator("#bridge-command")
+    expect(command).to_contain_text("--key agk_")
+    assert command.inner_text().startswith(f"agntchat-bridge --url {server.url} --key agk_")
+    expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
+    bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
+    # The page notices the bridge come online by itself.
+    expect(page.locator(".stat", has_text="Status")).to_contain_text("Online", timeout=WAIT)
+    shot(page, "laptop-03-agent-key")
+    # Her personality edits are kept; a sudden large cut is refused in words unless she forces it.
+    personality = page.get_by_label("Personality of Nova")
+    personality.fill("Nova is patient and precise. " * 10)
+    page.get_by_role("button", name="Save personality").click()
+    expect(page.locator(".revisions li")).to_have_count(1)
+    personality.fill("Terse.")
+    page.get_by_role("button", name="Save personality").click()
+    expect(page.get_by_text("that looks like a mistake. The owner can force it.")).to_be_visible()
+    page.get_by_label("I own Nova: save it anyway").check()
+    page.get_by_role("button", name="Save personality").click()
+    expect(page.locator(".revisions li").first).to_contain_text("forced")
+    try:
+        _conversation(orm, server, browser, page, team, nova, cast)
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def _conversation(orm, server, browser, page, team, nova, cast):
+    alice_user, bob_user, _ = cast
+    # #general with Nova taking part.
+    page.get_by_role("link", name="New channel").click()
+    page.get_by_label("Name", exact=True).fill("general")
+    page.get_by_label("Nova").check()
+    page.get_by_role("button", name="Create channel").click()
+    expect(page.get_by_text("This is the very beginning of #general.")).to_be_visible()
+    general = orm(Conversation.objects.get, workspace=team, title="general")
+
+    # Alice invites Bob with a link; Bob accepts it and lands in #general.
+    page.get_by_role("link", name="Members & invites").click()
+    page.get_by_role("button", name="Create invite link").click()
+    invite = page.locator("#invite-url")
+    expect(invite).to_contain_text("/invite/inv_")
+    bob = log_in(browser, server, "bob")
+    bob.goto(invite.inner_text())
+    bob.get_by_role("button", name="Accept invitation").click()
+    expect(bob.get_by_role("heading", name="general")).to_be_visible()
+    live(bob)
+
+    # Charlie, an outsider, cannot open #general, and his live socket must stay silent.
+    charlie = log_in(browser, server, "charlie")
+    heard = []
+    charlie.on("websocket", lambda ws: ws.on("framereceived", lambda frame: heard.append(frame)))
+    assert charlie.goto(f"/w/{team.id}/c/{general.id}/").status == 404
+    charlie.goto("/")
+    live(charlie)
+
+    # Alice asks Nova, with @mention autocomplete; the reply arrives live for Alice and Bob.
+    page.get_by_role("link", name="general").first.click()
+    live(page)
+    composer = page.get_by_label("Message #general")
+    composer.press_sequentially("@no")
+    expect(page.get_by_role("option", name=re.compile("Nova"))).to_be_visible()
+    composer.press("Enter")
+    expect(composer).to_have_value("@nova ")
+    composer.press_sequentially("when is high tide?")
+    composer.press("Enter")
+    expect(composer).to_have_value("")
+    expect(page.locator("[data-working]")).to_contain_text("Nova is working…", timeout=WAIT)
+    reply = "Echo: @nova when is high tide?"
+    expect(page.locator(".msg--agent", has_text=reply)).to_be_visible(timeout=WAIT)
+    expect(bob.locator(".msg--person", has_text="when is high tide?")).to_be_visible()
+    expect(bob.locator(".msg--agent", has_text=reply)).to_be_visible(timeout=WAIT)
+    expect(page.locator("[data-working]")).to_be_empty(timeout=WAIT)
+
+    # Bob answers; Alice sees it live. A failed send shows Retry and is not lost.
+    bob_composer = bob.get_by_label("Message #general")
+    bob_composer.fill("Morning! I'll check the buoys.")
+    bob_composer.press("Enter")
+    expect(page.locator(".msg", has_text="I'll check the buoys.")).to_be_visible(timeout=WAIT)
+    messages_api = "**/api/v1/conversations/*/messages/"
+    page.route(messages_api, lambda route: route.abort())
+    composer.fill("Thanks Bob")
+    composer.press("Enter")
+    failed = page.locator(".msg.is-failed", has_text="Thanks Bob")
+    expect(failed).to_contain_text("Not sent")
+    page.unroute(messages_api)
+    failed.get_by_role("button", name="Retry").click()
+    expect(page.locator(".msg[data-message-id]", has_text="Thanks Bob")).to_have_count(1)
+    expect(bob.locator(".msg", has_text="Thanks Bob")).to_have_count(1, timeout=WAIT)
+    shot(page, "laptop-04-conversation")
+
+    # Nova pulls another agent into a side thread: a card appears under its message, live.
+    orm(agent_actions.create_agent, bob_user, name="Rex", handle="rex", backend="scripted")
+    origin = orm(
+        post_message,
+        nova,
+        general,
+        'Checking the tables.\n<dm target="Rex">Can you verify the tides?</dm>',
+    )
+    thread = orm(Conversation.objects.get, kind="thread", parent_message=origin)
+    card = page.locator(f'[data-thread-id="{thread.id}"]')
+    expect(card).to_contain_text("In progress", timeout=WAIT)
+    expect(card).to_contain_text("Nova ↔ Rex")
+    bob_card = bob.locator(f'[data-thread-id="{thread.id}"]')
+    expect(bob_card).to_contain_text("In progress", timeout=WAIT)
+    # Alice takes part in it: she opens it inline and resolves it; Bob's card follows live.
+    orm(add_participant, thread, user=alice_user)
+    page.reload()
+    card.get_by_role("button", name=re.compile("Nova ↔ Rex")).click()
+    expect(card.locator(".msg", has_text="Can you verify the tides?")).to_be_visible()
+    card.get_by_label("Resolve with a summary").fill("High tide at 06:12, confirmed by Rex.")
+    shot(page, "laptop-05-side-thread")
+    card.get_by_role("button", name="Resolve thread").click()
+    expect(card).to_contain_text("Resolved", timeout=WAIT)
+    expect(bob_card).to_contain_text("Resolved", timeout=WAIT)
+    expect(bob_card).to_contain_text("High tide at 06:12, confirmed by Rex.")
+    assert orm(lambda: Conversation.objects.get(pk=thread.pk).thread_status) == "resolved"
+
+    # A result card renders; its button sends the click to Nova, whose follow-up arrives live.
+    cards = orm(post_message, nova, general, "", payload={"card": hotel_card()})
+    result = page.locator(f'[data-message-id="{cards.id}"]')
+    expect(result.locator(".cards")).to_contain_text("Memmo Alfama", timeout=WAIT)
+    expect(bob.locator(f'[data-message-id="{cards.id}"] .cards')).to_contain_text("Memmo Alfama")
+    result.get_by_role("button", name="Book").first.click()
+    expect(result.get_by_role("button", name="Book ✓")).to_be_disabled(timeout=WAIT)
+    follow_up = "Echo: Alice Martin chose “Book” on “Memmo Alfama”"
+    expect(page.locator(".msg--agent", has_text=follow_up)).to_be_visible(timeout=WAIT)
+    expect(bob.locator(".msg--agent", has_text=follow_up)).to_be_visible(timeout=WAIT)
+    bob_result = bob.locator(f'[data-message-id="{cards.id}"]')
+    expect(bob_result.get_by_role("button", name="Book ✓")).to_be_disabled(timeout=WAIT)
+    shot(page, "laptop-06-result-card")
+
+    # An artifact arrives as a chip; its page shows it, then a second version and the diff.
+    artifact = orm(
+        artifact_actions.publish_artifact,
+        nova,
+        general,
+        "Tide report",
+        "markdown",
+        "# Tide report\n\n- High tide 06:12\n",
+    )
+    chip = page.locator(f'[data-artifact-id="{artifact.id}"]')
+    expect(chip).to_contain_text("Tide report", timeout=WAIT)
+    chip.click()
+    expect(page.locator("[data-artifact-body] h1")).to_have_text("Tide report")
+    live(page)
+    orm(
+        lambda: artifact_actions.update_artifact(
+            nova,
+            Artifact.objects.select_related("conversation").get(pk=artifact.pk),
+            "# Tide report\n\n- High tide 06:12\n- Low tide 12:30\n",
+            "Add the low tide",
+        )
+    )
+    expect(page.locator("[data-versions]")).to_contain_text("v2", timeout=WAIT)
+    expect(page.locator("[data-versions]")).to_contain_text("Add the low tide")
+    page.get_by_role("button", name="Show changes").click()
+    expect(page.get_by_role("heading", name="Changes from v1 to v2")).to_be_visible()
+    expect(page.locator(".diff-ins")).to_contain_text("Low tide 12:30")
+    page.get_by_label("Add a comment").fill("Add the evening tide next.")
+    page.get_by_role("button", name="Comment", exact=True).click()
+    expect(page.locator(".comment")).to_contain_text("Add the evening tide next.")
+    shot(page, "laptop-07-artifact-diff")
+
+    # Charlie's socket was open all along and never carried any of it; the pages are 404.
+    assert heard, "Charlie's live socket never connected"
+    assert not [f for f in heard if "tide" in str(f).lower() or str(general.id) in str(f)]
+    assert charlie.goto(f"/app/messages/?ids={origin.id},{cards.id}").status == 404
+    assert charlie.goto(f"/w/{team.id}/artifacts/{artifact.id}/").status == 404
+
+    # A long history pages back as one scrolls up, to its first message.
+    def archive():
+        room = create_conversation(alice_user, team, kind="channel", title="archive")
+        for n in range(1, 76):
+            post_message(alice_user, room, f"Reading number {n}")
+        return room
+
+    room = orm(archive)
+    page.goto(f"/w/{team.id}/c/{room.id}/")
+    expect(page.locator(".msg[data-message-id]")).to_have_count(50)
+    expect(page.get_by_text("Reading number 75")).to_be_visible()
+    page.locator("[data-scroller]").evaluate("el => el.scrollTop = 0")
+    expect(page.get_by_text("Reading number 1", exact=True)).to_be_attached(timeout=WAIT)
+    expect(page.locator(".msg[data-message-id]")).to_have_count(75)
+    expect(page.get_by_text("This is the very beginning of #archive.")).to_be_visible()
+
+    _tasks_and_phone(server, browser, page, team, general, nova, artifact)
+
+
+def _tasks_and_phone(server, browser, page, team, general, nova, artifact):
+    # A task for Nova: progress streams in and the result appears without a reload.
+    page.goto(f"/w/{team.id}/tasks/")
+    page.get_by_label("Agent", exact=True).select_option(label="Nova — researcher")
+    page.get_by_label("Instructions").fill("Summarise this week's tide readings.")
+    page.get_by_role("button", name="Start task").click()
+    expect(page.get_by_role("heading", name="Task for Nova")).to_be_visible()
+    expect(page.locator("[data-task-status]")).to_contain_text("Completed", timeout=WAIT)
+    expect(page.locator(".result")).to_contain_text("Echo: Summarise this week's tide readings.")
+    expect(page.locator("[data-events] li").first).to_contain_text("#")
+    shot(page, "laptop-08-task")
+    # Without a named agent the owner is scored; the page shows every part of the score.
+    page.goto(f"/w/{team.id}/tasks/")
+    page.locator("summary", has_text="New task").click()
+    page.get_by_label("Instructions").fill("Research the ocean currents near the harbour.")
+    page.get_by_role("button", name="Start task").click()
+    expect(page.get_by_role("heading", name="How the owner was chosen")).to_be_visible()
+    expect(page.locator(".is-winner")).to_contain_text("Nova")
+    expect(page.locator("[data-task-status]")).to_contain_text("Completed", timeout=WAIT)
+    shot(page, "laptop-09-task-scores")
+    page.goto(f"/w/{team.id}/tasks/")
+    shot(page, "laptop-10-tasks")
+    page.goto(f"/w/{team.id}/agents/")
+    expect(page.locator(f'tr[data-agent-id="{nova.id}"]')).to_contain_text("Online")
+    shot(page, "laptop-11-agents")
+    page.goto(f"/w/{team.id}/members/")
+    shot(page, "laptop-12-members")
+    page.goto(f"/w/{team.id}/c/{general.id}/settings/")
+    shot(page, "laptop-13-settings")
+
+    # The same product at phone width: the sidebar hides behind a button.
+    phone = browser.new_context(
+        viewport=PHONE, base_url=server.url, storage_state=page.context.storage_state()
+    ).new_page()
+    phone.goto(f"/w/{team.id}/c/{general.id}/")
+    live(phone)
+    expect(phone.locator("#sidebar")).not_to_be_visible()
+    shot(phone, "phone-01-conversation")
+    phone.get_by_role("button", name="Open navigation").click()
+    expect(phone.locator("#sidebar").get_by_role("link", name="general")).to_be_visible()
+    phone.wait_for_function(
+        "getComputedStyle(document.querySelector('#sidebar')).transform == 'none'"
+    )
+    shot(phone, "phone-02-navigation")
+    phone.keyboard.press("Escape")
+    expect(phone.locator("#sidebar")).not_to_be_visible()
+    phone.get_by_label("Message #general").fill("Sent from my phone")
+    phone.get_by_label("Message #general").press("Enter")
+    expect(phone.locator(".msg[data-message-id]", has_text="Sent from my phone")).to_be_visible()
+    phone.goto(f"/w/{team.id}/artifacts/{artifact.id}/?from=1&to=2")
+    shot(phone, "phone-03-artifact")
+    phone.goto(f"/w/{team.id}/agents/{nova.id}/")
+    shot(phone, "phone-04-agent")
+    phone.context.clear_cookies()
+    phone.goto("/login/")
+    shot(phone, "phone-05-log-in")
+    phone.get_by_role("link", name="Create an account").click()
+    shot(phone, "phone-06-sign-up")

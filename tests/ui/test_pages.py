@@ -1,0 +1,199 @@
+"""The pages of the browser app, without a browser: who sees what, and that a page never changes
+anything it should not. Alice owns team A with Bob; Charlie is an outsider with team B."""
+
+import pytest
+
+from agents import actions as agent_actions
+from agents.tasks import create_task
+from artifacts.actions import publish_artifact
+from conversations.actions import post_message
+from conversations.models import Conversation, Participant
+from workspaces.models import Workspace
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def story(alice, bob, charlie, team_a, team_b, nova, channel):
+    message = post_message(alice, channel, "Hello **team**")
+    task = create_task(alice, team_a, nova, "Summarise the week.")
+    artifact = publish_artifact(nova, channel, "Plan", "markdown", "# Plan")
+    return {"message": message, "task": task, "artifact": artifact}
+
+
+def pages(team, channel, nova, story) -> list[str]:
+    w = f"/w/{team.id}"
+    return [
+        f"{w}/",
+        f"{w}/members/",
+        f"{w}/agents/",
+        f"{w}/agents/new/",
+        f"{w}/agents/{nova.id}/",
+        f"{w}/tasks/",
+        f"{w}/tasks/{story['task'].id}/",
+        f"{w}/c/{channel.id}/",
+        f"{w}/c/{channel.id}/settings/",
+        f"{w}/channels/new/",
+        f"{w}/direct/",
+        f"{w}/artifacts/{story['artifact'].id}/",
+        f"/app/w/{team.id}/sidebar/",
+        f"/app/messages/?ids={story['message'].id}",
+    ]
+
+
+def snapshot():
+    return (
+        Conversation.objects.count(),
+        Participant.objects.count(),
+        sorted(Participant.objects.values_list("last_read_at", flat=True), key=str),
+    )
+
+
+def test_members_can_open_every_page(client, alice, bob, team_a, channel, nova, story):
+    for person in (alice, bob):
+        client.force_login(person)
+        for url in pages(team_a, channel, nova, story):
+            response = client.get(url, follow=True)
+            assert response.status_code == 200, (person.username, url)
+
+
+def test_an_outsider_gets_not_found_everywhere_and_changes_nothing(
+    client, charlie, team_a, team_b, channel, nova, story
+):
+    client.force_login(charlie)
+    before = snapshot()
+    for url in pages(team_a, channel, nova, story):
+        assert client.get(url).status_code == 404, url
+    w = f"/w/{team_a.id}"
+    assert client.post(f"{w}/c/{channel.id}/agents/", {"agent": nova.id}).status_code == 404
+    assert client.post(f"{w}/direct/", {"agent": nova.id}).status_code == 404
+    assert client.post(f"{w}/channels/new/", {"title": "x"}).status_code == 404
+    assert client.post(f"/app/conversations/{channel.id}/read/").status_code == 404
+    # Team A's conversation through Charlie's own workspace is not found either.
+    assert client.get(f"/w/{team_b.id}/c/{channel.id}/").status_code == 404
+    assert client.get(f"/w/{team_b.id}/artifacts/{story['artifact'].id}/").status_code == 404
+    assert client.get(f"/w/{team_b.id}/tasks/{story['task'].id}/").status_code == 404
+    assert snapshot() == before
+
+
+def test_logged_out_visitors_are_sent_to_log_in(client, team_a, channel, nova, story):
+    for url in pages(team_a, channel, nova, story):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/login/"), url
+
+
+def test_message_fragments_are_rendered_safely(client, alice, channel):
+    hostile = post_message(
+        alice,
+        channel,
+        "<script>alert(1)</script> **bold** [x](javascript:alert(1)) <img src=x onerror=alert(1)>",
+    )
+    client.force_login(alice)
+    html = client.get(f"/app/messages/?ids={hostile.id}").content.decode()
+    assert "<strong>bold</strong>" in html
+    assert "<script" not in html and "<img" not in html and 'href="javascript' not in html
+    assert "&lt;script&gt;" in html  # raw HTML is shown as text, never run
+
+
+def test_fragments_keep_the_order_asked_and_skip_what_cannot_be_seen(
+    client, alice, charlie, team_b, channel
+):
+    first = post_message(alice, channel, "first")
+    second = post_message(alice, channel, "second")
+    from conversations.actions import create_conversation
+
+    elsewhere = create_conversation(charlie, team_b, kind="channel", title="b")
+    hidden = post_message(charlie, elsewhere, "charlie's secret")
+    client.force_login(alice)
+    html = client.get(f"/app/messages/?ids={second.id},{hidden.id},{first.id}").content.decode()
+    assert html.index("second") < html.index("first")
+    assert "charlie's secret" not in html
+
+
+def test_a_direct_conversation_with_an_agent_is_opened_once(client, alice, team_a, nova):
+    client.force_login(alice)
+    first = client.post(f"/w/{team_a.id}/direct/", {"agent": nova.id})
+    second = client.post(f"/w/{team_a.id}/direct/", {"agent": nova.id})
+    assert first.status_code == second.status_code == 302
+    assert first["Location"] == second["Location"]
+    direct = Conversation.objects.get(kind="direct")
+    assert {(p.user_id, p.agent_id) for p in direct.participants.all()} == {
+        (alice.id, None),
+        (None, nova.id),
+    }
+
+
+def test_adding_an_agent_makes_it_take_part(client, alice, charlie, team_a, channel):
+    rex = agent_actions.create_agent(alice, name="Rex", handle="rex", backend="scripted")
+    strangers_agent = agent_actions.create_agent(charlie, name="Spy", backend="scripted")
+    client.force_login(alice)
+    url = f"/w/{team_a.id}/c/{channel.id}/agents/"
+    assert client.post(url, {"agent": rex.id}).status_code == 302
+    assert channel.participants.filter(agent=rex).exists()
+    before = snapshot()
+    assert client.post(url, {"agent": strangers_agent.id}).status_code == 404
+    assert snapshot() == before
+
+
+def test_a_new_channel_takes_the_chosen_agents(client, alice, team_a, nova):
+    client.force_login(alice)
+    response = client.post(
+        f"/w/{team_a.id}/channels/new/", {"title": "#research", "agents": [nova.id]}
+    )
+    created = Conversation.objects.get(title="research")
+    assert response["Location"] == f"/w/{team_a.id}/c/{created.id}/"
+    assert created.kind == "channel" and created.participants.filter(agent=nova).exists()
+    blank = client.post(f"/w/{team_a.id}/channels/new/", {"title": "  "})
+    assert "Give the channel a name" in blank.content.decode()
+
+
+def test_reading_a_conversation_clears_its_unread_count(client, alice, bob, team_a, channel):
+    post_message(alice, channel, "one")
+    post_message(alice, channel, "two")
+    client.force_login(bob)
+    sidebar = client.get(f"/app/w/{team_a.id}/sidebar/").content.decode()
+    assert "<span data-unread-count>2</span>" in sidebar
+    assert client.post(f"/app/conversations/{channel.id}/read/").status_code == 204
+    sidebar = client.get(f"/app/w/{team_a.id}/sidebar/").content.decode()
+    assert "<span data-unread-count>2</span>" not in sidebar
+
+
+def test_owner_only_controls_are_shown_only_to_the_owner(client, alice, bob, team_a):
+    client.force_login(alice)
+    owner_page = client.get(f"/w/{team_a.id}/members/").content.decode()
+    assert "Delete workspace" in owner_page and "Create invite link" in owner_page
+    assert 'value="admin"' in owner_page  # the owner may invite admins and change roles
+    client.force_login(bob)
+    member_page = client.get(f"/w/{team_a.id}/members/").content.decode()
+    assert "Delete workspace" not in member_page and "Create invite link" not in member_page
+    assert "Leave workspace" in member_page
+
+
+def test_an_agent_page_shows_keys_and_personality_to_its_owner_only(
+    client, alice, bob, team_a, nova
+):
+    client.force_login(alice)
+    mine = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
+    assert "Create key" in mine and "Save personality" in mine
+    client.force_login(bob)
+    theirs = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
+    assert "Create key" not in theirs and "Save personality" not in theirs
+
+
+def test_signup_goes_on_to_the_invitation_but_never_off_site(client):
+    fields = {"password1": "pw-dora-881234", "password2": "pw-dora-881234", "email": ""}
+    response = client.post("/signup/?next=/invite/inv_abc/", {"username": "dora", **fields})
+    assert response["Location"] == "/invite/inv_abc/"
+    client.logout()
+    response = client.post(
+        "/signup/", {"username": "eve", "next": "https://evil.example/", **fields}
+    )
+    assert response["Location"] == "/"
+
+
+def test_home_opens_the_last_workspace_used(client, alice, team_a):
+    client.force_login(alice)
+    personal = Workspace.objects.get(owner=alice, kind="personal")
+    assert client.get("/")["Location"] == f"/w/{personal.id}/"
+    client.get(f"/w/{team_a.id}/members/")
+    assert client.get("/")["Location"] == f"/w/{team_a.id}/"
