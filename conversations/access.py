@@ -20,8 +20,15 @@ def conversations_visible_to(actor):
         )
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=actor)
     taking_part = Participant.objects.filter(conversation_id=OuterRef("pk"), user=actor)
+    # A side thread is readable by whoever can read the conversation it hangs off (THR-2).
+    in_origin = Participant.objects.filter(
+        conversation_id=OuterRef("parent_message__conversation_id"), user=actor
+    )
+    readable_thread = Q(kind=Conversation.Kind.THREAD) & (
+        Q(parent_message__conversation__kind=Conversation.Kind.CHANNEL) | Exists(in_origin)
+    )
     return Conversation.objects.filter(Exists(member)).filter(
-        Q(kind=Conversation.Kind.CHANNEL) | Exists(taking_part)
+        Q(kind=Conversation.Kind.CHANNEL) | Exists(taking_part) | readable_thread
     )
 
 
@@ -47,7 +54,8 @@ def access_message(actor, message_id) -> Message:
 
 
 def audience_user_ids(conversation: Conversation) -> list:
-    """People who can read a conversation: for live events and unread counts."""
+    """People who can read a conversation: for live events and unread counts. (A side thread's
+    readers are its origin conversation's; see audience_topics.)"""
     if conversation.kind == Conversation.Kind.CHANNEL:
         return list(
             Membership.objects.filter(workspace_id=conversation.workspace_id).values_list(

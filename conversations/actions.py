@@ -55,7 +55,9 @@ def create_conversation(
             created_by=None if _is_agent(creator) else creator,
         )
         rows = [Participant(conversation=conversation, user_id=u) for u in sorted(members)]
-        rows += [Participant(conversation=conversation, agent_id=a) for a in agent_order if a in agents]
+        rows += [
+            Participant(conversation=conversation, agent_id=a) for a in agent_order if a in agents
+        ]
         if _is_agent(creator) and str(creator.id) not in agents:
             rows.append(Participant(conversation=conversation, agent=creator))
         Participant.objects.bulk_create(rows)
@@ -225,6 +227,8 @@ def announce_message(message: Message, event_type: str) -> None:
 
 def audience_topics(conversation: Conversation) -> list[str]:
     """Live topics of every browser that may read CONVERSATION."""
+    if conversation.kind == Conversation.Kind.THREAD and conversation.parent_message_id:
+        return audience_topics(conversation.parent_message.conversation)
     if conversation.kind == Conversation.Kind.CHANNEL:
         return [f"workspace.{conversation.workspace_id}"]
     return [f"user.{u}" for u in audience_user_ids(conversation)]

@@ -127,9 +127,11 @@ def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
         )
     if thread.kind != Conversation.Kind.THREAD:
         raise AppError("Only a side thread can be resolved.", code="not_a_thread")
-    participant = Participant.objects.filter(conversation=thread)
-    is_agent = getattr(actor, "handle", None) is not None
-    if not participant.filter(**({"agent": actor} if is_agent else {"user": actor})).exists():
+    from conversations.access import conversations_visible_to
+
+    # Agents resolve threads they take part in; people, threads they can read (those hanging
+    # off a conversation they are in).
+    if not conversations_visible_to(actor).filter(pk=thread.pk).exists():
         raise PermissionDenied("Only a participant of the thread can resolve it.")
     with transaction.atomic():
         thread = Conversation.objects.select_for_update().get(pk=thread.pk)

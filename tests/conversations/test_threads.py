@@ -103,19 +103,12 @@ def test_resolve_posts_the_summary_into_the_card_not_the_list(room, api, alice, 
     origin = post_message(nova, conversation, '<dm target="Rex">costs?</dm>Thinking.')
     thread = Conversation.objects.get(kind="thread")
     count = conversation.messages.count()
-    # Alice is not a participant of the thread: she cannot even see it (404); Charlie neither.
-    assert (
-        api(alice)
-        .post(f"/api/v1/conversations/{thread.id}/resolve/", {"summary": "x"}, format="json")
-        .status_code
-        == 404
-    )
-    assert (
-        api(charlie)
-        .post(f"/api/v1/conversations/{thread.id}/resolve/", {"summary": "x"}, format="json")
-        .status_code
-        == 404
-    )
+    # Charlie cannot even see the thread (404); Alice reads it from the channel it hangs off.
+    resolve = f"/api/v1/conversations/{thread.id}/resolve/"
+    assert api(charlie).post(resolve, {"summary": "x"}, format="json").status_code == 404
+    assert api(charlie).get(f"/api/v1/conversations/{thread.id}/messages/").status_code == 404
+    thread_messages = api(alice).get(f"/api/v1/conversations/{thread.id}/messages/").json()
+    assert thread_messages["results"][0]["body"] == "costs?"
     threads.resolve_thread(rex, thread, "Costs are 12% under plan.")
     thread.refresh_from_db()
     assert thread.thread_status == "resolved" and thread.summary == "Costs are 12% under plan."
@@ -216,3 +209,14 @@ async def test_an_agent_opens_and_resolves_a_thread_over_the_socket(room):
     assert posted["warnings"][0]["code"] == "side_thread_invalid"
     for comm in (nova_socket, rex_socket):
         await comm.disconnect()
+
+
+def test_an_agent_outside_the_thread_cannot_resolve_it(room, alice, team_a):
+    conversation, nova, rex = room
+    gus = agent_actions.create_agent(alice, name="Gus", backend="scripted")
+    post_message(nova, conversation, '<dm target="Rex">costs?</dm>')
+    thread = Conversation.objects.get(kind="thread")
+    with pytest.raises(AppError):
+        threads.resolve_thread(gus, thread, "not mine")
+    thread.refresh_from_db()
+    assert thread.thread_status == "in_progress"
