@@ -169,13 +169,14 @@ class AgentSocket(JsonSocket):
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", {"type": "work.available"})
 
-    async def fill(self) -> None:
-        """Claim as many items as this connection has room for and push them."""
+    async def fill(self, only: str | None = None) -> None:
+        """Claim as many items as this connection has room for and push them (ONLY: one lane)."""
         rooms = {
             kind: limit - sum(1 for k in self.held.values() if k == kind)
             for kind, limit in self.capacity.items()
+            if only is None or kind == only
         }
-        if max(rooms.values()) <= 0:
+        if not rooms or max(rooms.values()) <= 0:
             return
         frames = await database_sync_to_async(gateway.claim_work)(
             self.agent, self.connection_id, rooms
@@ -186,7 +187,8 @@ class AgentSocket(JsonSocket):
 
     # Events from the channel layer.
     async def work_available(self, event):
-        await self.fill()
+        # The event names the lane with new work: claim only there (a released batch: all).
+        await self.fill(event.get("kind"))
 
     async def task_cancel(self, event):
         if self.held.get(event["taskId"]) == "task":
@@ -213,7 +215,7 @@ class AgentSocket(JsonSocket):
             raise
         del self.held[item_id]
         self.remember_done(item_id, kind)
-        await self.fill()
+        await self.fill("message")
 
     def remember_done(self, item_id: str, kind: str) -> None:
         self.recently_acked[item_id] = kind
@@ -259,7 +261,7 @@ class AgentSocket(JsonSocket):
         self.held.pop(item_id, None)
         self.remember_done(item_id, "task")
         await self.send_json({"type": "result.accepted", "id": item_id})
-        await self.fill()
+        await self.fill("task")
 
     async def on_done(self, frame):
         """The agent is done in a conversation: not woken there until something new (TURN-3)."""

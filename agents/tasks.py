@@ -117,7 +117,7 @@ def create_task(
             else None,
             created_by_agent=creator if isinstance(creator, Agent) else None,
         )
-        publish(f"agent.{agent.id}", {"type": "work.available"})
+        publish(f"agent.{agent.id}", {"type": "work.available", "kind": "task"})
         _announce(task, "task.created")
     return task
 

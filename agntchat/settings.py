@@ -2,6 +2,7 @@
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -101,6 +102,11 @@ if os.environ.get("DB_POOLER") == "transaction":
     # server-side prepared statements would leak between clients, and our own pool is redundant.
     _db["OPTIONS"]["prepare_threshold"] = None
     _db["DISABLE_SERVER_SIDE_CURSORS"] = True
+elif sys.argv[1:2] == ["qcluster"]:
+    # django-q2 forks its workers after settings load: a pool created before the fork would
+    # be shared by every child (django-q2#209). Workers keep one plain connection each.
+    _db["CONN_MAX_AGE"] = 60
+    _db["CONN_HEALTH_CHECKS"] = True
 else:
     # Under ASGI each request runs in a fresh thread: persistent per-thread connections
     # exhaust PostgreSQL, a shared pool does not.

@@ -157,7 +157,6 @@ def post_message(
             reply_to=reply_to,
             client_ref=client_ref,
         )
-        Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
         if planned_threads:
             threads.open_threads(message, planned_threads)
         if wake is None:
@@ -172,6 +171,9 @@ def post_message(
             elif conversational:
                 wake = turns.start_turns(message, guarded)
         queue_for_agents(message, wake)
+        # Last, so the conversation row stays locked only for the commit: concurrent posts in
+        # one busy channel do not queue behind each other's whole transaction.
+        Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
         announce_message(message, "message.created")
         if payload.get("dm_error"):
             post_notice(
@@ -208,7 +210,7 @@ def queue_for_agents(message: Message, agent_ids) -> list[Delivery]:
         ignore_conflicts=True,
     )
     for agent_id in allowed:
-        publish(f"agent.{agent_id}", {"type": "work.available"})
+        publish(f"agent.{agent_id}", {"type": "work.available", "kind": "message"})
     return deliveries
 
 

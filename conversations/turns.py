@@ -170,16 +170,22 @@ def is_capped(conversation: Conversation) -> bool:
 
 def count_post(conversation: Conversation, actor) -> Conversation:
     """Update the loop guard for a new message (inside post_message's transaction, before the
-    insert): a person resets the streak and wakes done agents; an agent at the cap is refused."""
-    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    insert): a person resets the streak and wakes done agents; an agent at the cap is refused.
+
+    A person's post takes no lock unless there is something to reset, so people posting in one
+    busy channel do not queue behind each other. An agent's post locks the row: the cap check
+    and the increment must not race."""
     if getattr(actor, "handle", None) is None:
         if actor is not None:
-            conversation.agent_streak = 0
-            Conversation.objects.filter(pk=conversation.pk).update(agent_streak=0)
+            Conversation.objects.filter(pk=conversation.pk, agent_streak__gt=0).update(
+                agent_streak=0
+            )
             Participant.objects.filter(conversation=conversation, done_at__isnull=False).update(
                 done_at=None
             )
+        conversation.agent_streak = 0 if actor is not None else conversation.agent_streak
         return conversation
+    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if is_capped(conversation):
         raise ConversationCapped(
             f"This conversation is capped after {conversation.agent_streak} agent messages in a row; "

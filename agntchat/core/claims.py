@@ -63,7 +63,7 @@ WITH RECURSIVE ws AS (
             AND workspace_id > ws.workspace_id ORDER BY workspace_id LIMIT 1)
     FROM ws WHERE ws.workspace_id IS NOT NULL
 ),
-turns AS (
+turns AS MATERIALIZED (
     SELECT ws.workspace_id,
            (SELECT max(claimed_at) FROM {t} s
              WHERE s.agent_id = %(agent)s AND s.workspace_id = ws.workspace_id) AS served

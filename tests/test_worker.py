@@ -1,0 +1,55 @@
+"""The real django-q2 worker (ORM broker on PostgreSQL) runs our jobs with our settings."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from django_q.models import Success
+from django_q.tasks import async_task
+
+from agents import actions as agent_actions
+from conversations.actions import create_conversation, post_message
+from conversations.models import Conversation
+from tests.socket_helpers import database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_worker_abandons_an_idle_thread(alice, team_a):
+    nova = agent_actions.create_agent(alice, name="Nova", backend="scripted")
+    rex = agent_actions.create_agent(alice, name="Rex", backend="scripted")
+    room = create_conversation(alice, team_a, kind="channel", agent_ids=[nova.id, rex.id])
+    post_message(nova, room, '<dm target="Rex">costs?</dm>')
+    Conversation.objects.filter(kind="thread").update(
+        last_message_at=timezone.now() - timedelta(days=1)
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"],
+        env=dict(os.environ, DATABASE_URL=database_url(), Q_WORKERS="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        async_task("conversations.jobs.abandon_threads", task_name="test-abandon")
+        deadline = time.monotonic() + 30
+        while (
+            time.monotonic() < deadline and not Success.objects.filter(name="test-abandon").exists()
+        ):
+            time.sleep(0.2)
+        done = Success.objects.get(name="test-abandon")
+        assert done.result == 1
+        assert Conversation.objects.get(kind="thread").thread_status == "abandoned"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert b"Traceback" not in worker.stderr.read()
