@@ -321,6 +321,9 @@ class AgentSocket(JsonSocket):
         reply = {"type": "posted", "messageId": str(message.id)}
         if frame.get("ref") is not None:
             reply["ref"] = frame["ref"]
+        if message.held_at is not None:
+            # Posted, but held by the loop guard until a person speaks: ack as usual.
+            reply["held"] = True
         if message.payload.get("dm_error"):
             reply["warnings"] = [
                 {"code": "side_thread_invalid", "message": message.payload["dm_error"]}

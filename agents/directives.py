@@ -115,7 +115,9 @@ def for_message(agent: Agent, message) -> dict:
     conversation = message.conversation
     # Recent history around the message, including answers given since (earlier turns).
     recent = list(
-        Message.objects.filter(conversation=conversation, kind=Message.Kind.TEXT)
+        Message.objects.filter(
+            conversation=conversation, kind=Message.Kind.TEXT, held_at__isnull=True
+        )
         .exclude(pk=message.pk)
         .select_related("author_user", "author_agent")
         .order_by("-created_at")[:HISTORY_TURNS]

@@ -43,12 +43,16 @@ def access_conversation(actor, conversation_id) -> Conversation:
         raise ConversationNotFound() from None
 
 
+def messages_visible_to(actor):
+    """Messages of the conversations ACTOR may read, less those the loop guard holds back."""
+    return Message.objects.filter(
+        conversation__in=conversations_visible_to(actor), held_at__isnull=True
+    )
+
+
 def access_message(actor, message_id) -> Message:
-    visible = conversations_visible_to(actor)
     try:
-        return Message.objects.select_related("conversation").get(
-            pk=as_uuid(message_id), conversation__in=visible
-        )
+        return messages_visible_to(actor).select_related("conversation").get(pk=as_uuid(message_id))
     except Message.DoesNotExist:
         raise MessageNotFound() from None
 

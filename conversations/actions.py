@@ -146,8 +146,11 @@ def post_message(
         if agent_author is None and actor is not None:
             # Posting in an open channel joins it, as in any team chat.
             Participant.objects.get_or_create(conversation=conversation, user=actor)
-        guarded = turns.count_post(conversation, actor) if conversational else conversation
+        guard = (
+            turns.count_post(conversation, actor) if conversational else turns.Guard(conversation)
+        )
         message = Message.objects.create(
+            held_at=timezone.now() if guard.held else None,
             conversation=conversation,
             author_user=None if agent_author or actor is None else actor,
             author_agent=agent_author,
@@ -157,6 +160,13 @@ def post_message(
             reply_to=reply_to,
             client_ref=client_ref,
         )
+        if guard.held:
+            # Past the loop guard's cap: kept, but nobody sees or is woken by it until a
+            # person speaks (their message releases it).
+            turns.announce_capped(guard.conversation)
+            return message
+        for released in guard.released:
+            announce_message(released, "message.created")
         if planned_threads:
             threads.open_threads(message, planned_threads)
         if wake is None:
@@ -169,7 +179,7 @@ def post_message(
                     actor, conversation.workspace, agent, instructions, conversation=conversation
                 )
             elif conversational:
-                wake = turns.start_turns(message, guarded)
+                wake = turns.start_turns(message, guard.conversation)
         queue_for_agents(message, wake)
         # Last, so the conversation row stays locked only for the commit: concurrent posts in
         # one busy channel do not queue behind each other's whole transaction.

@@ -89,7 +89,7 @@ class MessageListView(APIView):
         conversation = access_conversation(request.user, conversation_id)
         query = validated(HistoryQuery, request.query_params.dict())
         messages = (
-            Message.objects.filter(conversation=conversation)
+            Message.objects.filter(conversation=conversation, held_at__isnull=True)
             .prefetch_related("threads__participants__agent", "threads__participants__user")
             .select_related("author_user", "author_agent")
         )

@@ -100,6 +100,9 @@ class Message(BaseModel):
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Held by the loop guard (TURN-2): stored, but shown to and delivered to nobody until a
+    # person speaks in the conversation.
+    held_at = models.DateTimeField(null=True, blank=True)
     # The sender's own id for this post: a retried post with the same ref is the same message.
     client_ref = models.CharField(max_length=64, blank=True)
 

@@ -24,6 +24,7 @@ def message_data(message) -> dict:
         "payload": message.payload,
         "reply_to": message.reply_to_id,
         "ref": message.client_ref or None,
+        "held": message.held_at is not None,
         "created_at": message.created_at,
         # Side threads opened by this message, as cards (THR-2).
         "threads": [thread_card(t) for t in message.threads.all()],

@@ -14,6 +14,7 @@ are a sequential queue: only the agent holding the turn gets a delivery; acking 
 
 import os
 import re
+from dataclasses import dataclass, field
 
 from django.db import transaction
 from django.db.models import F
@@ -29,13 +30,6 @@ DIRECT_CAP = 4
 GENERALIST_WORDS = {"general", "generalist"}
 WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*")
 MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][\w.-]*)")
-
-
-class ConversationCapped(AppError):
-    """Too many agent messages in a row: agents wait until a person speaks (TURN-2)."""
-
-    code = "conversation_capped"
-    status = 409
 
 
 def words(text: str) -> list[str]:
@@ -168,14 +162,25 @@ def is_capped(conversation: Conversation) -> bool:
     return conversation.agent_streak >= cap_for(conversation)
 
 
-def count_post(conversation: Conversation, actor) -> Conversation:
+@dataclass
+class Guard:
+    """The loop guard's verdict on one post."""
+
+    conversation: Conversation
+    held: bool = False  # an agent post at the cap: stored, shown and delivered to nobody yet
+    released: list = field(default_factory=list)  # held posts a person's message lets through
+
+
+def count_post(conversation: Conversation, actor) -> Guard:
     """Update the loop guard for a new message (inside post_message's transaction, before the
-    insert): a person resets the streak and wakes done agents; an agent at the cap is refused.
+    insert). A person resets the streak, wakes done agents and releases held posts; an agent's
+    post past the cap is held until a person speaks (TURN-2).
 
     A person's post takes no lock unless there is something to reset, so people posting in one
     busy channel do not queue behind each other. An agent's post locks the row: the cap check
     and the increment must not race."""
     if getattr(actor, "handle", None) is None:
+        released = []
         if actor is not None:
             Conversation.objects.filter(pk=conversation.pk, agent_streak__gt=0).update(
                 agent_streak=0
@@ -183,17 +188,20 @@ def count_post(conversation: Conversation, actor) -> Conversation:
             Participant.objects.filter(conversation=conversation, done_at__isnull=False).update(
                 done_at=None
             )
-        conversation.agent_streak = 0 if actor is not None else conversation.agent_streak
-        return conversation
+            conversation.agent_streak = 0
+            released = list(
+                Message.objects.select_for_update()
+                .filter(conversation=conversation, held_at__isnull=False)
+                .order_by("created_at")
+            )
+            Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
+        return Guard(conversation, released=released)
     conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if is_capped(conversation):
-        raise ConversationCapped(
-            f"This conversation is capped after {conversation.agent_streak} agent messages in a row; "
-            "agents wait until a person speaks."
-        )
+        return Guard(conversation, held=True)
     Conversation.objects.filter(pk=conversation.pk).update(agent_streak=F("agent_streak") + 1)
     conversation.agent_streak += 1
-    return conversation
+    return Guard(conversation)
 
 
 def start_turns(message: Message, conversation: Conversation) -> list:

@@ -10,8 +10,8 @@ from django.utils.safestring import mark_safe
 
 from agntchat.ui.shell import is_scripted
 from artifacts.rendering import render_markdown
-from conversations.access import conversations_visible_to
-from conversations.models import Message, Participant
+from conversations.access import messages_visible_to
+from conversations.models import Participant
 from conversations.payloads import message_data
 
 HUES = 8
@@ -31,7 +31,7 @@ def initials(name: str) -> str:
 def visible_messages(viewer):
     """Messages of every conversation VIEWER may read, ready for rendering."""
     return (
-        Message.objects.filter(conversation__in=conversations_visible_to(viewer))
+        messages_visible_to(viewer)
         .select_related("author_user", "author_agent", "conversation")
         .prefetch_related("threads__participants__agent", "threads__participants__user")
     )

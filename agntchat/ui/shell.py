@@ -83,7 +83,7 @@ def _with_unread(conversations, user):
     mine = Participant.objects.filter(conversation=OuterRef("pk"), user=user)
     read_at = Subquery(mine.values("last_read_at")[:1], output_field=DateTimeField())
     unread = (
-        Message.objects.filter(conversation=OuterRef("pk"))
+        Message.objects.filter(conversation=OuterRef("pk"), held_at__isnull=True)
         .filter(created_at__gt=Coalesce(OuterRef("read_at"), Value(EPOCH)))
         .exclude(author_user=user)
         .order_by()

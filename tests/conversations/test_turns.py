@@ -121,32 +121,34 @@ class TestWhoSpeaksNext:
 
 class TestLoopGuard:
     def test_the_cap_holds_at_exactly_the_group_count_and_lifts_when_a_person_speaks(
-        self, alice, cast
+        self, alice, cast, api
     ):
-        room, nova = cast["room"], cast["nova"]
+        room, nova, rex = cast["room"], cast["nova"], cast["rex"]
         for i in range(turns.GROUP_CAP):
-            post_message(nova, room, f"agent chatter {i}")
+            assert post_message(nova, room, f"agent chatter {i}").held_at is None
         room.refresh_from_db()
         assert room.agent_streak == 6 and turns.is_capped(room)
-        with pytest.raises(turns.ConversationCapped):
-            post_message(cast["rex"], room, "one more")
-        assert room.messages.count() == 6
-        # A person speaks: the cap lifts.
+        held = post_message(rex, room, "@nova one more")
+        assert held.held_at is not None and woken(held) == []
+        listed = api(alice).get(f"/api/v1/conversations/{room.id}/messages/").json()["results"]
+        assert [m["body"] for m in listed] == [f"agent chatter {i}" for i in range(6)]
+        # A person speaks: the cap lifts and the held post is let through (it wakes nobody).
         post_message(alice, room, "ok, carry on")
         room.refresh_from_db()
-        assert room.agent_streak == 0
-        post_message(cast["rex"], room, "thanks")
+        held.refresh_from_db()
+        assert room.agent_streak == 0 and held.held_at is None and woken(held) == []
+        listed = api(alice).get(f"/api/v1/conversations/{room.id}/messages/").json()["results"]
+        assert [m["body"] for m in listed][-2:] == ["@nova one more", "ok, carry on"]
+        assert post_message(rex, room, "thanks").held_at is None
 
     def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
         for i in range(turns.DIRECT_CAP):
-            post_message(cast["nova"], dm, f"m{i}")
-        with pytest.raises(turns.ConversationCapped):
-            post_message(cast["nova"], dm, "too many")
+            assert post_message(cast["nova"], dm, f"m{i}").held_at is None
+        assert post_message(cast["nova"], dm, "too many").held_at is not None
         update_settings(alice, dm, {"loop_guard": {"direct_cap": 5}})
-        post_message(cast["nova"], dm, "one more allowed")
-        with pytest.raises(turns.ConversationCapped):
-            post_message(cast["nova"], dm, "not this one")
+        assert post_message(cast["nova"], dm, "one more allowed").held_at is None
+        assert post_message(cast["nova"], dm, "not this one").held_at is not None
 
     def test_capped_shows_in_the_api(self, alice, cast, api):
         for i in range(turns.GROUP_CAP):
@@ -244,3 +246,19 @@ class TestDelegation:
         with pytest.raises(AppError, match="No agent called @nobody"):
             post_message(alice, cast["room"], "/task @nobody do it")
         assert Message.objects.filter(conversation=cast["room"]).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_held_post_is_acknowledged_to_the_agent_as_held(alice, cast):
+    nova, room = cast["nova"], cast["room"]
+    for i in range(turns.GROUP_CAP):
+        await sync_to_async(post_message)(cast["gus"], room, f"chatter {i}")
+    comm = agent_communicator(await sync_to_async(agent_session)(nova))
+    assert (await comm.connect())[0]
+    assert (await next_frame(comm))["type"] == "hello"
+    await comm.send_json_to(
+        {"type": "post", "conversationId": str(room.id), "body": "me too", "ref": "r"}
+    )
+    posted = await next_frame(comm)
+    assert posted["type"] == "posted" and posted["held"] is True
+    await comm.disconnect()
