@@ -13,12 +13,12 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 
 from agents import actions, gateway, tasks
-from agents.access import agent_for_session_token
+from agents.access import agent_for_session_token, workspaces_of_agent
 from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name, wire
+from agntchat.core.events import apublish_now, group_name, publish_many, wire
 from agntchat.core.sockets import FrameError, JsonSocket, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
@@ -65,6 +65,21 @@ def _post(agent, frame):
         reply_to=reply_to,
         kind=kind,
         client_ref=ref if isinstance(ref, str) else "",
+    )
+
+
+def _announce_presence(agent) -> None:
+    """Browsers of every workspace the agent appears in see its dot change at once."""
+    event = {
+        "type": "live.event",
+        "event": {
+            "type": "agent.presence",
+            "agent_id": str(agent.id),
+            "online": presence.is_online(agent.id),
+        },
+    }
+    publish_many(
+        [f"workspace.{w}" for w in workspaces_of_agent(agent).values_list("id", flat=True)], event
     )
 
 
@@ -146,6 +161,7 @@ class AgentSocket(JsonSocket):
                     await self.send_error(exc.code, exc.message)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
+        await database_sync_to_async(_announce_presence)(self.agent)
         await self.send_json(
             {
                 "type": "hello",
@@ -165,6 +181,7 @@ class AgentSocket(JsonSocket):
             self.connection_id, dict(self.held)
         )
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
+        await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", {"type": "work.available"})

@@ -449,6 +449,9 @@ function initShell() {
 
   onLive((event) => {
     switch (event.type) {
+      case "agent.presence":
+        setPresence(event.agentId, event.online);
+        break;
       case "message.created": {
         const { message } = event;
         if (message.author?.type === "agent") setPresence(message.author.id, true);
@@ -478,8 +481,8 @@ function initShell() {
     }
   });
 
-  // Presence lives in Redis with a heartbeat and has no event of its own yet: refresh it on a
-  // beat, and at once whenever an agent posts (it is plainly online).
+  // Connects and disconnects arrive live (agent.presence); a bridge that silently stops
+  // heartbeating only expires in Redis, so a slow poll still catches that.
   setInterval(pollPresence, 15000);
   document.addEventListener("visibilitychange", pollPresence);
 }

@@ -379,3 +379,40 @@ async def test_an_agent_publishes_artifacts_and_cards_over_the_socket(alice, cha
     assert error["type"] == "error" and error["code"] == "card_invalid"
     assert await Message.objects.filter(conversation=channel).acount() == 2
     await comm.disconnect()
+
+
+async def test_presence_changes_reach_browsers_of_the_agents_workspaces_only(
+    alice, bob, charlie, channel, team_b, nova
+):
+    from channels.testing import WebsocketCommunicator
+    from django.test import Client
+
+    from agntchat.asgi import application
+
+    async def live_for(user):
+        client = Client()
+        await sync_to_async(client.force_login)(user)
+        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+        comm = WebsocketCommunicator(
+            application,
+            "/ws/live/",
+            headers=[
+                (b"cookie", cookie),
+                (b"origin", b"http://127.0.0.1"),
+                (b"host", b"127.0.0.1"),
+            ],
+        )
+        assert (await comm.connect())[0]
+        assert (await next_frame(comm))["type"] == "hello"
+        return comm
+
+    bob_live, charlie_live = await live_for(bob), await live_for(charlie)
+    agent, _ = await connect(await sync_to_async(agent_session)(nova))
+    online = await frames_until(bob_live, lambda f: f.get("type") == "agent.presence")
+    assert online[-1] == {"type": "agent.presence", "agentId": str(nova.id), "online": True}
+    await agent.disconnect()
+    offline = await frames_until(bob_live, lambda f: f.get("type") == "agent.presence")
+    assert offline[-1]["online"] is False
+    assert await charlie_live.receive_nothing(timeout=0.3)
+    for comm in (bob_live, charlie_live):
+        await comm.disconnect()
