@@ -61,8 +61,14 @@ def create_conversation(
         if _is_agent(creator) and str(creator.id) not in agents:
             rows.append(Participant(conversation=conversation, agent=creator))
         Participant.objects.bulk_create(rows)
+        # A channel is news for every member of the workspace; anything else for its people.
+        topics = (
+            audience_topics(conversation)
+            if kind == Conversation.Kind.CHANNEL
+            else [f"user.{u}" for u in members]
+        )
         publish_many(
-            [f"user.{u}" for u in members],
+            topics,
             {
                 "type": "live.event",
                 "event": {"type": "conversation.created", "conversation_id": conversation.id},
