@@ -67,18 +67,21 @@ def mentioned(text: str, agents) -> list:
     return found
 
 
-def participants_in_order(conversation: Conversation):
-    """Agents taking part (and appearing in the workspace), in the order they joined."""
-    joined = Participant.objects.filter(conversation=conversation, agent__isnull=False).order_by(
-        "created_at", "id"
+def participants_in_order(conversation: Conversation, with_done: bool = False):
+    """Agents taking part (and appearing in the workspace), in the order they joined; with
+    WITH_DONE, also the ids of those that said they are done (one query for both)."""
+    visible = agents_visible_in(conversation.workspace_id).values("pk")
+    joined = (
+        Participant.objects.filter(conversation=conversation, agent__in=visible)
+        .select_related("agent")
+        .order_by("created_at", "id")
     )
-    visible = {
-        a.id: a
-        for a in agents_visible_in(conversation.workspace_id).filter(
-            participations__conversation=conversation
-        )
-    }
-    return [visible[p.agent_id] for p in joined if p.agent_id in visible]
+    agents, done = [], set()
+    for participant in joined:
+        agents.append(participant.agent)
+        if participant.done_at is not None:
+            done.add(participant.agent_id)
+    return (agents, done) if with_done else agents
 
 
 def fallback_order(conversation: Conversation, agents: list) -> list:
@@ -89,21 +92,18 @@ def fallback_order(conversation: Conversation, agents: list) -> list:
 
 
 def plan(message: Message) -> dict:
-    """Decide the queue for MESSAGE without writing anything: rule, queue, explanation."""
+    """Decide the queue for MESSAGE without writing anything: rule, queue, explanation, and the
+    agents that said they are done."""
+    agents, done = participants_in_order(message.conversation, with_done=True)
+    return {**decide(message, agents, done), "done": done}
+
+
+def decide(message: Message, agents: list, done: set) -> dict:
     conversation = message.conversation
     from_person = message.author_agent_id is None
     # An agent's message does not wake agents already waiting for their turn in an open queue.
     waiting = set() if from_person else waiting_agents(conversation)
-    everyone = [
-        a
-        for a in participants_in_order(conversation)
-        if a.id != message.author_agent_id and str(a.id) not in waiting
-    ]
-    done = set(
-        Participant.objects.filter(
-            conversation=conversation, done_at__isnull=False, agent__isnull=False
-        ).values_list("agent_id", flat=True)
-    )
+    everyone = [a for a in agents if a.id != message.author_agent_id and str(a.id) not in waiting]
     named = mentioned(message.body, everyone)
     if named:
         return {
@@ -159,7 +159,8 @@ def cap_for(conversation: Conversation) -> int:
 
 
 def is_capped(conversation: Conversation) -> bool:
-    return conversation.agent_streak >= cap_for(conversation)
+    # Every cap is at least 1: with no agent streak there is nothing to count.
+    return conversation.agent_streak > 0 and conversation.agent_streak >= cap_for(conversation)
 
 
 @dataclass
@@ -213,11 +214,11 @@ def start_turns(message: Message, conversation: Conversation) -> list:
     if not decided["queue"]:
         return []
     # A mention or delegation is something new for the agent: it is no longer "done".
-    Participant.objects.filter(
-        conversation=conversation,
-        agent_id__in=[a.id for a, _ in decided["queue"]],
-        done_at__isnull=False,
-    ).update(done_at=None)
+    woken_done = [a.id for a, _ in decided["queue"] if a.id in decided["done"]]
+    if woken_done:
+        Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
+            done_at=None
+        )
     TurnDecision.objects.create(
         conversation=conversation,
         message=message,
