@@ -200,16 +200,6 @@ def post_message(
     return message
 
 
-def agents_to_wake(message: Message) -> list:
-    """Agents taking part in the conversation, except the author."""
-    return list(
-        agents_visible_in(message.conversation.workspace_id)
-        .filter(participations__conversation=message.conversation)
-        .exclude(pk=message.author_agent_id)
-        .values_list("id", flat=True)
-    )
-
-
 def queue_for_agents(message: Message, agent_ids) -> list[Delivery]:
     """One delivery per agent (that appears in the workspace), announced on commit (MSG-2)."""
     conversation = message.conversation

@@ -23,13 +23,8 @@ def group_name(topic: str) -> str:
     return topic.replace(":", ".")
 
 
-def publish_now(topic: str, event: dict) -> None:
-    """Send EVENT to every consumer subscribed to TOPIC. Actions use publish()."""
-    async_to_sync(get_channel_layer().group_send)(group_name(topic), wire(event))
-
-
 async def apublish_now(topic: str, event: dict) -> None:
-    """The async twin of publish_now, for consumers."""
+    """Publish from async code that has no transaction to wait for (consumers)."""
     await get_channel_layer().group_send(group_name(topic), wire(event))
 
 
