@@ -3,16 +3,12 @@ from agntchat.core.exceptions import AppError, NotFound, PermissionDenied
 
 class AgentNotFound(NotFound):
     code = "agent_not_found"
-
-    def __init__(self, message="Agent not found."):
-        super().__init__(message)
+    default_message = "Agent not found."
 
 
 class NotAgentOwner(PermissionDenied):
     code = "not_agent_owner"
-
-    def __init__(self, message="Only the agent's owner can do that."):
-        super().__init__(message)
+    default_message = "Only the agent's owner can do that."
 
 
 class AgentRule(AppError):
@@ -21,6 +17,4 @@ class AgentRule(AppError):
 
 class TaskNotFound(NotFound):
     code = "task_not_found"
-
-    def __init__(self, message="Task not found."):
-        super().__init__(message)
+    default_message = "Task not found."

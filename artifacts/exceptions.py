@@ -3,30 +3,22 @@ from agntchat.core.exceptions import AppError, Conflict, NotFound
 
 class ArtifactNotFound(NotFound):
     code = "artifact_not_found"
-
-    def __init__(self, message="Artifact not found."):
-        super().__init__(message)
+    default_message = "Artifact not found."
 
 
 class VersionNotFound(NotFound):
     code = "version_not_found"
-
-    def __init__(self, message="Artifact version not found."):
-        super().__init__(message)
+    default_message = "Artifact version not found."
 
 
 class CommentNotFound(NotFound):
     code = "comment_not_found"
-
-    def __init__(self, message="Comment not found."):
-        super().__init__(message)
+    default_message = "Comment not found."
 
 
 class CardNotFound(NotFound):
     code = "card_not_found"
-
-    def __init__(self, message="This message carries no card."):
-        super().__init__(message)
+    default_message = "This message carries no card."
 
 
 class ArtifactRule(AppError):
@@ -53,6 +45,4 @@ class CardActionUnavailable(Conflict):
 
 class ActionUsed(Conflict):
     code = "action_used"
-
-    def __init__(self, message="This button has already been used."):
-        super().__init__(message)
+    default_message = "This button has already been used."

@@ -3,16 +3,12 @@ from agntchat.core.exceptions import AppError, NotFound
 
 class ConversationNotFound(NotFound):
     code = "conversation_not_found"
-
-    def __init__(self, message="Conversation not found."):
-        super().__init__(message)
+    default_message = "Conversation not found."
 
 
 class MessageNotFound(NotFound):
     code = "message_not_found"
-
-    def __init__(self, message="Message not found."):
-        super().__init__(message)
+    default_message = "Message not found."
 
 
 class ConversationRule(AppError):

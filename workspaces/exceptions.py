@@ -3,9 +3,7 @@ from agntchat.core.exceptions import AppError, NotFound, PermissionDenied
 
 class WorkspaceNotFound(NotFound):
     code = "workspace_not_found"
-
-    def __init__(self, message="Workspace not found."):
-        super().__init__(message)
+    default_message = "Workspace not found."
 
 
 class PersonalWorkspaceRule(AppError):

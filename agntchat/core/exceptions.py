@@ -6,10 +6,17 @@ class AppError(Exception):
 
     code = "error"
     status = 400
+    default_message = "The request was refused."
 
     def __init__(
-        self, message: str, *, code: str | None = None, status: int | None = None, fields=None
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        status: int | None = None,
+        fields=None,
     ):
+        message = message or self.default_message
         super().__init__(message)
         self.message = message
         if code:
