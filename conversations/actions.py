@@ -3,11 +3,11 @@
 from django.db import transaction
 from django.utils import timezone
 
-from agents.access import agents_visible_in
+from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.events import publish, publish_many
 from conversations import threads, turns
-from conversations.access import audience_user_ids
+from conversations.access import access_conversation, audience_user_ids
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Delivery, Message, Participant
 from conversations.payloads import conversation_data, message_data
@@ -81,6 +81,24 @@ def add_participant(conversation: Conversation, *, user=None, agent=None) -> Par
     participant, _ = Participant.objects.get_or_create(
         conversation=conversation, user=user, agent=agent
     )
+    return participant
+
+
+def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) -> Participant:
+    """A person brings an agent into a conversation they can read. The agent must appear in the
+    conversation's workspace (AGT-1): an agent pinned elsewhere never joins."""
+    conversation = access_conversation(user, conversation.id)
+    if not agent_appears_in(agent, conversation.workspace_id):
+        raise ConversationRule(
+            f"{agent.name} does not appear in this workspace.",
+            fields={"agent": "Not in this workspace."},
+        )
+    with transaction.atomic():
+        participant, created = Participant.objects.get_or_create(
+            conversation=conversation, agent=agent
+        )
+        if created:
+            announce_conversation(conversation, "conversation.updated")
     return participant
 
 

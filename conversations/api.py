@@ -130,8 +130,13 @@ class RulebookInput(StrictSerializer):
 
 
 class LoopGuardInput(StrictSerializer):
-    group_cap = serializers.IntegerField(min_value=1, max_value=100, required=False)
-    direct_cap = serializers.IntegerField(min_value=1, max_value=100, required=False)
+    # null clears a cap back to the default (update_settings drops None values).
+    group_cap = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, allow_null=True
+    )
+    direct_cap = serializers.IntegerField(
+        min_value=1, max_value=100, required=False, allow_null=True
+    )
 
 
 class SideThreadsInput(StrictSerializer):

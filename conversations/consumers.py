@@ -2,8 +2,10 @@
 
 from channels.db import database_sync_to_async
 
-from agntchat.core.events import group_name
+from agntchat.core.events import group_name, publish_many
 from agntchat.core.sockets import JsonSocket
+from conversations.access import access_conversation
+from conversations.actions import audience_topics
 from workspaces.models import Membership
 
 
@@ -14,10 +16,28 @@ def _workspace_ids(user) -> set[str]:
     }
 
 
+@database_sync_to_async
+def _announce_typing(user, conversation_id) -> None:
+    """Tell everyone who may read the conversation that USER is typing there. Nothing is stored,
+    and the sender is not excluded: each browser ignores its own user."""
+    conversation = access_conversation(user, conversation_id)
+    publish_many(
+        audience_topics(conversation),
+        {
+            "type": "live.event",
+            "event": {
+                "type": "typing",
+                "conversation_id": conversation.id,
+                "user": {"id": user.id, "name": user.label},
+            },
+        },
+    )
+
+
 class LiveSocket(JsonSocket):
     """Subscribed to the person's own topic and to each of their workspaces' topics."""
 
-    handlers = {"ping": "on_ping"}
+    handlers = {"ping": "on_ping", "typing": "on_typing"}
 
     async def connect(self):
         user = self.scope.get("user")
@@ -47,6 +67,10 @@ class LiveSocket(JsonSocket):
 
     async def on_ping(self, frame):
         await self.send_json({"type": "pong"})
+
+    async def on_typing(self, frame):
+        # An unknown id, or one of another workspace, raises ConversationNotFound: an error frame.
+        await _announce_typing(self.user, frame.get("conversationId"))
 
     async def live_event(self, event):
         await self.send_json(event["event"])

@@ -30,6 +30,7 @@ from artifacts.models import Artifact
 from artifacts.rendering import diff_versions, render_artifact
 from conversations import actions
 from conversations.access import access_conversation
+from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Participant
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
 from conversations.turns import cap_for, is_capped
@@ -218,10 +219,12 @@ def add_agent(request, membership, conversation_id):
     """Bring an agent that appears in this workspace into the conversation."""
     conversation = _conversation_in(membership, conversation_id)
     agent = access_agent(request.user, request.POST.get("agent"))
-    if not agent_appears_in(agent, membership.workspace_id):
-        raise Http404
-    actions.add_participant(conversation, agent=agent)
-    messages.success(request, f"{agent.name} now takes part in this conversation.")
+    try:
+        actions.add_agent_to_conversation(request.user, conversation, agent)
+    except ConversationRule as exc:  # a readable refusal; NotFound stays a 404
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{agent.name} now takes part in this conversation.")
     return redirect(
         "conversation", workspace_id=membership.workspace_id, conversation_id=conversation.id
     )

@@ -219,7 +219,9 @@ function serialize(form) {
     } else {
       const value = "raw" in el.dataset ? el.value : el.value.trim();
       if (type === "int") {
+        // An emptied data-nullable field is sent as null: "back to the default".
         if (value !== "") setPath(data, name, Number(value));
+        else if ("nullable" in el.dataset) setPath(data, name, null);
       } else if (type === "csv") {
         setPath(data, name, value.split(",").map((part) => part.trim()).filter(Boolean));
       } else if (type === "null") {
@@ -349,6 +351,14 @@ const listeners = [];
 const onLive = (fn) => listeners.push(fn);
 const emit = (event) => listeners.forEach((fn) => fn(event));
 let liveState = ["Connecting…", "connecting"];
+let liveSocket = null;
+
+/** Send a frame on the live socket if it is open; false otherwise (nothing is queued). */
+function sendLive(frame) {
+  if (liveSocket?.readyState !== WebSocket.OPEN) return false;
+  liveSocket.send(JSON.stringify(frame));
+  return true;
+}
 
 function showLiveState() {
   for (const el of $$("[data-live-status]")) {
@@ -363,6 +373,7 @@ function connectLive() {
   let connectedBefore = false;
   const open = () => {
     const socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/live/`);
+    liveSocket = socket;
     const pinger = setInterval(() => socket.readyState === WebSocket.OPEN && socket.send('{"type":"ping"}'), 25000);
     socket.addEventListener("message", (message) => {
       let event;
@@ -985,6 +996,46 @@ function initConversation() {
     submit();
   });
 
+  // Typing: announced at most once every 3 s while typing; someone else's shows for 5 s after
+  // their last frame, and goes as soon as their message arrives.
+  let typingSent = 0;
+  input.addEventListener("input", () => {
+    if (!input.value.trim() || Date.now() - typingSent < 3000) return;
+    if (sendLive({ type: "typing", conversationId })) typingSent = Date.now();
+  });
+  const typists = new Map();
+  const typingLine = $("[data-typing]");
+  const typing = (user, on) => {
+    clearTimeout(typists.get(user.id)?.timer);
+    if (on) typists.set(user.id, { name: user.name, timer: setTimeout(() => typing(user, false), 5000) });
+    else typists.delete(user.id);
+    const names = [...typists.values()].map((t) => t.name);
+    typingLine.textContent =
+      names.length > 2 ? "Several people are typing…" : names.length ? `${names.join(" and ")} ${names.length > 1 ? "are" : "is"} typing…` : "";
+  };
+
+  // A person publishes an artifact: the dialog posts it; its chip is placed like any message.
+  const dialog = $("#new-artifact");
+  const artifactForm = $("form", dialog);
+  const syncLanguage = () => {
+    const code = $("[data-artifact-kind]", dialog).value === "code";
+    $("[data-artifact-language]", dialog).hidden = !code;
+    $("#artifact-language").disabled = !code; // disabled fields are not sent
+  };
+  $("[data-artifact-kind]", dialog).addEventListener("change", syncLanguage);
+  $("[data-open-artifact]").addEventListener("click", () => {
+    clearFormErrors(artifactForm);
+    dialog.showModal();
+  });
+  for (const button of $$("[data-dialog-close]", dialog)) button.addEventListener("click", () => dialog.close());
+  afterSubmit["artifact-published"] = async (form, result) => {
+    form.reset();
+    syncLanguage();
+    dialog.close();
+    await refresh(result.messageId);
+    toBottom();
+  };
+
   // Keyboard: arrows walk the messages once the list has focus.
   list.addEventListener("keydown", (event) => {
     const items = $$(":scope > li", list);
@@ -1018,6 +1069,7 @@ function initConversation() {
       case "message.created": {
         const { message } = event;
         if (message.conversationId === conversationId) {
+          if (message.author?.type === "person") typing(message.author, false);
           await arrive(message);
           if (message.author?.type === "agent") working.spoke(message.author.id);
           if (message.author?.type === "person" && message.kind === "text") {
@@ -1044,7 +1096,14 @@ function initConversation() {
         }
         break;
       case "conversation.updated":
-        if (event.conversation?.id === conversationId) capped.hidden = !event.conversation.capped;
+        if (event.conversation?.id === conversationId) {
+          capped.hidden = !event.conversation.capped;
+          // Agents may have joined: the header lists them and what can still be added.
+          soon("conv-head", () => refreshRegions("conv-head", "conv-actions").catch(() => {}), 300);
+        }
+        break;
+      case "typing":
+        if (event.conversationId === conversationId && event.user?.id !== me) typing(event.user, true);
         break;
       case "task.created":
       case "task.progress":

@@ -109,3 +109,14 @@ def close_pools_before_teardown(django_db_setup, django_db_blocker):
             )
         for conn in connections.all():
             conn.close_pool()
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    """Each test gets its own channel-layer instance (same real Redis): the layer keeps asyncio
+    locks bound to the event loop that first used them, and every async test has its own loop."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()

@@ -112,3 +112,21 @@ async def drain(comm, quiet=0.3) -> list[dict]:
     while not await comm.receive_nothing(timeout=quiet):
         frames.append(await comm.receive_json_from())
     return frames
+
+
+async def live_socket_for(user) -> WebsocketCommunicator:
+    """A browser's /ws/live/ socket, logged in as USER the way a browser is (session cookie)."""
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    comm = WebsocketCommunicator(
+        application,
+        "/ws/live/",
+        headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
+    )
+    assert (await comm.connect())[0]
+    assert (await next_frame(comm))["type"] == "hello"
+    return comm

@@ -5,15 +5,23 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
 from django.db import transaction
 
 from agents import actions as agent_actions
+from agntchat.asgi import application
 from agntchat.core import presence
 from agntchat.core.events import group_name
 from conversations import actions
 from conversations.models import Delivery, Message
 from tests.conftest import agent_session
-from tests.socket_helpers import agent_communicator, drain, frames_until, next_frame
+from tests.socket_helpers import (
+    agent_communicator,
+    drain,
+    frames_until,
+    live_socket_for,
+    next_frame,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -248,6 +256,7 @@ async def test_it_refuses_keys_expired_sessions_and_nonsense(nova):
         frame = await next_frame(comm)
         assert frame["type"] == "error" and frame["code"] == "unauthorized"
         assert (await comm.receive_output(timeout=1))["type"] == "websocket.close"
+        await comm.disconnect()
 
 
 async def test_an_agent_pinned_away_is_not_woken_there(alice, channel, nova):
@@ -267,30 +276,8 @@ async def test_an_agent_pinned_away_is_not_woken_there(alice, channel, nova):
 async def test_the_live_socket_shows_new_messages_to_members_only(
     alice, bob, charlie, channel, team_b, nova
 ):
-    from channels.testing import WebsocketCommunicator
-    from django.test import Client
 
-    from agntchat.asgi import application
-
-    async def live_for(user):
-        client = Client()
-        await sync_to_async(client.force_login)(user)
-        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-        comm = WebsocketCommunicator(
-            application,
-            "/ws/live/",
-            headers=[
-                (b"cookie", cookie),
-                (b"origin", b"http://127.0.0.1"),
-                (b"host", b"127.0.0.1"),
-            ],
-        )
-        connected, _ = await comm.connect()
-        assert connected
-        assert (await next_frame(comm))["type"] == "hello"
-        return comm
-
-    bob_live, charlie_live = await live_for(bob), await live_for(charlie)
+    bob_live, charlie_live = await live_socket_for(bob), await live_socket_for(charlie)
     token = await sync_to_async(agent_session)(nova)
     agent, _ = await connect(token)
     await agent.send_json_to(
@@ -315,9 +302,10 @@ async def test_the_live_socket_shows_new_messages_to_members_only(
     )
     connected, _ = await evil.connect()
     assert not connected
-    for comm in (bob_live, charlie_live, agent):
+    # Refused sockets are disconnected too: a consumer left waiting would keep the shared
+    # channel layer's receive lock on this test's event loop.
+    for comm in (bob_live, charlie_live, agent, anon, evil):
         await comm.disconnect()
-    # Removing Bob from the workspace stops his live events for its channels.
 
 
 async def test_an_idle_socket_stays_subscribed(alice, channel, nova):
@@ -384,29 +372,8 @@ async def test_an_agent_publishes_artifacts_and_cards_over_the_socket(alice, cha
 async def test_presence_changes_reach_browsers_of_the_agents_workspaces_only(
     alice, bob, charlie, channel, team_b, nova
 ):
-    from channels.testing import WebsocketCommunicator
-    from django.test import Client
 
-    from agntchat.asgi import application
-
-    async def live_for(user):
-        client = Client()
-        await sync_to_async(client.force_login)(user)
-        cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-        comm = WebsocketCommunicator(
-            application,
-            "/ws/live/",
-            headers=[
-                (b"cookie", cookie),
-                (b"origin", b"http://127.0.0.1"),
-                (b"host", b"127.0.0.1"),
-            ],
-        )
-        assert (await comm.connect())[0]
-        assert (await next_frame(comm))["type"] == "hello"
-        return comm
-
-    bob_live, charlie_live = await live_for(bob), await live_for(charlie)
+    bob_live, charlie_live = await live_socket_for(bob), await live_socket_for(charlie)
     agent, _ = await connect(await sync_to_async(agent_session)(nova))
     online = await frames_until(bob_live, lambda f: f.get("type") == "agent.presence")
     assert online[-1] == {"type": "agent.presence", "agentId": str(nova.id), "online": True}

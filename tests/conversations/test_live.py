@@ -2,34 +2,17 @@
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
-from django.test import Client
 
-from agntchat.asgi import application
 from conversations.actions import create_conversation
-from tests.socket_helpers import frames_until, next_frame
+from tests.socket_helpers import frames_until, live_socket_for, next_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def live_for(user):
-    client = Client()
-    await sync_to_async(client.force_login)(user)
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    comm = WebsocketCommunicator(
-        application,
-        "/ws/live/",
-        headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
-    )
-    assert (await comm.connect())[0]
-    assert (await next_frame(comm))["type"] == "hello"
-    return comm
 
 
 async def test_a_new_channel_is_news_for_every_member_and_a_dm_only_for_its_people(
     alice, bob, charlie, team_a, team_b
 ):
-    bob_live, charlie_live = await live_for(bob), await live_for(charlie)
+    bob_live, charlie_live = await live_socket_for(bob), await live_socket_for(charlie)
     channel = await sync_to_async(create_conversation)(alice, team_a, kind="channel", title="ideas")
     seen = await frames_until(bob_live, lambda f: f.get("type") == "conversation.created")
     assert seen[-1]["conversationId"] == str(channel.id)
@@ -37,4 +20,36 @@ async def test_a_new_channel_is_news_for_every_member_and_a_dm_only_for_its_peop
     assert await bob_live.receive_nothing(timeout=0.3)  # Bob is not in that DM
     assert await charlie_live.receive_nothing(timeout=0.2)
     for comm in (bob_live, charlie_live):
+        await comm.disconnect()
+
+
+async def test_typing_reaches_the_readers_of_the_conversation_and_no_one_else(
+    alice, bob, charlie, team_a, team_b
+):
+    channel = await sync_to_async(create_conversation)(alice, team_a, kind="channel", title="c")
+    elsewhere = await sync_to_async(create_conversation)(charlie, team_b, kind="channel", title="b")
+    alice_live, bob_live, charlie_live = (
+        await live_socket_for(alice),
+        await live_socket_for(bob),
+        await live_socket_for(charlie),
+    )
+    await alice_live.send_json_to({"type": "typing", "conversationId": str(channel.id)})
+    seen = await frames_until(bob_live, lambda f: f.get("type") == "typing")
+    assert seen[-1] == {
+        "type": "typing",
+        "conversationId": str(channel.id),
+        "user": {"id": str(alice.id), "name": "alice"},
+    }
+    # The sender hears itself (the browser ignores its own user); the outsider hears nothing.
+    own = await frames_until(alice_live, lambda f: f.get("type") == "typing")
+    assert own[-1]["user"]["id"] == str(alice.id)
+    assert await charlie_live.receive_nothing(timeout=0.3)
+    # Another workspace's conversation, or a missing id: an error frame, and nothing is sent.
+    for conversation_id in (str(elsewhere.id), None):
+        await alice_live.send_json_to({"type": "typing", "conversationId": conversation_id})
+        error = await next_frame(alice_live)
+        assert (error["type"], error["code"]) == ("error", "conversation_not_found")
+    assert await bob_live.receive_nothing(timeout=0.3)
+    assert await charlie_live.receive_nothing(timeout=0.2)
+    for comm in (alice_live, bob_live, charlie_live):
         await comm.disconnect()

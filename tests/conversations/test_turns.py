@@ -150,6 +150,19 @@ class TestLoopGuard:
         assert post_message(cast["nova"], dm, "one more allowed").held_at is None
         assert post_message(cast["nova"], dm, "not this one").held_at is not None
 
+    def test_a_cap_set_through_the_api_can_be_cleared_back_to_the_default(self, alice, cast, api):
+        room, url = cast["room"], f"/api/v1/conversations/{cast['room'].id}/settings/"
+        response = api(alice).patch(url, {"loopGuard": {"groupCap": 2, "directCap": 3}}, "json")
+        assert response.status_code == 200, response.json()
+        room.refresh_from_db()
+        assert turns.cap_for(room) == 2
+        # null clears one cap (the settings page sends it for an emptied field); the other stays.
+        response = api(alice).patch(url, {"loopGuard": {"groupCap": None}}, "json")
+        assert response.status_code == 200, response.json()
+        assert response.json()["settings"]["loopGuard"] == {"directCap": 3}
+        room.refresh_from_db()
+        assert turns.cap_for(room) == turns.GROUP_CAP
+
     def test_capped_shows_in_the_api(self, alice, cast, api):
         for i in range(turns.GROUP_CAP):
             post_message(cast["nova"], cast["room"], f"m{i}")

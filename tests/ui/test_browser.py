@@ -31,7 +31,7 @@ from tests.ui.browser import (
     run_bridge_command,
     shot,
 )
-from workspaces.actions import create_team_workspace
+from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -355,3 +355,81 @@ def _tasks_and_phone(server, browser, page, team, general, nova, artifact):
     shot(phone, "phone-05-log-in")
     phone.get_by_role("link", name="Create an account").click()
     shot(phone, "phone-06-sign-up")
+
+
+def test_people_see_each_other_type_and_publish_artifacts(orm, cast, server, browser):
+    alice_user, bob_user, _ = cast
+
+    def team_with_a_channel():
+        team = create_team_workspace(alice_user, "Tide Lab")
+        _, token = create_invitation(team.memberships.get(user=alice_user))
+        accept_invitation(bob_user, token)
+        return team, create_conversation(alice_user, team, kind="channel", title="general")
+
+    team, general = orm(team_with_a_channel)
+
+    def loop_guard():
+        return Conversation.objects.get(pk=general.pk).settings.get("loop_guard")
+
+    url = f"/w/{team.id}/c/{general.id}/"
+    alice, bob = log_in(browser, server, "alice"), log_in(browser, server, "bob")
+    for page in (alice, bob):
+        page.goto(url)
+        live(page)
+
+    # Bob types: Alice sees it under her composer (Bob's own page does not); his message ends it.
+    bob_composer = bob.get_by_label("Message #general")
+    bob_composer.press_sequentially("Buoys look fine")
+    typing = alice.locator("[data-typing]")
+    expect(typing).to_have_text("Bob Okafor is typing…", timeout=WAIT)
+    expect(bob.locator("[data-typing]")).to_be_empty()
+    shot(alice, "laptop-14-typing")
+    bob_composer.press("Enter")
+    expect(alice.locator(".msg", has_text="Buoys look fine")).to_be_visible(timeout=WAIT)
+    expect(typing).to_be_empty(timeout=2000)  # at once, not after the 5 s expiry
+
+    # Alice publishes a piece of code through the dialog; the chip appears for both, live.
+    alice.get_by_role("button", name="New artifact").click()
+    dialog = alice.get_by_role("dialog", name="New artifact")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_label("Language")).to_be_hidden()
+    dialog.get_by_label("Title").fill("Tide script")
+    dialog.get_by_label("Kind").select_option(label="Code")
+    dialog.get_by_label("Language").fill("python")
+    dialog.get_by_label("Content").fill("print('high tide 06:12')\n")
+    shot(alice, "laptop-15-new-artifact")
+    dialog.get_by_role("button", name="Publish artifact").click()
+    expect(dialog).to_be_hidden(timeout=WAIT)
+    chip = alice.locator(".artifact-chip", has_text="Tide script")
+    expect(chip).to_contain_text("code")
+    expect(bob.locator(".artifact-chip", has_text="Tide script")).to_be_visible(timeout=WAIT)
+    published = orm(Artifact.objects.select_related("created_by_user").get, title="Tide script")
+    assert (published.created_by_user, published.kind, published.language) == (
+        alice_user,
+        "code",
+        "python",
+    )
+    assert orm(lambda: published.versions.get().content) == "print('high tide 06:12')\n"
+
+    # The same dialog at phone width.
+    phone = browser.new_context(
+        viewport=PHONE, base_url=server.url, storage_state=alice.context.storage_state()
+    ).new_page()
+    phone.goto(url)
+    phone.get_by_role("button", name="New artifact").click()
+    expect(phone.get_by_role("dialog", name="New artifact")).to_be_visible()
+    shot(phone, "phone-07-new-artifact")
+
+    # A loop-guard cap set on the settings page can be emptied back to the default.
+    alice.goto(f"{url}settings/")
+    cap = alice.get_by_label("Group conversations")
+    saved = alice.get_by_text("Saved.")
+    cap.fill("8")
+    alice.get_by_role("button", name="Save settings").click()
+    expect(saved).to_be_visible()
+    assert orm(loop_guard) == {"group_cap": 8}
+    expect(saved).to_be_hidden(timeout=WAIT)
+    cap.fill("")
+    alice.get_by_role("button", name="Save settings").click()
+    expect(saved).to_be_visible()
+    assert orm(loop_guard) == {}
