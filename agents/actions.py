@@ -23,6 +23,7 @@ def create_agent(
     backend=Agent.Backend.CLAUDE_CLI,
     model: str = "",
     base_url: str = "",
+    runtime=Agent.Runtime.LOCAL,
     pinned_workspace_ids=None,
 ) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
@@ -41,6 +42,7 @@ def create_agent(
                 backend=backend,
                 model=model,
                 base_url=base_url,
+                runtime=runtime,
             )
         except IntegrityError:
             raise AgentRule(
@@ -53,7 +55,7 @@ def create_agent(
 
 def update_agent(agent: Agent, **changes) -> Agent:
     fields = []
-    for name in ("name", "role", "capabilities", "backend", "model", "base_url"):
+    for name in ("name", "role", "capabilities", "backend", "model", "base_url", "runtime"):
         if name in changes:
             setattr(agent, name, changes[name])
             fields.append(name)

@@ -37,6 +37,9 @@ class AgentInput(StrictSerializer):
     )
     model = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
     base_url = serializers.URLField(required=False, allow_blank=True, default="")
+    runtime = serializers.ChoiceField(
+        choices=Agent.Runtime.choices, required=False, default=Agent.Runtime.LOCAL
+    )
     pinned_workspaces = serializers.ListField(
         child=serializers.UUIDField(), required=False, allow_null=True, default=None
     )
@@ -63,6 +66,7 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
         "backend": agent.backend,
         "model": agent.model,
         "base_url": agent.base_url,
+        "runtime": agent.runtime,
         "owner_id": agent.owner_id,
         "visibility": agent.visibility,
         "pinned_workspaces": [str(p.workspace_id) for p in agent.pins.all()],

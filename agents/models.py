@@ -31,6 +31,14 @@ class Agent(BaseModel):
     base_url = models.URLField(blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.ALL)
     personality = models.TextField(blank=True)
+
+    class Runtime(models.TextChoices):
+        LOCAL = "local", "On my machine"
+        HOSTED = "hosted", "On agntchat's hosts"
+
+    # Where it runs is independent of where it appears (AGT-3, AGT-4). Host placement itself
+    # arrives with hosting; switching back to local will clear it (AGT-5).
+    runtime = models.CharField(max_length=10, choices=Runtime.choices, default=Runtime.LOCAL)
     pinned_workspaces = models.ManyToManyField(
         Workspace, through="AgentPin", related_name="pinned_agents", blank=True
     )

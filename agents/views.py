@@ -51,6 +51,7 @@ def directory(request, membership):
 def _form_choices(request):
     return {
         "backends": Agent.Backend.choices,
+        "runtimes": Agent.Runtime.choices,
         "my_workspaces": list(workspaces_visible_to(request.user)),
     }
 

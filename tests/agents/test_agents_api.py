@@ -171,3 +171,21 @@ def test_only_the_owner_manages_an_agent_and_outsiders_see_nothing(
     ]:
         assert response.status_code == 404
     assert (list(Agent.objects.values()), AgentKey.objects.count()) == before
+
+
+def test_where_an_agent_runs_is_separate_from_where_it_appears(alice, team_a, api):
+    created = (
+        api(alice)
+        .post("/api/v1/agents/", {"name": "Hosty", "runtime": "hosted"}, format="json")
+        .json()
+    )
+    assert created["runtime"] == "hosted" and created["visibility"] == "all"
+    changed = (
+        api(alice)
+        .patch(f"/api/v1/agents/{created['id']}/", {"runtime": "local"}, format="json")
+        .json()
+    )
+    assert changed["runtime"] == "local" and changed["visibility"] == "all"
+    bad = api(alice).patch(f"/api/v1/agents/{created['id']}/", {"runtime": "cloud"}, format="json")
+    assert bad.status_code == 400 and "runtime" in bad.json()["error"]["fields"]
+    assert Agent.objects.get(pk=created["id"]).runtime == "local"
