@@ -139,3 +139,29 @@ def test_the_bridge_imports_nothing_from_django():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "False"
+
+
+def test_the_bridge_refreshes_its_session_before_it_expires(nova, tmp_path):
+    """Sessions last AGENT_SESSION_TTL; the bridge renews when less than a minute is left."""
+    import asyncio
+
+    from agents.bridge.runtime import Bridge, Config
+
+    short = Daphne(extra_env={"AGENT_SESSION_TTL": "66"})
+    try:
+        _, key = agent_actions.create_agent_key(nova)
+        bridge = Bridge(Config(url=short.url, key=key, workdir=tmp_path))
+
+        async def tokens():
+            first = await bridge.ensure_token()
+            again = await bridge.ensure_token()  # about 66 s left: still good
+            # Wait until less than a minute is left, then it must renew.
+            await asyncio.sleep(max(0.0, bridge.token_expires - 60 - time.time()) + 0.2)
+            renewed = await bridge.ensure_token()
+            return first, again, renewed
+
+        first, again, renewed = asyncio.run(tokens())
+        assert first == again and renewed != first and renewed.startswith("ags_")
+        assert bridge.agent["id"] == str(nova.id)
+    finally:
+        short.stop()
