@@ -2,15 +2,25 @@
 
 Event payloads leave here as plain JSON types in camelCase (the channel layer speaks msgpack,
 which knows no UUIDs or datetimes), converted once in ``wire()``.
+
+Sending happens on one background thread per process, in commit order. Django runs every sync
+view of a process on a single thread; if that thread waited for Redis on each publish, every
+request would queue behind it. The channel layer is at-most-once anyway: the database claim is
+the truth, and a lost event only delays work until the next claim (docs/protocol.md §6).
 """
 
+import asyncio
 import json
+import logging
+import queue
+import threading
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from djangorestframework_camel_case.util import camelize
+
+log = logging.getLogger(__name__)
 
 
 def wire(data):
@@ -28,25 +38,46 @@ async def apublish_now(topic: str, event: dict) -> None:
     await get_channel_layer().group_send(group_name(topic), wire(event))
 
 
+class Publisher:
+    """A daemon thread with its own event loop that sends queued events, oldest first."""
+
+    def __init__(self):
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def submit(self, topics: list[str], event: dict) -> None:
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self.run, name="event-publisher", daemon=True)
+                self.thread.start()
+        self.queue.put((topics, event))
+
+    def run(self) -> None:
+        loop = asyncio.new_event_loop()
+        while True:
+            topics, event = self.queue.get()
+            try:
+                loop.run_until_complete(self.send(topics, event))
+            except Exception:  # one bad send must not stop every later event
+                log.exception("could not publish %s", event.get("type"))
+
+    @staticmethod
+    async def send(topics: list[str], event: dict) -> None:
+        layer = get_channel_layer()
+        for topic in topics:
+            await layer.group_send(group_name(topic), event)
+
+
+publisher = Publisher()
+
+
 def publish(topic: str, event: dict) -> None:
     """Publish on commit of the current transaction: a rolled-back write announces nothing."""
-    event = wire(event)
-    transaction.on_commit(
-        lambda: async_to_sync(get_channel_layer().group_send)(group_name(topic), event), robust=True
-    )
+    publish_many([topic], event)
 
 
 def publish_many(topics, event: dict) -> None:
     """One event to several topics, after commit."""
-    event = wire(event)
-
-    def send():
-        layer = get_channel_layer()
-
-        async def fan_out():
-            for topic in topics:
-                await layer.group_send(group_name(topic), event)
-
-        async_to_sync(fan_out)()
-
-    transaction.on_commit(send, robust=True)
+    event, topics = wire(event), list(topics)
+    transaction.on_commit(lambda: publisher.submit(topics, event), robust=True)
