@@ -2,8 +2,8 @@
 
 Frames are documented in docs/protocol.md. Each connection holds at most ``prefetch`` unacked
 items. It claims on connect (catch-up), whenever its agent's topic says work is available, after
-each ack, and on each heartbeat, so a push lost by the channel layer only delays an item until
-the next of these (MSG-3…5, MSG-7).
+an ack that frees a slot in a lane it found full, and on each heartbeat, so a push lost by the
+channel layer only delays an item until the next of these (MSG-3…5, MSG-7).
 """
 
 import uuid
@@ -151,6 +151,7 @@ class AgentSocket(JsonSocket):
         self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1}
+        self.starved: set[str] = set()  # lanes that may have work this connection had no room for
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         for name, kind in (("prefetch", "message"), ("tasks", "task")):
@@ -193,11 +194,20 @@ class AgentSocket(JsonSocket):
             for kind, limit in self.capacity.items()
             if only is None or kind == only
         }
-        if not rooms or max(rooms.values()) <= 0:
+        # A lane that was full, or filled to the brim, may have more waiting: claim again there
+        # when a slot frees up. Otherwise a free slot waits for the next wake-up event.
+        self.starved |= {kind for kind, room in rooms.items() if room <= 0}
+        rooms = {kind: room for kind, room in rooms.items() if room > 0}
+        if not rooms:
             return
         frames = await database_sync_to_async(gateway.claim_work)(
             self.agent, self.connection_id, rooms
         )
+        for kind, room in rooms.items():
+            if sum(1 for f in frames if f["kind"] == kind) < room:
+                self.starved.discard(kind)
+            else:
+                self.starved.add(kind)
         for frame in frames:
             self.held[frame["id"]] = frame["kind"]
             await self.send_json(frame)
@@ -232,7 +242,8 @@ class AgentSocket(JsonSocket):
             raise
         del self.held[item_id]
         self.remember_done(item_id, kind)
-        await self.fill("message")
+        if "message" in self.starved:
+            await self.fill("message")
 
     def remember_done(self, item_id: str, kind: str) -> None:
         self.recently_acked[item_id] = kind

@@ -109,51 +109,76 @@ def workspace_api_key(agent: Agent, workspace_id) -> str | None:
 
 def for_message(agent: Agent, message) -> dict:
     """Directives for answering MESSAGE in its conversation."""
+    return for_messages(agent, [message])[message.id]
+
+
+def recent_windows(messages) -> dict:
+    """Per conversation of MESSAGES, its newest text messages: enough for each message's history
+    without itself (one query per conversation, however many of its messages are in the batch)."""
     from conversations.models import Message
+
+    counts = {}
+    for message in messages:
+        counts[message.conversation_id] = counts.get(message.conversation_id, 0) + 1
+    return {
+        conversation_id: list(
+            Message.objects.filter(
+                conversation_id=conversation_id, kind=Message.Kind.TEXT, held_at__isnull=True
+            )
+            .select_related("author_user", "author_agent")
+            .order_by("-created_at")[: HISTORY_TURNS + count]
+        )
+        for conversation_id, count in counts.items()
+    }
+
+
+def for_messages(agent: Agent, messages) -> dict:
+    """Directives for answering each of MESSAGES (loaded with their conversation and turn), by
+    message id. Shared reads are done once for the batch."""
     from conversations.threads import wording
 
-    conversation = message.conversation
-    # Recent history around the message, including answers given since (earlier turns).
-    recent = list(
-        Message.objects.filter(
-            conversation=conversation, kind=Message.Kind.TEXT, held_at__isnull=True
-        )
-        .exclude(pk=message.pk)
-        .select_related("author_user", "author_agent")
-        .order_by("-created_at")[:HISTORY_TURNS]
-    )[::-1]
+    windows = recent_windows(messages)
     stable = stable_block(agent)
-    rulebook = conversation.settings.get("rulebook", {})
-    author = message.author.label if message.author else "system"
-    extra = []
-    turn = getattr(message, "turn", None)
-    if turn is not None:
-        mine = next((e for e in turn.queue if e["agent_id"] == str(agent.id)), None)
-        after = [e["name"] for e in turn.queue[turn.position + 1 :]]
-        if mine:
-            extra.append(
-                f"# Turn\nYou hold the turn ({mine['reason']})."
-                + (f" Next: {', '.join(after)}." if after else "")
-            )
-    side_threads = wording(conversation)
-    if side_threads:
-        extra.append("# Side threads\n" + side_threads)
-    return {
-        "stable": stable,
-        "stable_hash": stable_hash(stable),
-        "volatile": volatile_block(
-            speaker=agent,
-            rulebook=rulebook,
-            trigger_author=author,
-            trigger_text=message.body,
-            extra="\n\n".join(extra),
-        ),
-        "history": history_entries(recent, agent),
-        "prompt": message.body,
-        "rulebook": rulebook,
-        "session_key": f"conversation:{conversation.id}",
-        "api_key": workspace_api_key(agent, conversation.workspace_id),
-    }
+    api_keys = {}
+    out = {}
+    for message in messages:
+        conversation = message.conversation
+        # Recent history around the message, including answers given since (earlier turns).
+        recent = [m for m in windows[conversation.id] if m.pk != message.pk][:HISTORY_TURNS][::-1]
+        rulebook = conversation.settings.get("rulebook", {})
+        author = message.author.label if message.author else "system"
+        extra = []
+        turn = getattr(message, "turn", None)
+        if turn is not None:
+            mine = next((e for e in turn.queue if e["agent_id"] == str(agent.id)), None)
+            after = [e["name"] for e in turn.queue[turn.position + 1 :]]
+            if mine:
+                extra.append(
+                    f"# Turn\nYou hold the turn ({mine['reason']})."
+                    + (f" Next: {', '.join(after)}." if after else "")
+                )
+        side_threads = wording(conversation)
+        if side_threads:
+            extra.append("# Side threads\n" + side_threads)
+        if conversation.workspace_id not in api_keys:
+            api_keys[conversation.workspace_id] = workspace_api_key(agent, conversation.workspace_id)
+        out[message.id] = {
+            "stable": stable,
+            "stable_hash": stable_hash(stable),
+            "volatile": volatile_block(
+                speaker=agent,
+                rulebook=rulebook,
+                trigger_author=author,
+                trigger_text=message.body,
+                extra="\n\n".join(extra),
+            ),
+            "history": history_entries(recent, agent),
+            "prompt": message.body,
+            "rulebook": rulebook,
+            "session_key": f"conversation:{conversation.id}",
+            "api_key": api_keys[conversation.workspace_id],
+        }
+    return out
 
 
 def for_task(agent: Agent, task) -> dict:

@@ -11,15 +11,27 @@ from agents import actions, directives, tasks
 from agents.models import Agent, Task
 from agntchat.core import claims
 from agntchat.core.events import wire
-from conversations.models import Delivery
+from conversations import turns
+from conversations.models import Delivery, Message
 from conversations.payloads import conversation_data, message_data
 
 
 def message_work(agent: Agent, ids) -> dict:
-    """Work payloads for message deliveries, by delivery id."""
-    deliveries = Delivery.objects.select_related(
-        "message__conversation__workspace", "message__author_user", "message__author_agent"
-    ).filter(id__in=ids)
+    """Work payloads for message deliveries, by delivery id (reads shared by the batch)."""
+    deliveries = list(
+        Delivery.objects.select_related(
+            "message__conversation__workspace",
+            "message__author_user",
+            "message__author_agent",
+            "message__turn",
+        )
+        .prefetch_related(
+            "message__threads__participants__agent", "message__threads__participants__user"
+        )
+        .filter(id__in=ids)
+    )
+    messages = [d.message for d in deliveries]
+    guidance = directives.for_messages(agent, messages)
     out = {}
     for delivery in deliveries:
         message = delivery.message
@@ -29,7 +41,7 @@ def message_work(agent: Agent, ids) -> dict:
             "conversation": conversation_data(conversation),
             "workspace": {"id": conversation.workspace_id, "name": conversation.workspace.name},
             "attempt": delivery.attempts,
-            "directives": directives.for_message(agent, message),
+            "directives": guidance[message.id],
         }
     return out
 
@@ -80,23 +92,30 @@ def claim_work(
 
 def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=None) -> bool:
     """Acknowledge a message item, with the turn's usage (RUN-8). DONE says the agent is done
-    in that conversation (TURN-3); a newly acked turn is handed on to the next agent in line."""
-    newly = claims.ack(WORK_KINDS[kind][0], item_id, connection_id, timezone.now())
-    if newly and kind == "message":
-        from conversations import turns
-
-        delivery = Delivery.objects.select_related("message__conversation", "agent").get(pk=item_id)
+    in that conversation (TURN-3); a delivery that holds a turn hands it on to the next agent."""
+    acked = claims.ack(
+        WORK_KINDS[kind][0],
+        item_id,
+        connection_id,
+        timezone.now(),
+        returning=("message_id", "agent_id", "workspace_id", "holds_turn"),
+    )
+    if acked is None:
+        return False
+    if isinstance(usage, dict) or done:
+        agent = Agent.objects.get(pk=acked["agent_id"])
+        conversation_id = Message.objects.values_list("conversation_id", flat=True).get(
+            pk=acked["message_id"]
+        )
         if isinstance(usage, dict):
             actions.record_usage(
-                delivery.agent,
-                delivery.workspace_id,
-                usage,
-                conversation_id=delivery.message.conversation_id,
+                agent, acked["workspace_id"], usage, conversation_id=conversation_id
             )
         if done:
-            turns.mark_done(delivery.agent, delivery.message.conversation)
+            turns.mark_done(agent, conversation_id)
+    if acked["holds_turn"]:
         turns.hand_on(item_id)
-    return newly
+    return True
 
 
 def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | None = None):

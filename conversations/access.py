@@ -33,10 +33,17 @@ def conversations_visible_to(actor):
 
 
 def access_conversation(actor, conversation_id) -> Conversation:
+    """The conversation if ACTOR may read it (else ConversationNotFound), with ``takes_part``:
+    whether ACTOR is already one of its participants."""
+    takes_part = Participant.objects.filter(
+        conversation_id=OuterRef("pk"),
+        **{"agent" if isinstance(actor, Agent) else "user": actor},
+    )
     try:
         return (
             conversations_visible_to(actor)
             .select_related("workspace")
+            .annotate(takes_part=Exists(takes_part))
             .get(pk=as_uuid(conversation_id))
         )
     except Conversation.DoesNotExist:

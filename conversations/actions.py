@@ -166,13 +166,18 @@ def post_message(
         except threads.SideThreadError as exc:
             payload["dm_error"] = exc.message  # the text stays visible; nothing half-created
     delegation = turns.delegation(body, conversation, actor) if conversational else None
+    by_person = agent_author is None and actor is not None
     with transaction.atomic():
-        if agent_author is None and actor is not None:
+        if by_person and not getattr(conversation, "takes_part", False):
             # Posting in an open channel joins it, as in any team chat.
             Participant.objects.get_or_create(conversation=conversation, user=actor)
-        guard = (
-            turns.count_post(conversation, actor) if conversational else turns.Guard(conversation)
-        )
+        if conversational and by_person:
+            conversation.agent_streak = 0  # reset (and held posts released) by settle_post
+            guard = turns.Guard(conversation)
+        elif conversational:
+            guard = turns.count_post(conversation, actor)
+        else:
+            guard = turns.Guard(conversation)
         message = Message.objects.create(
             held_at=timezone.now() if guard.held else None,
             conversation=conversation,
@@ -189,10 +194,11 @@ def post_message(
             # person speaks (their message releases it).
             turns.announce_capped(guard.conversation)
             return message
-        for released in guard.released:
-            announce_message(released, "message.created")
         if planned_threads:
             threads.open_threads(message, planned_threads)
+        else:
+            message.no_threads_yet()
+        holds_turn = False
         if wake is None:
             wake = []
             if delegation is not None:
@@ -203,11 +209,22 @@ def post_message(
                     actor, conversation.workspace, agent, instructions, conversation=conversation
                 )
             elif conversational:
-                wake = turns.start_turns(message, guard.conversation)
-        queue_for_agents(message, wake)
+                agents, done = turns.participants_in_order(conversation, with_done=True)
+                if by_person and done:
+                    # A person speaking wakes every agent that said it was done (TURN-3).
+                    Participant.objects.filter(conversation=conversation, agent_id__in=done).update(
+                        done_at=None
+                    )
+                    done = set()
+                wake, holds_turn = turns.start_turns(
+                    message, guard.conversation, agents=(agents, done)
+                )
+        # Turn planning read only agents that appear in the workspace: no need to check again.
+        queue_for_agents(message, wake, holds_turn=holds_turn, visible=conversational)
         # Last, so the conversation row stays locked only for the commit: concurrent posts in
         # one busy channel do not queue behind each other's whole transaction.
-        Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
+        for released in turns.settle_post(conversation, message, by_person=by_person):
+            announce_message(released, "message.created")
         announce_message(message, "message.created")
         if payload.get("dm_error"):
             post_notice(
@@ -218,17 +235,32 @@ def post_message(
     return message
 
 
-def queue_for_agents(message: Message, agent_ids) -> list[Delivery]:
-    """One delivery per agent (that appears in the workspace), announced on commit (MSG-2)."""
+def queue_for_agents(
+    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
+) -> list[Delivery]:
+    """One delivery per agent that appears in the workspace (VISIBLE: the caller checked),
+    announced on commit (MSG-2). HOLDS_TURN: each delivery is a turn with others waiting after
+    it (TURN-1)."""
+    if not agent_ids:
+        return []
     conversation = message.conversation
-    allowed = set(
-        agents_visible_in(conversation.workspace_id)
-        .filter(pk__in=list(agent_ids))
-        .values_list("id", flat=True)
+    allowed = (
+        set(agent_ids)
+        if visible
+        else set(
+            agents_visible_in(conversation.workspace_id)
+            .filter(pk__in=list(agent_ids))
+            .values_list("id", flat=True)
+        )
     )
     deliveries = Delivery.objects.bulk_create(
         [
-            Delivery(agent_id=a, workspace_id=conversation.workspace_id, message=message)
+            Delivery(
+                agent_id=a,
+                workspace_id=conversation.workspace_id,
+                message=message,
+                holds_turn=holds_turn,
+            )
             for a in allowed
         ],
         ignore_conflicts=True,

@@ -14,9 +14,9 @@ are a sequential queue: only the agent holding the turn gets a delivery; acking 
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -91,10 +91,10 @@ def fallback_order(conversation: Conversation, agents: list) -> list:
     return sorted(agents, key=lambda a: (rank.get(str(a.id), len(rank)), agents.index(a)))
 
 
-def plan(message: Message) -> dict:
+def plan(message: Message, agents=None) -> dict:
     """Decide the queue for MESSAGE without writing anything: rule, queue, explanation, and the
-    agents that said they are done."""
-    agents, done = participants_in_order(message.conversation, with_done=True)
+    agents that said they are done. AGENTS: (agents, done) when the caller already has them."""
+    agents, done = agents or participants_in_order(message.conversation, with_done=True)
     return {**decide(message, agents, done), "done": done}
 
 
@@ -165,38 +165,16 @@ def is_capped(conversation: Conversation) -> bool:
 
 @dataclass
 class Guard:
-    """The loop guard's verdict on one post."""
+    """The loop guard's verdict on one agent post."""
 
     conversation: Conversation
     held: bool = False  # an agent post at the cap: stored, shown and delivered to nobody yet
-    released: list = field(default_factory=list)  # held posts a person's message lets through
 
 
 def count_post(conversation: Conversation, actor) -> Guard:
-    """Update the loop guard for a new message (inside post_message's transaction, before the
-    insert). A person resets the streak, wakes done agents and releases held posts; an agent's
-    post past the cap is held until a person speaks (TURN-2).
-
-    A person's post takes no lock unless there is something to reset, so people posting in one
-    busy channel do not queue behind each other. An agent's post locks the row: the cap check
-    and the increment must not race."""
-    if getattr(actor, "handle", None) is None:
-        released = []
-        if actor is not None:
-            Conversation.objects.filter(pk=conversation.pk, agent_streak__gt=0).update(
-                agent_streak=0
-            )
-            Participant.objects.filter(conversation=conversation, done_at__isnull=False).update(
-                done_at=None
-            )
-            conversation.agent_streak = 0
-            released = list(
-                Message.objects.select_for_update()
-                .filter(conversation=conversation, held_at__isnull=False)
-                .order_by("created_at")
-            )
-            Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
-        return Guard(conversation, released=released)
+    """Count an agent's post against the loop guard (inside post_message's transaction, before
+    the insert): past the cap it is held until a person speaks (TURN-2). The row is locked: the
+    cap check and the increment must not race. A person's post is settled by settle_post."""
     conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if is_capped(conversation):
         return Guard(conversation, held=True)
@@ -205,21 +183,59 @@ def count_post(conversation: Conversation, actor) -> Guard:
     return Guard(conversation)
 
 
-def start_turns(message: Message, conversation: Conversation) -> list:
-    """Store the turn decision for MESSAGE and return who gets the turn now."""
+SETTLE_BY_PERSON = """
+UPDATE {t} c SET last_message_at = %(at)s, agent_streak = 0
+  FROM (SELECT agent_streak FROM {t} WHERE id = %(id)s FOR UPDATE) before
+ WHERE c.id = %(id)s
+RETURNING before.agent_streak
+"""
+
+
+def settle_post(conversation: Conversation, message: Message, *, by_person: bool) -> list:
+    """The last statement of a post: stamp ``last_message_at``. A person's post also resets the
+    agent streak and releases the posts the loop guard held (returned, oldest first). Held posts
+    exist only while the streak is above zero, so the release runs only then."""
+    if not by_person:
+        Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
+        return []
+    with connection.cursor() as cursor:
+        # One round trip that also returns the streak as it was (locked, so no post races it).
+        cursor.execute(
+            SETTLE_BY_PERSON.format(t=connection.ops.quote_name(Conversation._meta.db_table)),
+            {"at": message.created_at, "id": conversation.pk},
+        )
+        (streak_before,) = cursor.fetchone()
+    if not streak_before:
+        return []
+    released = list(
+        Message.objects.select_for_update()
+        .filter(conversation=conversation, held_at__isnull=False)
+        .order_by("created_at")
+    )
+    Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
+    for held in released:
+        held.held_at = None
+    return released
+
+
+def start_turns(message: Message, conversation: Conversation, agents=None) -> tuple[list, bool]:
+    """Store the turn decision for MESSAGE; return who gets the turn now, and whether others wait
+    after it (then acking its delivery hands the turn on). AGENTS: the conversation's agents
+    with their done marks, when the caller already read them."""
     if is_capped(conversation):
         announce_capped(conversation)
-        return []
-    decided = plan(message)
+        return [], False
+    decided = plan(message, agents)
     if not decided["queue"]:
-        return []
+        return [], False
     # A mention or delegation is something new for the agent: it is no longer "done".
     woken_done = [a.id for a, _ in decided["queue"] if a.id in decided["done"]]
     if woken_done:
         Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
             done_at=None
         )
-    TurnDecision.objects.create(
+    others_wait = len(decided["queue"]) > 1
+    message.turn = TurnDecision.objects.create(
         conversation=conversation,
         message=message,
         rule=decided["rule"],
@@ -228,8 +244,10 @@ def start_turns(message: Message, conversation: Conversation) -> list:
             for a, reason in decided["queue"]
         ],
         explanation=decided["explanation"],
+        # With nobody after the first agent there is nothing to hand on.
+        finished_at=None if others_wait else timezone.now(),
     )
-    return [decided["queue"][0][0].id]
+    return [decided["queue"][0][0].id], others_wait
 
 
 def hand_on(delivery_id) -> None:
@@ -263,7 +281,10 @@ def hand_on(delivery_id) -> None:
             return
         decision.position = position
         decision.save(update_fields=["position", "updated_at"])
-        queue_for_agents(delivery.message, [decision.queue[position]["agent_id"]])
+        # Held until its ack, which hands on again (or finds the queue at its end).
+        queue_for_agents(
+            delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True
+        )
 
 
 def waiting_agents(conversation: Conversation) -> set[str]:

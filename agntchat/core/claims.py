@@ -6,13 +6,14 @@ carries a lease, and a row whose lease ran out is claimable again. Acks are idem
 rotate across workspaces: the workspace served least recently goes first, so a quiet workspace is
 never stuck behind a busy one's backlog.
 
-Claim and ack transactions run with ``synchronous_commit = off``: losing one on a crash only
-causes a redelivery, which the idempotent ack absorbs. Inserts of the work itself stay durable.
+Claim, ack and release are each one statement, run in autocommit with ``synchronous_commit =
+off`` set inside the statement itself (one round trip, no WAL flush wait): losing one on a crash
+only causes a redelivery, which the idempotent ack absorbs. Inserts of the work stay durable.
 """
 
 from datetime import datetime, timedelta
 
-from django.db import connection, models, transaction
+from django.db import connection, models
 from django.db.models import Q
 
 from agntchat.core.exceptions import AppError
@@ -80,13 +81,34 @@ picked AS (
 UPDATE {t} q
    SET claimed_by = %(conn)s, claimed_at = %(now)s, lease_expires_at = %(lease)s,
        attempts = q.attempts + 1
-  FROM picked WHERE q.id = picked.id
+  FROM picked WHERE q.id = picked.id{relaxed}
 RETURNING q.id, q.created_at
 """
 
+ACK_SQL = """
+UPDATE {t} q SET acked_at = %(now)s
+ WHERE q.id = %(id)s AND q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
+RETURNING {returning}
+"""
 
-def _relaxed_commit(cursor) -> None:
-    cursor.execute("SET LOCAL synchronous_commit = off")
+RELEASE_SQL = """
+UPDATE {t} q SET claimed_by = NULL, lease_expires_at = NULL
+ WHERE q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
+"""
+
+
+RELAXED = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+
+
+def _run(model, sql: str, params: dict, **parts) -> list[tuple]:
+    """Run one claim-family statement on MODEL's table. Outside a transaction it relaxes its own
+    commit; inside a caller's transaction it leaves that transaction's durability alone."""
+    # Evaluated for each row the statement changes, so it is set before the implicit commit.
+    relaxed = "" if connection.in_atomic_block else RELAXED
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.format(t=table, relaxed=relaxed, **parts), params)
+        return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
 
 
 def claim(
@@ -95,7 +117,6 @@ def claim(
     """Claim up to LIMIT items of MODEL for one connection; return their ids, oldest first."""
     if limit <= 0:
         return []
-    sql = CLAIM_SQL.format(t=connection.ops.quote_name(model._meta.db_table))
     params = {
         "agent": agent_id,
         "conn": connection_id,
@@ -103,27 +124,24 @@ def claim(
         "lease": now + timedelta(seconds=lease_seconds),
         "limit": limit,
     }
-    with transaction.atomic(), connection.cursor() as cursor:
-        _relaxed_commit(cursor)
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    rows = _run(model, CLAIM_SQL, params)
     return [row[0] for row in sorted(rows, key=lambda r: (r[1], r[0]))]
 
 
-def ack(model, item_id, connection_id: str, now: datetime) -> bool:
-    """Acknowledge an item held by CONNECTION_ID. Idempotent: True if newly acked, False if it
-    already was. Raises NotHeld when the item is another connection's (or nobody's)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        _relaxed_commit(cursor)
-        updated = model.objects.filter(
-            id=item_id, claimed_by=connection_id, acked_at__isnull=True
-        ).update(acked_at=now)
-        if updated:
-            return True
-        if model.objects.filter(
-            id=item_id, claimed_by=connection_id, acked_at__isnull=False
-        ).exists():
-            return False
+def ack(model, item_id, connection_id: str, now: datetime, returning=("id",)) -> dict | None:
+    """Acknowledge an item held by CONNECTION_ID. Idempotent: the RETURNING columns of the row if
+    newly acked, None if it already was. Raises NotHeld when the item is another connection's
+    (or nobody's)."""
+    rows = _run(
+        model,
+        ACK_SQL,
+        {"id": item_id, "conn": connection_id, "now": now},
+        returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in returning),
+    )
+    if rows:
+        return dict(zip(returning, rows[0], strict=True))
+    if model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=False).exists():
+        return None
     raise NotHeld("This connection does not hold that item (its lease may have expired).")
 
 
@@ -140,11 +158,7 @@ def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int
 
 def release(model, connection_id: str) -> int:
     """Give back every unacked item a closing connection held, at once (not after the lease)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        _relaxed_commit(cursor)
-        return model.objects.filter(claimed_by=connection_id, acked_at__isnull=True).update(
-            claimed_by=None, lease_expires_at=None
-        )
+    return _run(model, RELEASE_SQL, {"conn": connection_id})[0][0]
 
 
 def open_count(model, agent_id) -> int:
