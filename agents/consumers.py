@@ -18,7 +18,7 @@ from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name, publish_many, wire
+from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
 from agntchat.core.sockets import FrameError, JsonSocket, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
@@ -27,6 +27,16 @@ from conversations.access import access_conversation, access_message
 from conversations.models import Message
 
 MAX_PREFETCH = 100
+
+
+def in_pool(func):
+    """Claims and acks of many connections run side by side in the thread pool, not queued on
+    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
+    return database_sync_to_async(func, thread_sensitive=False)
+
+
+# Wake-ups some connection of this process already claimed for, newest last (bounded).
+HANDLED_WAKES: OrderedDict[str, None] = OrderedDict()
 ARTIFACT_FRAMES = {
     "artifact.publish": artifact_frames.publish_artifact,
     "artifact.update": artifact_frames.update_artifact,
@@ -185,37 +195,50 @@ class AgentSocket(JsonSocket):
         await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
-            await apublish_now(f"agent.{self.agent.id}", {"type": "work.available"})
+            await apublish_now(f"agent.{self.agent.id}", work_available())
 
-    async def fill(self, only: str | None = None) -> None:
-        """Claim as many items as this connection has room for and push them (ONLY: one lane)."""
-        rooms = {
-            kind: limit - sum(1 for k in self.held.values() if k == kind)
-            for kind, limit in self.capacity.items()
-            if only is None or kind == only
-        }
+    def lanes(self, only: str | None = None) -> list[str]:
+        return [kind for kind in self.capacity if only is None or kind == only]
+
+    def room(self, kind: str) -> int:
+        return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
+
+    async def fill(self, only: str | None = None) -> bool:
+        """Claim as many items as this connection has room for and push them (ONLY: one lane).
+        True when a claim took all the room it had (more work may be waiting)."""
+        rooms = {kind: self.room(kind) for kind in self.lanes(only)}
         # A lane that was full, or filled to the brim, may have more waiting: claim again there
         # when a slot frees up. Otherwise a free slot waits for the next wake-up event.
         self.starved |= {kind for kind, room in rooms.items() if room <= 0}
         rooms = {kind: room for kind, room in rooms.items() if room > 0}
         if not rooms:
-            return
-        frames = await database_sync_to_async(gateway.claim_work)(
-            self.agent, self.connection_id, rooms
-        )
-        for kind, room in rooms.items():
-            if sum(1 for f in frames if f["kind"] == kind) < room:
-                self.starved.discard(kind)
-            else:
-                self.starved.add(kind)
+            return False
+        frames = await in_pool(gateway.claim_work)(self.agent, self.connection_id, rooms)
+        full = {
+            kind for kind, room in rooms.items() if sum(f["kind"] == kind for f in frames) >= room
+        }
+        self.starved = (self.starved - set(rooms)) | full
         for frame in frames:
             self.held[frame["id"]] = frame["kind"]
             await self.send_json(frame)
+        return bool(full)
 
     # Events from the channel layer.
     async def work_available(self, event):
-        # The event names the lane with new work: claim only there (a released batch: all).
-        await self.fill(event.get("kind"))
+        """A wake-up reaches every connection of the agent. In this process, the first one with
+        room in the lane claims for it; the others would only come back empty. The event names
+        the lane with new work (a released batch: none, so every lane)."""
+        lane, wake = event.get("kind"), event.get("wake")
+        if wake in HANDLED_WAKES:
+            return
+        if wake and any(self.room(kind) > 0 for kind in self.lanes(lane)):
+            HANDLED_WAKES[wake] = None  # before the claim's await: siblings see it at once
+            if len(HANDLED_WAKES) > 1000:
+                HANDLED_WAKES.popitem(last=False)
+        claimed_all_room = await self.fill(lane)
+        if wake and claimed_all_room:
+            # It filled this connection: more may wait for the siblings. Pass the wake-up on.
+            await apublish_now(f"agent.{self.agent.id}", work_available(lane))
 
     async def task_cancel(self, event):
         if self.held.get(event["taskId"]) == "task":
@@ -232,7 +255,7 @@ class AgentSocket(JsonSocket):
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
         try:
-            await database_sync_to_async(gateway.ack_work)(
+            await in_pool(gateway.ack_work)(
                 kind, item_id, self.connection_id, frame.get("done") is True, frame.get("usage")
             )
         except NotHeld:

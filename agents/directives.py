@@ -11,6 +11,15 @@ import hashlib
 from agents.models import Agent
 
 HISTORY_TURNS = 20
+# Only what a history entry shows: no model instances, no timestamps to parse, per push.
+HISTORY_FIELDS = (
+    "id",
+    "author_agent_id",
+    "author_agent__name",
+    "author_user__display_name",
+    "author_user__username",
+    "body",
+)
 
 HOUSE_RULES = """\
 - You are a participant in a team chat shared by people and AI agents. Reply as yourself.
@@ -64,19 +73,16 @@ def rulebook_text(rulebook: dict) -> str:
     return "\n".join(lines)
 
 
-def history_entries(messages, agent: Agent) -> list[dict]:
-    """Recent messages as the backends take them: role, author, text."""
-    entries = []
-    for message in messages:
-        author = message.author
-        entries.append(
-            {
-                "role": "assistant" if message.author_agent_id == agent.id else "user",
-                "author": author.label if author else "system",
-                "text": message.body,
-            }
-        )
-    return entries
+def history_entries(rows, agent: Agent) -> list[dict]:
+    """Recent messages as the backends take them: role, author, text. ROWS are HISTORY_FIELDS."""
+    return [
+        {
+            "role": "assistant" if author_agent_id == agent.id else "user",
+            "author": agent_name or display_name or username or "system",
+            "text": body,
+        }
+        for _, author_agent_id, agent_name, display_name, username, body in rows
+    ]
 
 
 def volatile_block(
@@ -125,8 +131,8 @@ def recent_windows(messages) -> dict:
             Message.objects.filter(
                 conversation_id=conversation_id, kind=Message.Kind.TEXT, held_at__isnull=True
             )
-            .select_related("author_user", "author_agent")
-            .order_by("-created_at")[: HISTORY_TURNS + count]
+            .order_by("-created_at")
+            .values_list(*HISTORY_FIELDS)[: HISTORY_TURNS + count]
         )
         for conversation_id, count in counts.items()
     }
@@ -144,7 +150,7 @@ def for_messages(agent: Agent, messages) -> dict:
     for message in messages:
         conversation = message.conversation
         # Recent history around the message, including answers given since (earlier turns).
-        recent = [m for m in windows[conversation.id] if m.pk != message.pk][:HISTORY_TURNS][::-1]
+        recent = [m for m in windows[conversation.id] if m[0] != message.pk][:HISTORY_TURNS][::-1]
         rulebook = conversation.settings.get("rulebook", {})
         author = message.author.label if message.author else "system"
         extra = []
@@ -161,7 +167,9 @@ def for_messages(agent: Agent, messages) -> dict:
         if side_threads:
             extra.append("# Side threads\n" + side_threads)
         if conversation.workspace_id not in api_keys:
-            api_keys[conversation.workspace_id] = workspace_api_key(agent, conversation.workspace_id)
+            api_keys[conversation.workspace_id] = workspace_api_key(
+                agent, conversation.workspace_id
+            )
         out[message.id] = {
             "stable": stable,
             "stable_hash": stable_hash(stable),

@@ -5,6 +5,7 @@ it and how to describe one item to the bridge (with the turn's directives, RUN-3
 """
 
 from django.conf import settings
+from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from agents import actions, directives, tasks
@@ -24,13 +25,18 @@ def message_work(agent: Agent, ids) -> dict:
             "message__author_user",
             "message__author_agent",
             "message__turn",
-        )
-        .prefetch_related(
-            "message__threads__participants__agent", "message__threads__participants__user"
-        )
-        .filter(id__in=ids)
+        ).filter(id__in=ids)
     )
     messages = [d.message for d in deliveries]
+    # Only an agent's message can open side threads: only those need their thread cards.
+    for message in messages:
+        if message.author_agent_id is None:
+            message.has_no_threads()
+    prefetch_related_objects(
+        [m for m in messages if m.author_agent_id is not None],
+        "threads__participants__agent",
+        "threads__participants__user",
+    )
     guidance = directives.for_messages(agent, messages)
     out = {}
     for delivery in deliveries:
@@ -114,7 +120,7 @@ def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=N
         if done:
             turns.mark_done(agent, conversation_id)
     if acked["holds_turn"]:
-        turns.hand_on(item_id)
+        turns.hand_on(item_id, acked["message_id"])
     return True
 
 

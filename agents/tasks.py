@@ -14,7 +14,7 @@ from agents.access import agent_appears_in
 from agents.exceptions import AgentNotFound
 from agents.models import Agent, Task, TaskEvent
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import publish, publish_many
+from agntchat.core.events import publish, publish_many, wake_agent
 from agntchat.core.exceptions import AppError
 
 CANCEL_DEADLINE = timedelta(seconds=30)
@@ -117,7 +117,7 @@ def create_task(
             else None,
             created_by_agent=creator if isinstance(creator, Agent) else None,
         )
-        publish(f"agent.{agent.id}", {"type": "work.available", "kind": "task"})
+        wake_agent(agent.id, "task")
         _announce(task, "task.created")
     return task
 

@@ -109,7 +109,11 @@ elif sys.argv[1:2] == ["qcluster"]:
     _db["CONN_HEALTH_CHECKS"] = True
 else:
     # Under ASGI each request runs in a fresh thread: persistent per-thread connections
-    # exhaust PostgreSQL, a shared pool does not.
+    # exhaust PostgreSQL, a shared pool does not. Pooled connections live long, so the hot
+    # statements are bound server-side and prepared after a few runs: PostgreSQL plans the
+    # many-join payload and access queries once per connection, not on every message.
+    _db["OPTIONS"]["server_side_binding"] = True
+    _db["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 5)
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),

@@ -4,10 +4,11 @@ from django.db.models import Exists, OuterRef, Q
 
 from agents.access import workspaces_of_agent
 from agents.models import Agent
+from agntchat.core.compiled import compiled_raw
 from agntchat.core.ids import as_uuid
 from conversations.exceptions import ConversationNotFound, MessageNotFound
 from conversations.models import Conversation, Message, Participant
-from workspaces.models import Membership
+from workspaces.models import Membership, User
 
 
 def conversations_visible_to(actor):
@@ -32,22 +33,48 @@ def conversations_visible_to(actor):
     )
 
 
-def access_conversation(actor, conversation_id) -> Conversation:
-    """The conversation if ACTOR may read it (else ConversationNotFound), with ``takes_part``:
-    whether ACTOR is already one of its participants."""
+def readable_conversation(actor, conversation_id):
+    """The conversation ACTOR may read, with ``takes_part`` (ACTOR is one of its participants)."""
     takes_part = Participant.objects.filter(
         conversation_id=OuterRef("pk"),
         **{"agent" if isinstance(actor, Agent) else "user": actor},
     )
-    try:
-        return (
-            conversations_visible_to(actor)
-            .select_related("workspace")
-            .annotate(takes_part=Exists(takes_part))
-            .get(pk=as_uuid(conversation_id))
+    return (
+        conversations_visible_to(actor)
+        .annotate(takes_part=Exists(takes_part))
+        .filter(pk=conversation_id)
+    )
+
+
+def access_conversation(actor, conversation_id) -> Conversation:
+    """The conversation if ACTOR may read it (else ConversationNotFound), with ``takes_part``.
+    On every message, so its SQL is compiled once per shape of actor (core.compiled)."""
+    conversation_id = as_uuid(conversation_id)
+    if conversation_id is None:
+        raise ConversationNotFound()
+    if isinstance(actor, Agent):
+        visibility = actor.visibility  # workspaces_of_agent reads it: part of the SQL's shape
+        rows = compiled_raw(
+            ("access_conversation", "agent", visibility),
+            lambda actor_id, owner_id, conversation_id: readable_conversation(
+                Agent(pk=actor_id, owner_id=owner_id, visibility=visibility), conversation_id
+            ),
+            actor_id=actor.pk,
+            owner_id=actor.owner_id,
+            conversation_id=conversation_id,
         )
-    except Conversation.DoesNotExist:
-        raise ConversationNotFound() from None
+    else:
+        rows = compiled_raw(
+            ("access_conversation", "person"),
+            lambda actor_id, conversation_id: readable_conversation(
+                User(pk=actor_id), conversation_id
+            ),
+            actor_id=actor.pk,
+            conversation_id=conversation_id,
+        )
+    for conversation in rows:
+        return conversation
+    raise ConversationNotFound()
 
 
 def messages_visible_to(actor):

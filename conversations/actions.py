@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
-from agntchat.core.events import publish, publish_many
+from agntchat.core.events import publish_many, wake_agent
 from conversations import threads, turns
 from conversations.access import access_conversation, audience_user_ids
 from conversations.exceptions import ConversationRule
@@ -197,8 +197,8 @@ def post_message(
         if planned_threads:
             threads.open_threads(message, planned_threads)
         else:
-            message.no_threads_yet()
-        holds_turn = False
+            message.has_no_threads()
+        holds_turn = False  # a turn from the turn queue: its ack hands the turn on
         if wake is None:
             wake = []
             if delegation is not None:
@@ -216,9 +216,8 @@ def post_message(
                         done_at=None
                     )
                     done = set()
-                wake, holds_turn = turns.start_turns(
-                    message, guard.conversation, agents=(agents, done)
-                )
+                wake = turns.start_turns(message, guard.conversation, agents=(agents, done))
+                holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.
         queue_for_agents(message, wake, holds_turn=holds_turn, visible=conversational)
         # Last, so the conversation row stays locked only for the commit: concurrent posts in
@@ -266,7 +265,7 @@ def queue_for_agents(
         ignore_conflicts=True,
     )
     for agent_id in allowed:
-        publish(f"agent.{agent_id}", {"type": "work.available", "kind": "message"})
+        wake_agent(agent_id, "message")
     return deliveries
 
 

@@ -123,9 +123,10 @@ class Message(BaseModel):
     def author(self):
         return self.author_user or self.author_agent
 
-    def no_threads_yet(self) -> None:
-        """A message just stored opened no side thread: say so to ``threads.all()`` (the
-        prefetch cache Django reads), so showing it costs no query."""
+    def has_no_threads(self) -> None:
+        """Known to have no side threads (just stored without any, or a person's: only an
+        agent's message opens them): tell ``threads.all()`` through the prefetch cache Django
+        reads, so showing the message costs no query."""
         self._prefetched_objects_cache = {"threads": Conversation.objects.none()}
 
 
@@ -133,8 +134,8 @@ class Delivery(BaseModel, Claimable):
     """One row per agent that must see a message: the agent's message queue (MSG-2)."""
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")
-    # This delivery is the agent's turn in a queue with others after it: its ack hands the
-    # turn on (TURN-1). Known from the ack itself, so most acks need no second query.
+    # This delivery is the agent's turn in a turn queue: its ack hands the turn on (TURN-1).
+    # Known from the ack itself, so acks of other deliveries need no second query.
     holds_turn = models.BooleanField(default=False)
 
     class Meta(Claimable.Meta):

@@ -17,10 +17,12 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Func
 from django.utils import timezone
 
 from agents.access import agents_visible_in
+from agents.models import Agent
+from agntchat.core.compiled import compiled_raw
 from agntchat.core.events import publish_many
 from agntchat.core.exceptions import AppError
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
@@ -69,18 +71,28 @@ def mentioned(text: str, agents) -> list:
 
 def participants_in_order(conversation: Conversation, with_done: bool = False):
     """Agents taking part (and appearing in the workspace), in the order they joined; with
-    WITH_DONE, also the ids of those that said they are done (one query for both)."""
-    visible = agents_visible_in(conversation.workspace_id).values("pk")
-    joined = (
-        Participant.objects.filter(conversation=conversation, agent__in=visible)
-        .select_related("agent")
-        .order_by("created_at", "id")
+    WITH_DONE, also the ids of those that said they are done (one query for both, its SQL
+    compiled once: this runs for every message)."""
+    agents = list(
+        compiled_raw(
+            ("participants_in_order",),
+            lambda conversation_id, workspace_id: (
+                Agent.objects.filter(
+                    pk__in=agents_visible_in(workspace_id).values("pk"),
+                    participations__conversation_id=conversation_id,
+                )
+                .annotate(
+                    done_at=F("participations__done_at"),
+                    joined_at=F("participations__created_at"),
+                    participation_id=F("participations__id"),
+                )
+                .order_by("joined_at", "participation_id")
+            ),
+            conversation_id=conversation.id,
+            workspace_id=conversation.workspace_id,
+        )
     )
-    agents, done = [], set()
-    for participant in joined:
-        agents.append(participant.agent)
-        if participant.done_at is not None:
-            done.add(participant.agent_id)
+    done = {agent.id for agent in agents if agent.done_at is not None}
     return (agents, done) if with_done else agents
 
 
@@ -218,23 +230,21 @@ def settle_post(conversation: Conversation, message: Message, *, by_person: bool
     return released
 
 
-def start_turns(message: Message, conversation: Conversation, agents=None) -> tuple[list, bool]:
-    """Store the turn decision for MESSAGE; return who gets the turn now, and whether others wait
-    after it (then acking its delivery hands the turn on). AGENTS: the conversation's agents
-    with their done marks, when the caller already read them."""
+def start_turns(message: Message, conversation: Conversation, agents=None) -> list:
+    """Store the turn decision for MESSAGE and return who gets the turn now. AGENTS: the
+    conversation's agents with their done marks, when the caller already read them."""
     if is_capped(conversation):
         announce_capped(conversation)
-        return [], False
+        return []
     decided = plan(message, agents)
     if not decided["queue"]:
-        return [], False
+        return []
     # A mention or delegation is something new for the agent: it is no longer "done".
     woken_done = [a.id for a, _ in decided["queue"] if a.id in decided["done"]]
     if woken_done:
         Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
             done_at=None
         )
-    others_wait = len(decided["queue"]) > 1
     message.turn = TurnDecision.objects.create(
         conversation=conversation,
         message=message,
@@ -244,16 +254,24 @@ def start_turns(message: Message, conversation: Conversation, agents=None) -> tu
             for a, reason in decided["queue"]
         ],
         explanation=decided["explanation"],
-        # With nobody after the first agent there is nothing to hand on.
-        finished_at=None if others_wait else timezone.now(),
     )
-    return [decided["queue"][0][0].id], others_wait
+    return [decided["queue"][0][0].id]
 
 
-def hand_on(delivery_id) -> None:
+def hand_on(delivery_id, message_id) -> None:
     """The agent holding a turn acked its delivery: give the turn to the next one in the queue."""
     from conversations.actions import queue_for_agents
 
+    now = timezone.now()
+    # Most queues hold one agent, or the acking agent was the last: then the queue is simply
+    # finished, in one statement.
+    if (
+        TurnDecision.objects.filter(message_id=message_id, finished_at__isnull=True)
+        .alias(last=Func(F("queue"), function="jsonb_array_length") - 1)
+        .filter(position=F("last"))
+        .update(finished_at=now, updated_at=now)
+    ):
+        return
     with transaction.atomic():
         delivery = Delivery.objects.select_related("message").get(pk=delivery_id)
         decision = (
@@ -282,9 +300,7 @@ def hand_on(delivery_id) -> None:
         decision.position = position
         decision.save(update_fields=["position", "updated_at"])
         # Held until its ack, which hands on again (or finds the queue at its end).
-        queue_for_agents(
-            delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True
-        )
+        queue_for_agents(delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True)
 
 
 def waiting_agents(conversation: Conversation) -> set[str]:

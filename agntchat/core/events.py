@@ -14,6 +14,7 @@ import json
 import logging
 import queue
 import threading
+import uuid
 
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
@@ -81,3 +82,14 @@ def publish_many(topics, event: dict) -> None:
     """One event to several topics, after commit."""
     event, topics = wire(event), list(topics)
     transaction.on_commit(lambda: publisher.submit(topics, event), robust=True)
+
+
+def work_available(kind: str | None = None) -> dict:
+    """The wake-up event for an agent's connections: work of KIND (a lane; None: any) may be
+    waiting. Its id lets the connections of one process claim once for it, not once each."""
+    return {"type": "work.available", "kind": kind, "wake": uuid.uuid4().hex}
+
+
+def wake_agent(agent_id, kind: str | None = None) -> None:
+    """Wake an agent's connections after commit."""
+    publish(f"agent.{agent_id}", work_available(kind))
