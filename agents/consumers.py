@@ -203,16 +203,16 @@ class AgentSocket(JsonSocket):
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
 
-    async def fill(self, only: str | None = None) -> bool:
+    async def fill(self, only: str | None = None) -> set[str]:
         """Claim as many items as this connection has room for and push them (ONLY: one lane).
-        True when a claim took all the room it had (more work may be waiting)."""
+        Return the lanes where a claim took all the room (more work may be waiting there)."""
         rooms = {kind: self.room(kind) for kind in self.lanes(only)}
         # A lane that was full, or filled to the brim, may have more waiting: claim again there
         # when a slot frees up. Otherwise a free slot waits for the next wake-up event.
         self.starved |= {kind for kind, room in rooms.items() if room <= 0}
         rooms = {kind: room for kind, room in rooms.items() if room > 0}
         if not rooms:
-            return False
+            return set()
         frames = await in_pool(gateway.claim_work)(self.agent, self.connection_id, rooms)
         full = {
             kind for kind, room in rooms.items() if sum(f["kind"] == kind for f in frames) >= room
@@ -221,24 +221,24 @@ class AgentSocket(JsonSocket):
         for frame in frames:
             self.held[frame["id"]] = frame["kind"]
             await self.send_json(frame)
-        return bool(full)
+        return full
 
     # Events from the channel layer.
     async def work_available(self, event):
-        """A wake-up reaches every connection of the agent. In this process, the first one with
-        room in the lane claims for it; the others would only come back empty. The event names
-        the lane with new work (a released batch: none, so every lane)."""
+        """A wake-up reaches every connection of the agent. For work in one lane, the first
+        connection of this process with room there claims; the others would come back empty.
+        A wake-up for any lane (a released batch, rare) is claimed for by every connection."""
         lane, wake = event.get("kind"), event.get("wake")
-        if wake in HANDLED_WAKES:
-            return
-        if wake and any(self.room(kind) > 0 for kind in self.lanes(lane)):
-            HANDLED_WAKES[wake] = None  # before the claim's await: siblings see it at once
-            if len(HANDLED_WAKES) > 1000:
-                HANDLED_WAKES.popitem(last=False)
-        claimed_all_room = await self.fill(lane)
-        if wake and claimed_all_room:
-            # It filled this connection: more may wait for the siblings. Pass the wake-up on.
-            await apublish_now(f"agent.{self.agent.id}", work_available(lane))
+        if lane is not None and wake is not None:
+            if wake in HANDLED_WAKES:
+                return
+            if self.room(lane) > 0:
+                HANDLED_WAKES[wake] = None  # before the claim's await: siblings see it at once
+                if len(HANDLED_WAKES) > 1000:
+                    HANDLED_WAKES.popitem(last=False)
+        for full in await self.fill(lane):
+            # This claim filled the lane here: more may wait for the siblings. Pass it on.
+            await apublish_now(f"agent.{self.agent.id}", work_available(full))
 
     async def task_cancel(self, event):
         if self.held.get(event["taskId"]) == "task":

@@ -115,6 +115,53 @@ async def test_a_closed_socket_gives_its_items_to_another_connection(alice, chan
     await second.disconnect()
 
 
+async def test_a_released_batch_is_passed_on_to_every_connection_with_room(alice, channel, nova):
+    """A release wakes the agent once. In a process, one connection claims for a wake-up; when
+    that claim fills it, the wake-up is passed on, so its siblings claim the rest at once (not
+    at their next heartbeat)."""
+    token = await sync_to_async(agent_session)(nova)
+    holder, _ = await connect(token, "prefetch=3")
+    for i in range(3):
+        await post(alice, channel, f"m{i}")
+    assert len(await drain(holder)) == 3
+    siblings = [(await connect(token, "prefetch=1"))[0] for _ in range(3)]
+    for sibling in siblings:
+        assert await sibling.receive_nothing(timeout=0.2)
+    await holder.disconnect()
+    got = [await next_frame(sibling, timeout=3) for sibling in siblings]
+    assert sorted(f["payload"]["message"]["body"] for f in got) == ["m0", "m1", "m2"]
+    for sibling in siblings:
+        await sibling.disconnect()
+
+
+async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
+    alice, channel, nova, monkeypatch
+):
+    """Every connection hears a wake-up; only the first with room claims. The others' claims
+    would come back empty: they are not made."""
+    from agents import gateway
+
+    token = await sync_to_async(agent_session)(nova)
+    sockets = [(await connect(token, "prefetch=4"))[0] for _ in range(4)]
+    claims = []
+    real_claim = gateway.claim_work
+
+    def counted(*args, **kwargs):  # the real claim, counted
+        frames = real_claim(*args, **kwargs)
+        claims.append(len(frames))
+        return frames
+
+    monkeypatch.setattr(gateway, "claim_work", counted)
+    await post(alice, channel, "one")
+    frames = []
+    for sock in sockets:
+        frames += await drain(sock)
+    assert [f["payload"]["message"]["body"] for f in frames] == ["one"]
+    assert claims == [1]
+    for sock in sockets:
+        await sock.disconnect()
+
+
 async def test_a_silent_holder_loses_its_item_after_the_lease(alice, channel, nova, settings):
     settings.CLAIM_LEASE_SECONDS = 1
     token = await sync_to_async(agent_session)(nova)

@@ -1,0 +1,44 @@
+"""The message path's database round trips, counted: a regression here costs every message.
+
+Budgets, for a person's post in a channel with one agent: the post itself (auth, access, the
+insert transaction), the claim of its delivery with the work payload, and the ack."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agents import gateway
+from conversations.models import Delivery, TurnDecision
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_post_its_claim_and_its_ack_stay_within_their_query_budgets(alice, channel, nova, api):
+    client = api(alice)
+    url = f"/api/v1/conversations/{channel.id}/messages/"
+    assert client.post(url, {"body": "warm-up"}, format="json").status_code == 201
+    gateway.claim_work(nova, "c0", {"message": 1})  # and take it out of the queue
+    Delivery.objects.update(acked_at="2026-01-01T00:00:00Z")
+
+    with CaptureQueriesContext(connection) as post:
+        response = client.post(url, {"body": "hello there"}, format="json")
+    assert response.status_code == 201
+    # token, access, BEGIN, message, participants, turn decision, delivery, settle, COMMIT
+    assert len(post.captured_queries) <= 9, [q["sql"][:80] for q in post.captured_queries]
+
+    with CaptureQueriesContext(connection) as claim:
+        frames = gateway.claim_work(nova, "c1", {"message": 8})
+    assert [f["payload"]["message"]["body"] for f in frames] == ["hello there"]
+    # the claim, the payload's rows, the history window
+    assert len(claim.captured_queries) <= 3, [q["sql"][:80] for q in claim.captured_queries]
+
+    with CaptureQueriesContext(connection) as ack:
+        assert gateway.ack_work("message", frames[0]["id"], "c1") is True
+    # the ack, and finishing the (one-agent) turn queue
+    assert len(ack.captured_queries) <= 2, [q["sql"][:80] for q in ack.captured_queries]
+    decision = TurnDecision.objects.get(message_id=response.json()["id"])
+    assert decision.finished_at is not None
+
+    with CaptureQueriesContext(connection) as empty:
+        assert gateway.claim_work(nova, "c1", {"message": 8}) == []
+    assert len(empty.captured_queries) == 1

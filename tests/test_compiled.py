@@ -1,0 +1,49 @@
+"""core.compiled: a queryset's SQL compiled once, then bound to other values."""
+
+import uuid
+
+import pytest
+
+from agntchat.core import compiled
+from agntchat.core.compiled import compiled_raw
+from conversations.access import access_conversation
+from conversations.exceptions import ConversationNotFound
+from workspaces.models import Membership, User
+
+pytestmark = pytest.mark.django_db
+
+
+def members(workspace_id, username):
+    return User.objects.filter(memberships__workspace_id=workspace_id, username=username)
+
+
+def test_one_compiled_shape_answers_for_every_value(alice, bob, charlie, team_a, team_b):
+    shape = ("test", uuid.uuid4().hex)
+    first = list(compiled_raw(shape, members, workspace_id=team_a.id, username="bob"))
+    sql_after_first = compiled._cache[shape][1]
+    again = list(compiled_raw(shape, members, workspace_id=team_b.id, username="charlie"))
+    none = list(compiled_raw(shape, members, workspace_id=team_b.id, username="bob"))
+    assert [u.pk for u in first] == [bob.pk]
+    assert [u.pk for u in again] == [charlie.pk]
+    assert none == []
+    assert compiled._cache[shape][1] is sql_after_first  # compiled once
+
+
+def test_a_value_the_sql_does_not_bind_is_refused(team_a):
+    with pytest.raises(ValueError, match="does not bind"):
+        list(
+            compiled_raw(
+                ("test", uuid.uuid4().hex),
+                lambda workspace_id, username: Membership.objects.filter(workspace_id=workspace_id),
+                workspace_id=team_a.id,
+                username="x",
+            )
+        )
+
+
+def test_access_through_compiled_sql_still_tells_people_apart(alice, charlie, channel):
+    assert access_conversation(alice, channel.id).takes_part is True
+    with pytest.raises(ConversationNotFound):
+        access_conversation(charlie, channel.id)
+    with pytest.raises(ConversationNotFound):
+        access_conversation(alice, "not-a-uuid")
