@@ -222,7 +222,8 @@ def post_message(
         queue_for_agents(message, wake, holds_turn=holds_turn, visible=conversational)
         # Last, so the conversation row stays locked only for the commit: concurrent posts in
         # one busy channel do not queue behind each other's whole transaction.
-        for released in turns.settle_post(conversation, message, by_person=by_person):
+        settled = turns.settle_post(conversation, message, by_person=conversational and by_person)
+        for released in settled:
             announce_message(released, "message.created")
         announce_message(message, "message.created")
         if payload.get("dm_error"):

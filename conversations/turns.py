@@ -204,9 +204,10 @@ RETURNING before.agent_streak
 
 
 def settle_post(conversation: Conversation, message: Message, *, by_person: bool) -> list:
-    """The last statement of a post: stamp ``last_message_at``. A person's post also resets the
-    agent streak and releases the posts the loop guard held (returned, oldest first). Held posts
-    exist only while the streak is above zero, so the release runs only then."""
+    """The last statement of a post: stamp ``last_message_at``. A person's message (BY_PERSON)
+    also resets the agent streak and releases the posts the loop guard held (returned, oldest
+    first). Held posts exist only while the streak is above zero, so the release runs only
+    then."""
     if not by_person:
         Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
         return []
