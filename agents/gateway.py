@@ -4,7 +4,10 @@ Every kind is claimed by the same ``core.claims`` functions; a kind only says wh
 it and how to describe one item to the bridge (with the turn's directives, RUN-3).
 """
 
+from contextlib import nullcontext
+
 from django.conf import settings
+from django.db import transaction
 from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
@@ -99,26 +102,30 @@ def claim_work(
 def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=None) -> bool:
     """Acknowledge a message item, with the turn's usage (RUN-8). DONE says the agent is done
     in that conversation (TURN-3); a delivery that holds a turn hands it on to the next agent."""
-    acked = claims.ack(
-        WORK_KINDS[kind][0],
-        item_id,
-        connection_id,
-        timezone.now(),
-        returning=("message_id", "agent_id", "workspace_id", "holds_turn"),
-    )
-    if acked is None:
-        return False
-    if isinstance(usage, dict) or done:
-        agent = Agent.objects.get(pk=acked["agent_id"])
-        conversation_id = Message.objects.values_list("conversation_id", flat=True).get(
-            pk=acked["message_id"]
+    reports = isinstance(usage, dict) or done
+    # A bare ack is one relaxed statement. An ack that reports usage or "done" commits together
+    # with them (durably): nobody sees the item acked without what its turn cost.
+    with transaction.atomic() if reports else nullcontext():
+        acked = claims.ack(
+            WORK_KINDS[kind][0],
+            item_id,
+            connection_id,
+            timezone.now(),
+            returning=("message_id", "agent_id", "workspace_id", "holds_turn"),
         )
-        if isinstance(usage, dict):
-            actions.record_usage(
-                agent, acked["workspace_id"], usage, conversation_id=conversation_id
+        if acked is None:
+            return False
+        if reports:
+            agent = Agent.objects.get(pk=acked["agent_id"])
+            conversation_id = Message.objects.values_list("conversation_id", flat=True).get(
+                pk=acked["message_id"]
             )
-        if done:
-            turns.mark_done(agent, conversation_id)
+            if isinstance(usage, dict):
+                actions.record_usage(
+                    agent, acked["workspace_id"], usage, conversation_id=conversation_id
+                )
+            if done:
+                turns.mark_done(agent, conversation_id)
     if acked["holds_turn"]:
         turns.hand_on(item_id, acked["message_id"])
     return True

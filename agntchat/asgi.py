@@ -4,9 +4,13 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agntchat.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
-django_http = get_asgi_application()
+django.setup(set_prefix=False)
+
+from agntchat.core.http import OneHopDjango  # noqa: E402
+
+django_http = OneHopDjango()  # all our views are sync: one hop per request (see core/http.py)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -1,0 +1,78 @@
+"""core.http: Django's HTTP side served in one hop under ASGI (what daphne runs)."""
+
+import pytest
+from channels.testing import HttpCommunicator
+
+from agntchat.asgi import application
+from agntchat.core.http import wsgi_environ
+from workspaces.actions import issue_api_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_environ_carries_path_query_headers_and_body():
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/app/api/v1/x/",
+        "root_path": "/app",
+        "query_string": b"a=1&b=2",
+        "http_version": "1.1",
+        "server": ("example.org", 443),
+        "client": ("10.0.0.7", 5555),
+        "scheme": "https",
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"2"),
+            (b"x-forwarded-for", b"1.1.1.1"),
+            (b"x-forwarded-for", b"2.2.2.2"),
+        ],
+    }
+    environ = wsgi_environ(scope, body=b"{}")
+    assert (environ["SCRIPT_NAME"], environ["PATH_INFO"]) == ("/app", "/api/v1/x/")
+    assert environ["QUERY_STRING"] == "a=1&b=2" and environ["wsgi.url_scheme"] == "https"
+    assert (environ["CONTENT_TYPE"], environ["CONTENT_LENGTH"]) == ("application/json", "2")
+    assert environ["HTTP_X_FORWARDED_FOR"] == "1.1.1.1,2.2.2.2"
+    assert (environ["SERVER_NAME"], environ["SERVER_PORT"], environ["REMOTE_ADDR"]) == (
+        "example.org",
+        "443",
+        "10.0.0.7",
+    )
+
+
+async def test_a_post_through_the_asgi_application_stores_and_answers(alice, channel):
+    from asgiref.sync import sync_to_async
+
+    _, secret = await sync_to_async(issue_api_token)(alice)
+    communicator = HttpCommunicator(
+        application,
+        "POST",
+        f"/api/v1/conversations/{channel.id}/messages/",
+        body=b'{"body": "through daphne\'s door"}',
+        headers=[
+            (b"host", b"localhost"),
+            (b"authorization", f"Bearer {secret}".encode()),
+            (b"content-type", b"application/json"),
+        ],
+    )
+    response = await communicator.get_response(timeout=10)
+    assert response["status"] == 201, response["body"]
+    assert b"through daphne's door" in response["body"]
+    headers = dict(response["headers"])
+    assert headers[b"content-type"] == b"application/json"
+
+
+async def test_a_page_sets_its_cookies_and_a_bad_request_gets_a_clear_4xx(db):
+    page = await HttpCommunicator(
+        application, "GET", "/login/", headers=[(b"host", b"localhost")]
+    ).get_response(timeout=10)
+    assert page["status"] == 200
+    assert any(name == b"set-cookie" and b"csrftoken" in value for name, value in page["headers"])
+    bad = await HttpCommunicator(
+        application,
+        "POST",
+        "/api/v1/conversations/",
+        body=b"{not json",
+        headers=[(b"host", b"localhost"), (b"content-type", b"application/json")],
+    ).get_response(timeout=10)
+    assert 400 <= bad["status"] < 500
