@@ -9,6 +9,7 @@ recent history, the triggering message) is rebuilt every turn and sent outside t
 import hashlib
 
 from agents.models import Agent
+from agntchat.core.compiled import compiled_rows
 
 HISTORY_TURNS = 20
 # Only what a history entry shows: no model instances, no timestamps to parse, per push.
@@ -120,19 +121,24 @@ def for_message(agent: Agent, message) -> dict:
 
 def recent_windows(messages) -> dict:
     """Per conversation of MESSAGES, its newest text messages: enough for each message's history
-    without itself (one query per conversation, however many of its messages are in the batch)."""
+    without itself (one query per conversation, however many of its messages are in the batch;
+    its SQL compiled once per batch size, as this runs for every push)."""
     from conversations.models import Message
 
     counts = {}
     for message in messages:
         counts[message.conversation_id] = counts.get(message.conversation_id, 0) + 1
     return {
-        conversation_id: list(
-            Message.objects.filter(
-                conversation_id=conversation_id, kind=Message.Kind.TEXT, held_at__isnull=True
-            )
-            .order_by("-created_at")
-            .values_list(*HISTORY_FIELDS)[: HISTORY_TURNS + count]
+        conversation_id: compiled_rows(
+            ("history_window", count),
+            lambda conversation_id, limit=HISTORY_TURNS + count: (
+                Message.objects.filter(
+                    conversation_id=conversation_id, kind=Message.Kind.TEXT, held_at__isnull=True
+                )
+                .order_by("-created_at")
+                .values_list(*HISTORY_FIELDS)[:limit]
+            ),
+            conversation_id=conversation_id,
         )
         for conversation_id, count in counts.items()
     }

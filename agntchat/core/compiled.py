@@ -2,13 +2,15 @@
 
 Django compiles a queryset to SQL on every run. For the few reads on the message path that carry
 visibility subqueries (access checks, turn planning), compiling costs several times what
-PostgreSQL needs to answer. ``compiled_raw`` builds the queryset once with stand-in values,
-keeps its SQL, and later binds the real values at the stand-ins' positions. The rules stay
+PostgreSQL needs to answer. ``compiled_raw`` (model instances) and ``compiled_rows`` (plain
+rows) build the queryset once with stand-in values, keep its SQL, and later bind the real values
+at the stand-ins' positions. The rules stay
 written once, as the querysets every other caller uses.
 """
 
 import uuid
 
+from django.db import connection
 from django.db.models import QuerySet
 
 _cache: dict = {}
@@ -21,15 +23,11 @@ def _stand_in(value):
         return uuid.uuid4()
     if isinstance(value, str):
         return f"stand-in-{uuid.uuid4().hex}"
-    raise TypeError(f"compiled_raw binds UUIDs and strings, not {type(value).__name__}")
+    raise TypeError(f"compiled SQL binds UUIDs and strings, not {type(value).__name__}")
 
 
-def compiled_raw(shape, build, **values):
-    """``build(**values).model.objects.raw(...)``, with the SQL compiled once per SHAPE.
-
-    SHAPE names everything that changes the SQL's form (not its values); BUILD takes VALUES by
-    name and returns a queryset. Rows come back as model instances with annotations as
-    attributes (select_related is not kept: related objects load lazily)."""
+def _compiled(shape, build, values: dict):
+    """(model, SQL, params) for SHAPE, compiling BUILD once with stand-ins for VALUES."""
     entry = _cache.get(shape)
     if entry is None:
         stand_ins = {name: _stand_in(value) for name, value in values.items()}
@@ -42,4 +40,23 @@ def compiled_raw(shape, build, **values):
             raise ValueError(f"{shape}: the compiled SQL does not bind {sorted(missing)}")
         entry = _cache[shape] = (queryset.model, sql, slots)
     model, sql, slots = entry
-    return model.objects.raw(sql, [values[name] if name else constant for name, constant in slots])
+    return model, sql, [values[name] if name else constant for name, constant in slots]
+
+
+def compiled_rows(shape, build, **values) -> list[tuple]:
+    """The rows of ``build(**values)`` (a ``values_list`` queryset of plain columns: ids, text,
+    numbers; no field converters are applied), with the SQL compiled once per SHAPE."""
+    _, sql, params = _compiled(shape, build, values)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def compiled_raw(shape, build, **values):
+    """``build(**values).model.objects.raw(...)``, with the SQL compiled once per SHAPE.
+
+    SHAPE names everything that changes the SQL's form (not its values); BUILD takes VALUES by
+    name and returns a queryset. Rows come back as model instances with annotations as
+    attributes (select_related is not kept: related objects load lazily)."""
+    model, sql, params = _compiled(shape, build, values)
+    return model.objects.raw(sql, params)
