@@ -7,7 +7,7 @@ channel layer only delays an item until the next of these (MSG-3…5, MSG-7).
 """
 
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -37,6 +37,8 @@ def in_pool(func):
 
 # Wake-ups some connection of this process already claimed for, newest last (bounded).
 HANDLED_WAKES: OrderedDict[str, None] = OrderedDict()
+# Open connections per agent in this process: who could have skipped a wake-up.
+LOCAL_CONNECTIONS: Counter = Counter()
 ARTIFACT_FRAMES = {
     "artifact.publish": artifact_frames.publish_artifact,
     "artifact.update": artifact_frames.update_artifact,
@@ -171,6 +173,8 @@ class AgentSocket(JsonSocket):
                 except FrameError as exc:
                     await self.send_error(exc.code, exc.message)
         await self.channel_layer.group_add(self.topic, self.channel_name)
+        LOCAL_CONNECTIONS[self.agent.id] += 1
+        self.counted = True
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)
         await self.send_json(
@@ -188,6 +192,10 @@ class AgentSocket(JsonSocket):
         if getattr(self, "agent", None) is None or not hasattr(self, "connection_id"):
             return
         await self.channel_layer.group_discard(self.topic, self.channel_name)
+        if getattr(self, "counted", False):
+            LOCAL_CONNECTIONS[self.agent.id] -= 1
+            if LOCAL_CONNECTIONS[self.agent.id] <= 0:
+                del LOCAL_CONNECTIONS[self.agent.id]
         released = await database_sync_to_async(gateway.release_work)(
             self.connection_id, dict(self.held)
         )
@@ -236,9 +244,11 @@ class AgentSocket(JsonSocket):
                 HANDLED_WAKES[wake] = None  # before the claim's await: siblings see it at once
                 if len(HANDLED_WAKES) > 1000:
                     HANDLED_WAKES.popitem(last=False)
-        for full in await self.fill(lane):
-            # This claim filled the lane here: more may wait for the siblings. Pass it on.
-            await apublish_now(f"agent.{self.agent.id}", work_available(full))
+        full = await self.fill(lane)
+        if lane in full and LOCAL_CONNECTIONS[self.agent.id] > 1:
+            # This claim filled the lane here, and siblings in this process skipped the wake-up:
+            # more may wait for them. Pass it on. (Other processes claimed for it themselves.)
+            await apublish_now(f"agent.{self.agent.id}", work_available(lane))
 
     async def task_cancel(self, event):
         if self.held.get(event["taskId"]) == "task":

@@ -134,6 +134,30 @@ async def test_a_released_batch_is_passed_on_to_every_connection_with_room(alice
         await sibling.disconnect()
 
 
+async def test_a_wake_up_that_fills_a_connection_is_passed_on_to_its_siblings(alice, channel, nova):
+    """Two items wait (a backlog nobody announced, such as leases that ran out) and one wake-up
+    comes. The first connection claims for it and is full: the wake-up is passed on, so the
+    sibling, which skipped it, takes the other item now rather than at its next heartbeat."""
+    from agntchat.core.events import apublish_now, work_available
+
+    token = await sync_to_async(agent_session)(nova)
+    first, _ = await connect(token, "prefetch=1")
+    second, _ = await connect(token, "prefetch=1")
+
+    @sync_to_async
+    def backlog():
+        for body in ("b0", "b1"):
+            message = Message.objects.create(conversation=channel, author_user=alice, body=body)
+            Delivery.objects.create(agent=nova, workspace_id=channel.workspace_id, message=message)
+
+    await backlog()
+    await apublish_now(f"agent.{nova.id}", work_available("message"))
+    got = [await next_frame(first), await next_frame(second)]
+    assert sorted(f["payload"]["message"]["body"] for f in got) == ["b0", "b1"]
+    await first.disconnect()
+    await second.disconnect()
+
+
 async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
     alice, channel, nova, monkeypatch
 ):
