@@ -76,3 +76,37 @@ async def test_a_page_sets_its_cookies_and_a_bad_request_gets_a_clear_4xx(db):
         headers=[(b"host", b"localhost"), (b"content-type", b"application/json")],
     ).get_response(timeout=10)
     assert 400 <= bad["status"] < 500
+
+
+async def test_a_body_sent_in_chunks_without_a_length_arrives_whole(alice, channel):
+    from asgiref.sync import sync_to_async
+
+    _, secret = await sync_to_async(issue_api_token)(alice)
+    chunks = [
+        {"type": "http.request", "body": b'{"body": "first half, ', "more_body": True},
+        {"type": "http.request", "body": b'second half"}', "more_body": False},
+    ]
+    sent = []
+
+    async def receive():
+        return chunks.pop(0)
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/api/v1/conversations/{channel.id}/messages/",
+        "query_string": b"",
+        "http_version": "1.1",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"authorization", f"Bearer {secret}".encode()),
+            (b"content-type", b"application/json"),
+            (b"transfer-encoding", b"chunked"),
+        ],
+    }
+    await application(scope, receive, send)
+    assert sent[0]["status"] == 201, sent
+    assert b"first half, second half" in sent[1]["body"]

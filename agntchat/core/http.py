@@ -9,9 +9,10 @@ Django's WSGI handler, and the response goes back to the event loop at once.
 """
 
 import sys
-from io import BytesIO
+from tempfile import SpooledTemporaryFile
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 
 
@@ -54,26 +55,28 @@ class OneHopDjango:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             raise ValueError(f"OneHopDjango serves HTTP, not {scope['type']}")
-        body = BytesIO()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client left before sending its body: nothing to answer
-            body.write(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body.seek(0)
-        status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
-            scope, body
-        )
+        # As Django's own ASGI handler does: a large body spills to disk, not to memory.
+        with SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE) as body:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return  # the client left before sending its body: nothing to answer
+                body.write(message.get("body", b""))
+                if not message.get("more_body"):
+                    break
+            size = body.tell()
+            body.seek(0)
+            status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
+                scope, body, size
+            )
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 
-    def respond(self, scope, body) -> tuple[int, list, bytes]:
+    def respond(self, scope, body, size: int) -> tuple[int, list, bytes]:
         """Run Django on one request, in the sync thread; the whole response, as bytes."""
         environ = wsgi_environ(scope, body)
         # The whole body is read: its length is known even when the client sent it chunked.
-        environ["CONTENT_LENGTH"] = str(len(body.getbuffer()))
+        environ["CONTENT_LENGTH"] = str(size)
         started = {}
 
         def start_response(status, headers, exc_info=None):
