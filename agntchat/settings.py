@@ -112,8 +112,10 @@ else:
     # exhaust PostgreSQL, a shared pool does not. Pooled connections live long, so the hot
     # statements are bound server-side and prepared after a few runs: PostgreSQL plans the
     # many-join payload and access queries once per connection, not on every message.
+    # DB_PREPARE_THRESHOLD set empty turns preparing off (e.g. while migrating a live system).
     _db["OPTIONS"]["server_side_binding"] = True
-    _db["OPTIONS"]["prepare_threshold"] = env_int("DB_PREPARE_THRESHOLD", 5)
+    _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
+    _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),
