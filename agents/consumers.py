@@ -205,16 +205,13 @@ class AgentSocket(JsonSocket):
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", work_available())
 
-    def lanes(self, only: str | None = None) -> list[str]:
-        return [kind for kind in self.capacity if only is None or kind == only]
-
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
 
     async def fill(self, only: str | None = None) -> set[str]:
         """Claim as many items as this connection has room for and push them (ONLY: one lane).
         Return the lanes where a claim took all the room (more work may be waiting there)."""
-        rooms = {kind: self.room(kind) for kind in self.lanes(only)}
+        rooms = {kind: self.room(kind) for kind in self.capacity if only in (None, kind)}
         # A lane that was full, or filled to the brim, may have more waiting: claim again there
         # when a slot frees up. Otherwise a free slot waits for the next wake-up event.
         self.starved |= {kind for kind, room in rooms.items() if room <= 0}

@@ -175,7 +175,7 @@ def post_message(
             conversation.agent_streak = 0  # reset (and held posts released) by settle_post
             guard = turns.Guard(conversation)
         elif conversational:
-            guard = turns.count_post(conversation, actor)
+            guard = turns.count_post(conversation)
         else:
             guard = turns.Guard(conversation)
         message = Message.objects.create(
@@ -209,14 +209,7 @@ def post_message(
                     actor, conversation.workspace, agent, instructions, conversation=conversation
                 )
             elif conversational:
-                agents, done = turns.participants_in_order(conversation, with_done=True)
-                if by_person and done:
-                    # A person speaking wakes every agent that said it was done (TURN-3).
-                    Participant.objects.filter(conversation=conversation, agent_id__in=done).update(
-                        done_at=None
-                    )
-                    done = set()
-                wake = turns.start_turns(message, guard.conversation, agents=(agents, done))
+                wake = turns.start_turns(message, guard.conversation)
                 holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.
         queue_for_agents(message, wake, holds_turn=holds_turn, visible=conversational)

@@ -69,10 +69,10 @@ def mentioned(text: str, agents) -> list:
     return found
 
 
-def participants_in_order(conversation: Conversation, with_done: bool = False):
-    """Agents taking part (and appearing in the workspace), in the order they joined; with
-    WITH_DONE, also the ids of those that said they are done (one query for both, its SQL
-    compiled once: this runs for every message)."""
+def participants_in_order(conversation: Conversation) -> tuple[list, set]:
+    """Agents taking part (and appearing in the workspace), in the order they joined, and the
+    ids of those that said they are done (one query for both, its SQL compiled once: this runs
+    for every message)."""
     agents = list(
         compiled_raw(
             ("participants_in_order",),
@@ -92,8 +92,7 @@ def participants_in_order(conversation: Conversation, with_done: bool = False):
             workspace_id=conversation.workspace_id,
         )
     )
-    done = {agent.id for agent in agents if agent.done_at is not None}
-    return (agents, done) if with_done else agents
+    return agents, {agent.id for agent in agents if agent.done_at is not None}
 
 
 def fallback_order(conversation: Conversation, agents: list) -> list:
@@ -101,13 +100,6 @@ def fallback_order(conversation: Conversation, agents: list) -> list:
     configured = [str(a) for a in conversation.settings.get("fallback_order", [])]
     rank = {agent_id: i for i, agent_id in enumerate(configured)}
     return sorted(agents, key=lambda a: (rank.get(str(a.id), len(rank)), agents.index(a)))
-
-
-def plan(message: Message, agents=None) -> dict:
-    """Decide the queue for MESSAGE without writing anything: rule, queue, explanation, and the
-    agents that said they are done. AGENTS: (agents, done) when the caller already has them."""
-    agents, done = agents or participants_in_order(message.conversation, with_done=True)
-    return {**decide(message, agents, done), "done": done}
 
 
 def decide(message: Message, agents: list, done: set) -> dict:
@@ -183,7 +175,7 @@ class Guard:
     held: bool = False  # an agent post at the cap: stored, shown and delivered to nobody yet
 
 
-def count_post(conversation: Conversation, actor) -> Guard:
+def count_post(conversation: Conversation) -> Guard:
     """Count an agent's post against the loop guard (inside post_message's transaction, before
     the insert): past the cap it is held until a person speaks (TURN-2). The row is locked: the
     cap check and the increment must not race. A person's post is settled by settle_post."""
@@ -196,8 +188,12 @@ def count_post(conversation: Conversation, actor) -> Guard:
 
 
 SETTLE_BY_PERSON = """
-UPDATE {t} c SET last_message_at = %(at)s, agent_streak = 0
-  FROM (SELECT agent_streak FROM {t} WHERE id = %(id)s FOR UPDATE) before
+WITH woken AS (
+    UPDATE {participants} SET done_at = NULL
+     WHERE conversation_id = %(id)s AND done_at IS NOT NULL
+)
+UPDATE {conversations} c SET last_message_at = %(at)s, agent_streak = 0
+  FROM (SELECT agent_streak FROM {conversations} WHERE id = %(id)s FOR UPDATE) before
  WHERE c.id = %(id)s
 RETURNING before.agent_streak
 """
@@ -205,16 +201,19 @@ RETURNING before.agent_streak
 
 def settle_post(conversation: Conversation, message: Message, *, by_person: bool) -> list:
     """The last statement of a post: stamp ``last_message_at``. A person's message (BY_PERSON)
-    also resets the agent streak and releases the posts the loop guard held (returned, oldest
-    first). Held posts exist only while the streak is above zero, so the release runs only
-    then."""
+    also resets the agent streak, wakes the agents that said they were done (TURN-3), and
+    releases the posts the loop guard held (returned, oldest first). Held posts exist only while
+    the streak is above zero, so the release runs only then."""
     if not by_person:
         Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
         return []
     with connection.cursor() as cursor:
         # One round trip that also returns the streak as it was (locked, so no post races it).
         cursor.execute(
-            SETTLE_BY_PERSON.format(t=connection.ops.quote_name(Conversation._meta.db_table)),
+            SETTLE_BY_PERSON.format(
+                conversations=connection.ops.quote_name(Conversation._meta.db_table),
+                participants=connection.ops.quote_name(Participant._meta.db_table),
+            ),
             {"at": message.created_at, "id": conversation.pk},
         )
         (streak_before,) = cursor.fetchone()
@@ -231,17 +230,19 @@ def settle_post(conversation: Conversation, message: Message, *, by_person: bool
     return released
 
 
-def start_turns(message: Message, conversation: Conversation, agents=None) -> list:
-    """Store the turn decision for MESSAGE and return who gets the turn now. AGENTS: the
-    conversation's agents with their done marks, when the caller already read them."""
+def start_turns(message: Message, conversation: Conversation) -> list:
+    """Store the turn decision for MESSAGE and return who gets the turn now."""
     if is_capped(conversation):
         announce_capped(conversation)
         return []
-    decided = plan(message, agents)
+    agents, done = participants_in_order(conversation)
+    if message.author_agent_id is None:
+        done = set()  # a person speaking wakes every agent that said it was done (settle_post)
+    decided = decide(message, agents, done)
     if not decided["queue"]:
         return []
     # A mention or delegation is something new for the agent: it is no longer "done".
-    woken_done = [a.id for a, _ in decided["queue"] if a.id in decided["done"]]
+    woken_done = [a.id for a, _ in decided["queue"] if a.id in done]
     if woken_done:
         Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
             done_at=None
