@@ -7,6 +7,7 @@ recent history, the triggering message) is rebuilt every turn and sent outside t
 """
 
 import hashlib
+from collections import Counter
 
 from agents.models import Agent
 from agntchat.core.compiled import compiled_rows
@@ -125,9 +126,7 @@ def recent_windows(messages) -> dict:
     its SQL compiled once per batch size, as this runs for every push)."""
     from conversations.models import Message
 
-    counts = {}
-    for message in messages:
-        counts[message.conversation_id] = counts.get(message.conversation_id, 0) + 1
+    counts = Counter(message.conversation_id for message in messages)
     return {
         conversation_id: compiled_rows(
             ("history_window", count),
@@ -151,6 +150,7 @@ def for_messages(agent: Agent, messages) -> dict:
 
     windows = recent_windows(messages)
     stable = stable_block(agent)
+    stable_digest = stable_hash(stable)
     api_keys = {}
     out = {}
     for message in messages:
@@ -178,7 +178,7 @@ def for_messages(agent: Agent, messages) -> dict:
             )
         out[message.id] = {
             "stable": stable,
-            "stable_hash": stable_hash(stable),
+            "stable_hash": stable_digest,
             "volatile": volatile_block(
                 speaker=agent,
                 rulebook=rulebook,

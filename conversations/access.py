@@ -4,7 +4,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from agents.access import workspaces_of_agent
 from agents.models import Agent
-from agntchat.core.compiled import compiled_raw
+from agntchat.core.compiled import compiled_first
 from agntchat.core.ids import as_uuid
 from conversations.exceptions import ConversationNotFound, MessageNotFound
 from conversations.models import Conversation, Message, Participant
@@ -33,7 +33,7 @@ def conversations_visible_to(actor):
     )
 
 
-def readable_conversation(actor, conversation_id):
+def _readable(actor, conversation_id):
     """The conversation ACTOR may read, with ``takes_part`` (ACTOR is one of its participants)."""
     takes_part = Participant.objects.filter(
         conversation_id=OuterRef("pk"),
@@ -54,9 +54,9 @@ def access_conversation(actor, conversation_id) -> Conversation:
         raise ConversationNotFound()
     if isinstance(actor, Agent):
         visibility = actor.visibility  # workspaces_of_agent reads it: part of the SQL's shape
-        rows = compiled_raw(
+        conversation = compiled_first(
             ("access_conversation", "agent", visibility),
-            lambda actor_id, owner_id, conversation_id: readable_conversation(
+            lambda actor_id, owner_id, conversation_id: _readable(
                 Agent(pk=actor_id, owner_id=owner_id, visibility=visibility), conversation_id
             ),
             actor_id=actor.pk,
@@ -64,17 +64,15 @@ def access_conversation(actor, conversation_id) -> Conversation:
             conversation_id=conversation_id,
         )
     else:
-        rows = compiled_raw(
+        conversation = compiled_first(
             ("access_conversation", "person"),
-            lambda actor_id, conversation_id: readable_conversation(
-                User(pk=actor_id), conversation_id
-            ),
+            lambda actor_id, conversation_id: _readable(User(pk=actor_id), conversation_id),
             actor_id=actor.pk,
             conversation_id=conversation_id,
         )
-    for conversation in rows:
-        return conversation
-    raise ConversationNotFound()
+    if conversation is None:
+        raise ConversationNotFound()
+    return conversation
 
 
 def messages_visible_to(actor):

@@ -7,7 +7,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from agntchat.core import crypto
-from agntchat.core.compiled import compiled_raw
+from agntchat.core.compiled import compiled_first
 
 
 def bearer_secret(header_value: str) -> str | None:
@@ -22,7 +22,7 @@ def person_for_token(secret: str):
     SQL is compiled once (core.compiled)."""
     from workspaces.models import ApiToken, User
 
-    rows = compiled_raw(
+    user = compiled_first(
         ("person_for_token",),
         lambda token_hash: User.objects.filter(
             api_tokens__token_hash=token_hash,
@@ -31,13 +31,13 @@ def person_for_token(secret: str):
         ).annotate(token_id=F("api_tokens__id"), token_used_at=F("api_tokens__last_used_at")),
         token_hash=crypto.hash_secret(secret),
     )
-    for user in rows:
-        now = timezone.now()
-        if user.token_used_at is None or now - user.token_used_at > timedelta(minutes=1):
-            # At most once a minute: a busy client's requests must not queue on this one row.
-            ApiToken.objects.filter(pk=user.token_id).update(last_used_at=now)
-        return user
-    return None
+    if user is None:
+        return None
+    now = timezone.now()
+    if user.token_used_at is None or now - user.token_used_at > timedelta(minutes=1):
+        # At most once a minute: a busy client's requests must not queue on this one row.
+        ApiToken.objects.filter(pk=user.token_id).update(last_used_at=now)
+    return user
 
 
 def agent_for_session(secret: str):

@@ -60,3 +60,8 @@ def compiled_raw(shape, build, **values):
     attributes (select_related is not kept: related objects load lazily)."""
     model, sql, params = _compiled(shape, build, values)
     return model.objects.raw(sql, params)
+
+
+def compiled_first(shape, build, **values):
+    """The first instance ``compiled_raw`` returns, or None."""
+    return next(iter(compiled_raw(shape, build, **values)), None)

@@ -20,14 +20,15 @@ def wsgi_environ(scope: dict, body) -> dict:
     """The WSGI environ for an ASGI HTTP scope (PEP 3333 names; repeated headers joined)."""
     script_name = scope.get("root_path", "")
     path = scope["path"]
+    server_name, server_port = scope.get("server") or ("localhost", 80)
     environ = {
         "REQUEST_METHOD": scope["method"],
         "SCRIPT_NAME": script_name.encode().decode("latin-1"),
         "PATH_INFO": path.removeprefix(script_name).encode().decode("latin-1"),
         "QUERY_STRING": scope["query_string"].decode("latin-1"),
         "SERVER_PROTOCOL": f"HTTP/{scope['http_version']}",
-        "SERVER_NAME": (scope.get("server") or ("localhost", 80))[0],
-        "SERVER_PORT": str((scope.get("server") or ("localhost", 80))[1] or 0),
+        "SERVER_NAME": server_name,
+        "SERVER_PORT": str(server_port or 0),
         "REMOTE_ADDR": (scope.get("client") or ("", 0))[0],
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scope.get("scheme", "http"),
