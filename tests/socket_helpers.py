@@ -130,3 +130,34 @@ async def live_socket_for(user) -> WebsocketCommunicator:
     assert (await comm.connect())[0]
     assert (await next_frame(comm))["type"] == "hello"
     return comm
+
+
+class TopicInbox:
+    """A channel-layer inbox subscribed to one live topic, read from sync test code."""
+
+    def __init__(self, topic: str):
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        from agntchat.core.events import group_name
+
+        self.layer = get_channel_layer()
+        self.inbox = async_to_sync(self.layer.new_channel)()
+        async_to_sync(self.layer.group_add)(group_name(topic), self.inbox)
+
+    def next(self, timeout: float = 3) -> dict:
+        from asgiref.sync import async_to_sync
+
+        async def receive():
+            return await asyncio.wait_for(self.layer.receive(self.inbox), timeout=timeout)
+
+        return async_to_sync(receive)()
+
+    def all(self, quiet: float = 1) -> list[dict]:
+        """Every event until none has come for QUIET seconds."""
+        received = []
+        while True:
+            try:
+                received.append(self.next(timeout=quiet))
+            except TimeoutError:
+                return received

@@ -1,20 +1,17 @@
 """Artifacts as a story: Alice publishes, Bob revises and comments, Nova works through the socket
 frames, Charlie (another workspace) sees nothing."""
 
-import asyncio
 from html.parser import HTMLParser
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
-from agntchat.core.events import group_name
 from agntchat.core.exceptions import AppError
 from artifacts import actions, frames
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion
 from conversations import actions as conversation_actions
 from conversations.models import Message
 from tests.conftest import agent_session
+from tests.socket_helpers import TopicInbox
 
 pytestmark = pytest.mark.django_db
 
@@ -424,17 +421,12 @@ def test_it_announces_a_new_version_to_the_conversation(
     alice, bob, team_a, channel, api, django_capture_on_commit_callbacks
 ):
     artifact = actions.publish_artifact(alice, channel, "Plan", "markdown", PLAN_V1)
-    layer = get_channel_layer()
-    inbox = async_to_sync(layer.new_channel)()
     # Channels are open to the whole workspace: their events go to the workspace topic.
-    async_to_sync(layer.group_add)(group_name(f"workspace.{team_a.id}"), inbox)
+    inbox = TopicInbox(f"workspace.{team_a.id}")
     with django_capture_on_commit_callbacks(execute=True):
         actions.update_artifact(bob, artifact, PLAN_V2, note="hall")
 
-    async def next_event():
-        return await asyncio.wait_for(layer.receive(inbox), timeout=3)
-
-    assert async_to_sync(next_event)() == {
+    assert inbox.next() == {
         "type": "live.event",
         "event": {
             "type": "artifact.updated",
@@ -450,16 +442,11 @@ def test_it_announces_a_comment_to_the_conversation(
     alice, bob, team_a, channel, api, django_capture_on_commit_callbacks
 ):
     artifact = actions.publish_artifact(alice, channel, "Plan", "markdown", PLAN_V1)
-    layer = get_channel_layer()
-    inbox = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(group_name(f"workspace.{team_a.id}"), inbox)
+    inbox = TopicInbox(f"workspace.{team_a.id}")
     with django_capture_on_commit_callbacks(execute=True):
         comment = actions.comment_on_artifact(bob, artifact, "Looks good")
 
-    async def next_event():
-        return await asyncio.wait_for(layer.receive(inbox), timeout=3)
-
-    assert async_to_sync(next_event)() == {
+    assert inbox.next() == {
         "type": "live.event",
         "event": {
             "type": "artifact.commented",

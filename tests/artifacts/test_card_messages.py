@@ -1,17 +1,13 @@
 """Cards in the conversation: Nova posts results, Alice and Bob use the buttons, staff edit the
 template library, and nothing of it reaches Charlie."""
 
-import asyncio
 import copy
 from html import escape
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.contrib.admin.sites import site
 
 from agents.models import Task
-from agntchat.core.events import group_name
 from agntchat.core.exceptions import AppError
 from artifacts import actions, frames
 from artifacts.card_library import SEED_TEMPLATES
@@ -21,6 +17,7 @@ from artifacts.models import CardTemplate
 from conversations import actions as conversation_actions
 from conversations.models import Delivery, Message
 from tests.conftest import agent_session, make_person
+from tests.socket_helpers import TopicInbox
 
 pytestmark = pytest.mark.django_db
 
@@ -207,24 +204,12 @@ def test_a_click_re_announces_the_card_with_its_outcome(
     alice, team_a, channel, nova, api, django_capture_on_commit_callbacks
 ):
     card_message = post_card(nova, channel, hotels())
-    layer = get_channel_layer()
-    inbox = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(group_name(f"workspace.{team_a.id}"), inbox)
+    inbox = TopicInbox(f"workspace.{team_a.id}")
     with django_capture_on_commit_callbacks(execute=True):
         actions.use_card_action(alice, card_message, 0, "book")
 
-    async def events():
-        received = []
-        while True:
-            try:
-                received.append(await asyncio.wait_for(layer.receive(inbox), timeout=1))
-            except TimeoutError:
-                return received
-
     updates = [
-        e["event"]["message"]
-        for e in async_to_sync(events)()
-        if e["event"]["type"] == "message.updated"
+        e["event"]["message"] for e in inbox.all() if e["event"]["type"] == "message.updated"
     ]
     assert [m["id"] for m in updates] == [str(card_message.id)]
     assert 'data-card-action="book" data-item-index="0" data-once="true"' in updates[0]["cardHtml"]
