@@ -518,7 +518,7 @@ def fill_queue(scene: Scene, phase: str, rows: int) -> None:
             for m in messages
         )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE conversations_delivery")
+        cursor.execute("ANALYZE conversations_delivery, conversations_message")
 
 
 def run_raw_claims(scene: Scene, phase: str, rows: int, seconds: float) -> dict:

@@ -55,13 +55,17 @@ class Claimable(models.Model):
         ]
 
 
+# Workspaces with open rows are found by a skip scan of the open-rows index, then ordered by when
+# each was last served. ``picked`` walks them in that order and, in each, the open rows oldest
+# first straight off the index: rows are pulled (and locked) lazily, so a claim touches about
+# LIMIT rows however deep the queue is, and no row beyond LIMIT is locked.
 CLAIM_SQL = """
 WITH RECURSIVE ws AS (
     (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
-     ORDER BY workspace_id LIMIT 1)
+     ORDER BY agent_id, workspace_id LIMIT 1)
     UNION ALL
     SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
-            AND workspace_id > ws.workspace_id ORDER BY workspace_id LIMIT 1)
+            AND workspace_id > ws.workspace_id ORDER BY agent_id, workspace_id LIMIT 1)
     FROM ws WHERE ws.workspace_id IS NOT NULL
 ),
 turns AS MATERIALIZED (
@@ -69,14 +73,18 @@ turns AS MATERIALIZED (
            (SELECT max(claimed_at) FROM {t} s
              WHERE s.agent_id = %(agent)s AND s.workspace_id = ws.workspace_id) AS served
     FROM ws WHERE ws.workspace_id IS NOT NULL
+    ORDER BY served ASC NULLS FIRST, ws.workspace_id
 ),
 picked AS (
-    SELECT q.id FROM {t} q JOIN turns ON turns.workspace_id = q.workspace_id
-    WHERE q.agent_id = %(agent)s AND q.acked_at IS NULL
-      AND (q.claimed_by IS NULL OR q.lease_expires_at < %(now)s)
-    ORDER BY turns.served ASC NULLS FIRST, q.created_at, q.id
+    SELECT c.id FROM turns CROSS JOIN LATERAL (
+        SELECT q.id FROM {t} q
+         WHERE q.agent_id = %(agent)s AND q.workspace_id = turns.workspace_id
+           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %(now)s)
+         ORDER BY q.created_at
+         LIMIT %(limit)s
+           FOR UPDATE OF q SKIP LOCKED
+    ) c
     LIMIT %(limit)s
-    FOR UPDATE OF q SKIP LOCKED
 )
 UPDATE {t} q
    SET claimed_by = %(conn)s, claimed_at = %(now)s, lease_expires_at = %(lease)s,

@@ -1,0 +1,70 @@
+"""The claim statement itself, on two real database connections (core.claims)."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+from agntchat.core import claims
+from conversations import actions
+from conversations.models import Delivery
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_claim_locks_only_the_rows_it_takes(alice, channel, nova):
+    # Open work in two workspaces: the claim walks both, yet must lock no row beyond its limit,
+    # or a sibling connection claiming at the same moment would skip work nobody takes.
+    personal = alice.owned_workspaces.get(kind="personal")
+    dm = actions.create_conversation(alice, personal, kind="direct", agent_ids=[nova.id])
+    for i in range(3):
+        actions.post_message(alice, channel, f"team {i}")
+        actions.post_message(alice, dm, f"personal {i}")
+    claimed, release = [], threading.Event()
+
+    def hold_a_claim_open():
+        # The claim runs inside a transaction kept open, so its row locks stay visible.
+        try:
+            with transaction.atomic():
+                claimed.extend(claims.claim(Delivery, nova.id, "first", 2, timezone.now(), 60))
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_a_claim_open)
+    holder.start()
+    try:
+        for _ in range(100):
+            if claimed:
+                break
+            threading.Event().wait(0.05)
+        assert len(claimed) == 2
+        with transaction.atomic():
+            free = Delivery.objects.select_for_update(skip_locked=True).filter(
+                agent=nova, acked_at__isnull=True
+            )
+            assert sorted(str(d.id) for d in free) == sorted(
+                str(i)
+                for i in Delivery.objects.filter(agent=nova).values_list("id", flat=True)
+                if i not in claimed
+            )
+    finally:
+        release.set()
+        holder.join()
+
+
+def test_claims_take_the_least_recently_served_workspace_first_then_oldest(alice, channel, nova):
+    personal = alice.owned_workspaces.get(kind="personal")
+    dm = actions.create_conversation(alice, personal, kind="direct", agent_ids=[nova.id])
+    for i in range(3):
+        actions.post_message(alice, channel, f"team {i}")
+    actions.post_message(alice, dm, "personal 0")
+    bodies = []
+    for _ in range(4):
+        (item,) = claims.claim(Delivery, nova.id, "c", 1, timezone.now(), 60)
+        bodies.append(Delivery.objects.get(pk=item).message.body)
+        claims.ack(Delivery, item, "c", timezone.now())
+    # Whichever workspace goes first, the other is served next; each in its own order.
+    assert set(bodies[:2]) & {"personal 0"}, bodies
+    assert [b for b in bodies if b.startswith("team")] == ["team 0", "team 1", "team 2"]
