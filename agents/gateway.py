@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents import actions, directives, tasks
 from agents.models import Agent, Task
 from agntchat.core import claims
+from agntchat.core.compiled import compiled_objects
 from agntchat.core.events import wire
 from conversations import turns
 from conversations.models import Delivery, Message
@@ -22,13 +23,17 @@ from conversations.payloads import conversation_data, message_data
 
 def message_work(agent: Agent, ids) -> dict:
     """Work payloads for message deliveries, by delivery id (reads shared by the batch)."""
-    deliveries = list(
-        Delivery.objects.select_related(
+    # Runs for every push: its joins are compiled once per batch size (core.compiled).
+    by_name = {f"id{i}": item_id for i, item_id in enumerate(ids)}
+    deliveries = compiled_objects(
+        ("message_work", len(ids)),
+        lambda **ids: Delivery.objects.select_related(
             "message__conversation__workspace",
             "message__author_user",
             "message__author_agent",
             "message__turn",
-        ).filter(id__in=ids)
+        ).filter(id__in=list(ids.values())),
+        **by_name,
     )
     messages = [d.message for d in deliveries]
     # Only an agent's message can open side threads: only those need their thread cards.

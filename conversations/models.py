@@ -127,7 +127,10 @@ class Message(BaseModel):
         """Known to have no side threads (just stored without any, or a person's: only an
         agent's message opens them): tell ``threads.all()`` through the prefetch cache Django
         reads, so showing the message costs no query."""
-        self._prefetched_objects_cache = {"threads": Conversation.objects.none()}
+        # An empty result already in place, as prefetch_related leaves it: nothing to run.
+        threads = Conversation.objects.none()
+        threads._result_cache, threads._prefetch_done = [], True
+        self._prefetched_objects_cache = {"threads": threads}
 
 
 class Delivery(BaseModel, Claimable):

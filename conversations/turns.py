@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agents.access import agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_raw
+from agntchat.core.compiled import compiled_objects
 from agntchat.core.events import publish_many
 from agntchat.core.exceptions import AppError
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
@@ -73,24 +73,22 @@ def participants_in_order(conversation: Conversation) -> tuple[list, set]:
     """Agents taking part (and appearing in the workspace), in the order they joined, and the
     ids of those that said they are done (one query for both, its SQL compiled once: this runs
     for every message)."""
-    agents = list(
-        compiled_raw(
-            ("participants_in_order",),
-            lambda conversation_id, workspace_id: (
-                Agent.objects.filter(
-                    pk__in=agents_visible_in(workspace_id).values("pk"),
-                    participations__conversation_id=conversation_id,
-                )
-                .annotate(
-                    done_at=F("participations__done_at"),
-                    joined_at=F("participations__created_at"),
-                    participation_id=F("participations__id"),
-                )
-                .order_by("joined_at", "participation_id")
-            ),
-            conversation_id=conversation.id,
-            workspace_id=conversation.workspace_id,
-        )
+    agents = compiled_objects(
+        ("participants_in_order",),
+        lambda conversation_id, workspace_id: (
+            Agent.objects.filter(
+                pk__in=agents_visible_in(workspace_id).values("pk"),
+                participations__conversation_id=conversation_id,
+            )
+            .annotate(
+                done_at=F("participations__done_at"),
+                joined_at=F("participations__created_at"),
+                participation_id=F("participations__id"),
+            )
+            .order_by("joined_at", "participation_id")
+        ),
+        conversation_id=conversation.id,
+        workspace_id=conversation.workspace_id,
     )
     return agents, {agent.id for agent in agents if agent.done_at is not None}
 

@@ -5,7 +5,7 @@ import uuid
 import pytest
 
 from agntchat.core import compiled
-from agntchat.core.compiled import compiled_raw
+from agntchat.core.compiled import compiled_objects
 from conversations.access import access_conversation
 from conversations.exceptions import ConversationNotFound
 from workspaces.models import Membership, User
@@ -19,20 +19,20 @@ def members(workspace_id, username):
 
 def test_one_compiled_shape_answers_for_every_value(alice, bob, charlie, team_a, team_b):
     shape = ("test", uuid.uuid4().hex)
-    first = list(compiled_raw(shape, members, workspace_id=team_a.id, username="bob"))
-    sql_after_first = compiled._cache[shape][1]
-    again = list(compiled_raw(shape, members, workspace_id=team_b.id, username="charlie"))
-    none = list(compiled_raw(shape, members, workspace_id=team_b.id, username="bob"))
+    first = list(compiled_objects(shape, members, workspace_id=team_a.id, username="bob"))
+    sql_after_first = compiled._cache[shape].sql
+    again = list(compiled_objects(shape, members, workspace_id=team_b.id, username="charlie"))
+    none = list(compiled_objects(shape, members, workspace_id=team_b.id, username="bob"))
     assert [u.pk for u in first] == [bob.pk]
     assert [u.pk for u in again] == [charlie.pk]
     assert none == []
-    assert compiled._cache[shape][1] is sql_after_first  # compiled once
+    assert compiled._cache[shape].sql is sql_after_first  # compiled once
 
 
 def test_a_value_the_sql_does_not_bind_is_refused(team_a):
     with pytest.raises(ValueError, match="does not bind"):
         list(
-            compiled_raw(
+            compiled_objects(
                 ("test", uuid.uuid4().hex),
                 lambda workspace_id, username: Membership.objects.filter(workspace_id=workspace_id),
                 workspace_id=team_a.id,

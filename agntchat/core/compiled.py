@@ -1,17 +1,54 @@
 """Hot reads whose SQL is compiled once per process, then run again with other values.
 
-Django compiles a queryset to SQL on every run. For the few reads on the message path that carry
-visibility subqueries (access checks, turn planning), compiling costs several times what
-PostgreSQL needs to answer. ``compiled_raw`` (model instances) and ``compiled_rows`` (plain
-rows) build the queryset once with stand-in values, keep its SQL, and later bind the real values
-at the stand-ins' positions. The rules stay
-written once, as the querysets every other caller uses.
+Django compiles a queryset to SQL on every run. For the reads on the message path (access
+checks, turn planning, the work payload's joins), compiling costs several times what PostgreSQL
+needs to answer. ``compiled_objects`` (model instances, with their ``select_related`` objects and
+annotations) and ``compiled_rows`` (plain rows) build the queryset once with stand-in values,
+keep its SQL and how its rows become objects, and later bind the real values at the stand-ins'
+positions. The rules stay written once, as the querysets every other caller uses.
 """
 
 import uuid
+from dataclasses import dataclass
+from functools import cached_property
 
 from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.query import get_related_populators
+from django.db.models.sql.compiler import SQLCompiler
+
+
+@dataclass
+class Compiled:
+    sql: str
+    slots: list  # per SQL parameter: (value name, None) or (None, constant)
+    compiler: SQLCompiler  # knows the columns: their converters, and which model each fills
+    converters: dict
+
+    def params(self, values: dict) -> list:
+        return [values[name] if name else constant for name, constant in self.slots]
+
+    @cached_property
+    def builder(self):
+        """Row → model instance, the way Django's own model iterable does it, from the
+        compiler's record of which columns belong to which model."""
+        compiler = self.compiler
+        info, select, alias = compiler.klass_info, compiler.select, compiler.using
+        first, last = info["select_fields"][0], info["select_fields"][-1] + 1
+        names = [column[0].target.attname for column in select[first:last]]
+        related = get_related_populators(info, select, alias)
+        annotations = list(compiler.annotation_col_map.items())
+
+        def build(row):
+            obj = info["model"].from_db(alias, names, row[first:last])
+            for populator in related:
+                populator.populate(row, obj)
+            for name, position in annotations:
+                setattr(obj, name, row[position])
+            return obj
+
+        return build
+
 
 _cache: dict = {}
 
@@ -26,42 +63,49 @@ def _stand_in(value):
     raise TypeError(f"compiled SQL binds UUIDs and strings, not {type(value).__name__}")
 
 
-def _compiled(shape, build, values: dict):
-    """(model, SQL, params) for SHAPE, compiling BUILD once with stand-ins for VALUES."""
+def _compiled(shape, build, values: dict) -> Compiled:
+    """The compiled form of SHAPE, compiling BUILD once with stand-ins for VALUES."""
     entry = _cache.get(shape)
     if entry is None:
         stand_ins = {name: _stand_in(value) for name, value in values.items()}
         queryset: QuerySet = build(**stand_ins)
-        sql, params = queryset.query.sql_with_params()
+        compiler = queryset.query.get_compiler(connection.alias)
+        sql, params = compiler.as_sql()
         by_value = {v: name for name, v in stand_ins.items()}
         slots = [(by_value[p], None) if p in by_value else (None, p) for p in params]
         missing = set(values) - {name for name, _ in slots}
         if missing:
             raise ValueError(f"{shape}: the compiled SQL does not bind {sorted(missing)}")
-        entry = _cache[shape] = (queryset.model, sql, slots)
-    model, sql, slots = entry
-    return model, sql, [values[name] if name else constant for name, constant in slots]
+        columns = [column[0] for column in compiler.select[: compiler.col_count]]
+        entry = _cache[shape] = Compiled(sql, slots, compiler, compiler.get_converters(columns))
+    return entry
+
+
+def _fetch(entry: Compiled, values: dict) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(entry.sql, entry.params(values))
+        return cursor.fetchall()
 
 
 def compiled_rows(shape, build, **values) -> list[tuple]:
     """The rows of ``build(**values)`` (a ``values_list`` queryset of plain columns: ids, text,
     numbers; no field converters are applied), with the SQL compiled once per SHAPE."""
-    _, sql, params = _compiled(shape, build, values)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    return _fetch(_compiled(shape, build, values), values)
 
 
-def compiled_raw(shape, build, **values):
-    """``build(**values).model.objects.raw(...)``, with the SQL compiled once per SHAPE.
+def compiled_objects(shape, build, **values) -> list:
+    """The model instances of ``build(**values)``, as iterating that queryset gives them (with
+    ``select_related`` objects and annotations), its SQL compiled once per SHAPE.
 
     SHAPE names everything that changes the SQL's form (not its values); BUILD takes VALUES by
-    name and returns a queryset. Rows come back as model instances with annotations as
-    attributes (select_related is not kept: related objects load lazily)."""
-    model, sql, params = _compiled(shape, build, values)
-    return model.objects.raw(sql, params)
+    name and returns a queryset."""
+    entry = _compiled(shape, build, values)
+    rows = _fetch(entry, values)
+    if entry.converters:
+        rows = entry.compiler.apply_converters(rows, entry.converters)
+    return [entry.builder(row) for row in rows]
 
 
 def compiled_first(shape, build, **values):
-    """The first instance ``compiled_raw`` returns, or None."""
-    return next(iter(compiled_raw(shape, build, **values)), None)
+    """The first instance ``compiled_objects`` returns, or None."""
+    return next(iter(compiled_objects(shape, build, **values)), None)
