@@ -208,6 +208,9 @@ class AgentSocket(JsonSocket):
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
 
+    def refill_at(self, kind: str) -> int:
+        return max(1, self.capacity[kind] // 2)
+
     async def fill(self, only: str | None = None) -> set[str]:
         """Claim as many items as this connection has room for and push them (ONLY: one lane).
         Return the lanes where a claim took all the room (more work may be waiting there)."""
@@ -272,7 +275,9 @@ class AgentSocket(JsonSocket):
             raise
         del self.held[item_id]
         self.remember_done(item_id, kind)
-        if "message" in self.starved:
+        # With a backlog, refill once half the window is free: one claim (and one payload
+        # read) for several items, while the bridge still works on the other half.
+        if "message" in self.starved and self.room("message") >= self.refill_at("message"):
             await self.fill("message")
 
     def remember_done(self, item_id: str, kind: str) -> None:

@@ -62,7 +62,7 @@ class Plan:
     raw_rows: int = 5000
     raw_seconds: float = 8.0
     raw_shallow_rows: int = 100
-    drain_rows: int = 2000
+    drain_rows: int = int(os.environ.get("BENCH_DRAIN_ROWS", 2000))
     djq_latency_jobs: int = 250
     djq_burst_jobs: int = 600
     posters: int = 16

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import F, Func
+from django.db.models import Count, F, Func, Q
 from django.utils import timezone
 
 from agents.access import agents_visible_in
@@ -153,9 +153,11 @@ def decide(message: Message, agents: list, done: set) -> dict:
 def cap_for(conversation: Conversation) -> int:
     """Stricter one-to-one (one person, one agent) than in a group; configurable per conversation."""
     guard = conversation.settings.get("loop_guard", {})
-    people = Participant.objects.filter(conversation=conversation, user__isnull=False).count()
-    agents = Participant.objects.filter(conversation=conversation, agent__isnull=False).count()
-    if people <= 1 and agents == 1:
+    counts = Participant.objects.filter(conversation=conversation).aggregate(
+        people=Count("pk", filter=Q(user__isnull=False)),
+        agents=Count("pk", filter=Q(agent__isnull=False)),
+    )
+    if counts["people"] <= 1 and counts["agents"] == 1:
         return int(guard.get("direct_cap", DIRECT_CAP))
     return int(guard.get("group_cap", GROUP_CAP))
 

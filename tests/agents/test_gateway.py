@@ -454,3 +454,18 @@ async def test_presence_changes_reach_browsers_of_the_agents_workspaces_only(
     assert await charlie_live.receive_nothing(timeout=0.3)
     for comm in (bob_live, charlie_live):
         await comm.disconnect()
+
+
+async def test_a_backlog_is_refilled_once_half_the_window_is_free(alice, channel, nova):
+    for i in range(10):
+        await post(alice, channel, f"m{i}")
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token, "prefetch=4")
+    held = [await next_frame(comm) for _ in range(4)]
+    await comm.send_json_to({"type": "ack", "id": held[0]["id"]})
+    assert await comm.receive_nothing(timeout=0.3)  # one slot free: the bridge still has three
+    await comm.send_json_to({"type": "ack", "id": held[1]["id"]})
+    refill = [await next_frame(comm), await next_frame(comm)]  # half free: one claim of two
+    assert [f["payload"]["message"]["body"] for f in refill] == ["m4", "m5"]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()

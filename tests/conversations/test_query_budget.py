@@ -42,3 +42,18 @@ def test_a_post_its_claim_and_its_ack_stay_within_their_query_budgets(alice, cha
     with CaptureQueriesContext(connection) as empty:
         assert gateway.claim_work(nova, "c1", {"message": 8}) == []
     assert len(empty.captured_queries) == 1
+
+
+def test_an_agents_message_reaches_another_agent_within_the_claim_budget(alice, channel, nova):
+    from agents import actions as agent_actions
+    from conversations import actions
+
+    vega = agent_actions.create_agent(alice, name="Vega", handle="vega", backend="scripted")
+    actions.add_participant(channel, agent=vega)
+    actions.post_message(nova, channel, "@vega over to you")
+    with CaptureQueriesContext(connection) as claim:
+        frames = gateway.claim_work(vega, "c1", {"message": 8})
+    assert [f["payload"]["message"]["author"]["name"] for f in frames] == ["Nova"]
+    # the claim, the payload's rows, its side threads (none), the history window, the loop
+    # guard's head count: no column the payload shows is left out of its read
+    assert len(claim.captured_queries) <= 5, [q["sql"][:80] for q in claim.captured_queries]
