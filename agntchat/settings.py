@@ -129,7 +129,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat")
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "agntchat.core.layers.RedisLayer",
         "CONFIG": {
             # redis-py 8 reads with a 5 s socket timeout by default, the same as the layer's
             # blocking pop: idle sockets would die every 5 s. Give reads room beyond the pop.

@@ -78,17 +78,20 @@ class Publisher:
     def run(self) -> None:
         loop = asyncio.new_event_loop()
         while True:
-            topics, event = self.queue.get()
+            # Everything queued meanwhile goes out together: two Redis round trips in all.
+            batch = [self.queue.get()]
+            while len(batch) < 100 and not self.queue.empty():
+                batch.append(self.queue.get())
             try:
-                loop.run_until_complete(self.send(topics, event))
+                loop.run_until_complete(self.send(batch))
             except Exception:  # one bad send must not stop every later event
-                log.exception("could not publish %s", event.get("type"))
+                log.exception("could not publish %s", [event.get("type") for _, event in batch])
 
     @staticmethod
-    async def send(topics: list[str], event: dict) -> None:
-        layer = get_channel_layer()
-        for topic in topics:
-            await layer.group_send(group_name(topic), event)
+    async def send(batch) -> None:
+        await get_channel_layer().group_send_many(
+            (group_name(topic), event) for topics, event in batch for topic in topics
+        )
 
 
 publisher = Publisher()
