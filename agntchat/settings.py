@@ -111,11 +111,15 @@ else:
     # Under ASGI each request runs in a fresh thread: persistent per-thread connections
     # exhaust PostgreSQL, a shared pool does not. Pooled connections live long, so the hot
     # statements are bound server-side and prepared after a few runs: PostgreSQL plans the
-    # many-join payload and access queries once per connection, not on every message.
-    # DB_PREPARE_THRESHOLD set empty turns preparing off (e.g. while migrating a live system).
+    # many-join payload and access queries once per connection, not on every message: their
+    # plans (lookups by key) do not depend on the values, and left to choose, PostgreSQL kept
+    # planning them anew (up to 1 ms each). DB_PREPARE_THRESHOLD set empty turns preparing off
+    # (e.g. while migrating a live system).
     _db["OPTIONS"]["server_side_binding"] = True
     _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
+    if _prepare:
+        _db["OPTIONS"]["options"] = "-c plan_cache_mode=force_generic_plan"
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),
