@@ -2,6 +2,7 @@
 
 import json
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agntchat.core.events import wire
@@ -16,6 +17,16 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     """Frames are JSON objects with a ``type``; a bad frame gets an error frame, never a hang-up."""
 
     handlers: dict = {}
+
+    async def dispatch(self, message):
+        """As channels dispatches, less its hop to Django's one sync thread before every
+        message to close stale connections: here every database use goes through
+        database_sync_to_async, which does that itself. Otherwise each frame and event would
+        wait for that thread, and for whatever request it is serving."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         try:
