@@ -6,6 +6,8 @@ an ack that frees a slot in a lane it found full, and on each heartbeat, so a pu
 channel layer only delays an item until the next of these (MSG-3…5, MSG-7).
 """
 
+import asyncio
+import logging
 import uuid
 from collections import Counter, OrderedDict
 from urllib.parse import parse_qs
@@ -27,6 +29,7 @@ from conversations.access import access_conversation, access_message
 from conversations.models import Message
 
 MAX_PREFETCH = 100
+log = logging.getLogger(__name__)
 
 
 def in_pool(func):
@@ -164,6 +167,10 @@ class AgentSocket(JsonSocket):
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1}
         self.starved: set[str] = set()  # lanes that may have work this connection had no room for
+        self.acking: list[str] = []  # bare acks received, not yet written
+        self.acker: asyncio.Task | None = None  # writes them, a batch per trip
+        self.claiming = asyncio.Lock()  # one claim at a time, or two could overfill the window
+        self.closing = False
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         for name, kind in (("prefetch", "message"), ("tasks", "task")):
@@ -192,6 +199,9 @@ class AgentSocket(JsonSocket):
         if getattr(self, "agent", None) is None or not hasattr(self, "connection_id"):
             return
         await self.channel_layer.group_discard(self.topic, self.channel_name)
+        self.closing = True
+        if self.acker is not None:
+            await self.acker  # what the bridge acked stays acked; nothing more is claimed
         if getattr(self, "counted", False):
             LOCAL_CONNECTIONS[self.agent.id] -= 1
             if LOCAL_CONNECTIONS[self.agent.id] <= 0:
@@ -211,24 +221,45 @@ class AgentSocket(JsonSocket):
     def refill_at(self, kind: str) -> int:
         return max(1, self.capacity[kind] // 2)
 
-    async def fill(self, only: str | None = None) -> set[str]:
-        """Claim as many items as this connection has room for and push them (ONLY: one lane).
+    async def fill(self, only: str | None = None, acks=()) -> set[str]:
+        """Claim as many items as this connection has room for and push them (ONLY: one lane;
+        "none": no claim). ACKS: bare acks of message items to write first, in the same trip.
         Return the lanes where a claim took all the room (more work may be waiting there)."""
-        rooms = {kind: self.room(kind) for kind in self.capacity if only in (None, kind)}
-        # A lane that was full, or filled to the brim, may have more waiting: claim again there
-        # when a slot frees up. Otherwise a free slot waits for the next wake-up event.
-        self.starved |= {kind for kind, room in rooms.items() if room <= 0}
-        rooms = {kind: room for kind, room in rooms.items() if room > 0}
-        if not rooms:
-            return set()
-        frames = await in_pool(gateway.claim_work)(self.agent, self.connection_id, rooms)
-        full = {
-            kind for kind, room in rooms.items() if sum(f["kind"] == kind for f in frames) >= room
-        }
-        self.starved = (self.starved - set(rooms)) | full
-        for frame in frames:
-            self.held[frame["id"]] = frame["kind"]
-            await self.send_json(frame)
+        async with self.claiming:
+            rooms = {
+                kind: self.room(kind) + (len(acks) if kind == "message" else 0)
+                for kind in self.capacity
+                if only in (None, kind) and not self.closing
+            }
+            # A lane that was full, or filled to the brim, may have more waiting: claim again
+            # there when slots free up. Otherwise a free slot waits for the next wake-up event.
+            self.starved |= {kind for kind, room in rooms.items() if room <= 0}
+            rooms = {kind: room for kind, room in rooms.items() if room > 0}
+            if not rooms and not acks:
+                return set()
+            not_held, frames = await in_pool(gateway.ack_and_claim)(
+                self.agent, self.connection_id, list(acks), rooms
+            )
+            for item_id in acks:
+                self.held.pop(item_id, None)
+                if item_id not in not_held:
+                    self.remember_done(item_id, "message")
+            full = {
+                kind
+                for kind, room in rooms.items()
+                if sum(f["kind"] == kind for f in frames) >= room
+            }
+            self.starved = (self.starved - set(rooms)) | full
+            for frame in frames:
+                self.held[frame["id"]] = frame["kind"]
+                await self.send_json(frame)
+        for item_id in not_held:
+            # Its lease ran out and another connection has it now; the slot here is free.
+            await self.send_error(
+                "not_held",
+                "This connection does not hold that item (its lease may have expired).",
+                {"id": item_id},
+            )
         return full
 
     # Events from the channel layer.
@@ -264,19 +295,51 @@ class AgentSocket(JsonSocket):
             raise FrameError("This connection does not hold that item.", code="not_held")
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
+        if frame.get("done") is True or frame.get("usage") is not None:
+            await self.ack_reporting(item_id, frame)
+            return
+        if item_id in self.acking:
+            return
+        # Bare acks are written by one task, a batch per trip: those that arrive while a trip
+        # is under way go together in the next, with the refill they make room for.
+        self.acking.append(item_id)
+        if self.acker is None or self.acker.done():
+            self.acker = asyncio.create_task(self.write_acks())
+
+    async def write_acks(self):
+        while self.acking:
+            acks, self.acking = self.acking, []
+            # With a backlog, refill once half the window is free: one claim (and one payload
+            # read) for several items, while the bridge still works on the other half.
+            free = self.room("message") + len(acks)
+            refill = "message" in self.starved and free >= self.refill_at("message")
+            try:
+                await self.fill("message" if refill else "none", acks=acks)
+            except Exception:
+                # Not a bad frame: the database failed. Hang up as a crashed handler would; the
+                # bridge reconnects and whatever was not acked is offered again.
+                log.exception("writing acks failed")
+                self.acking.clear()
+                await self.close(code=1011)
+                return
+
+    async def ack_reporting(self, item_id: str, frame: dict):
+        """An ack with the turn's usage or "done": written on its own, with what it reports."""
         try:
             await in_pool(gateway.ack_work)(
-                kind, item_id, self.connection_id, frame.get("done") is True, frame.get("usage")
+                "message",
+                item_id,
+                self.connection_id,
+                frame.get("done") is True,
+                frame.get("usage"),
             )
         except NotHeld:
             # Its lease ran out and another connection has it now: free the slot here.
-            del self.held[item_id]
+            self.held.pop(item_id, None)
             await self.fill()
             raise
-        del self.held[item_id]
-        self.remember_done(item_id, kind)
-        # With a backlog, refill once half the window is free: one claim (and one payload
-        # read) for several items, while the bridge still works on the other half.
+        self.held.pop(item_id, None)
+        self.remember_done(item_id, "message")
         if "message" in self.starved and self.room("message") >= self.refill_at("message"):
             await self.fill("message")
 

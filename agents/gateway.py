@@ -163,6 +163,21 @@ def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=N
     return True
 
 
+def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[set, list]:
+    """Bare acks of message items (one relaxed statement; turns they hold are handed on), then
+    a claim for ROOMS: one trip from the socket for both. Returns the acked ids this
+    connection did not hold, and the new work frames."""
+    not_held = set()
+    if acks:
+        acked, not_held = claims.ack_many(
+            Delivery, acks, connection_id, timezone.now(), returning=("message_id", "holds_turn")
+        )
+        for row in acked:
+            if row["holds_turn"]:
+                turns.hand_on(row["id"], row["message_id"])
+    return not_held, claim_work(agent, connection_id, rooms) if rooms else []
+
+
 def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | None = None):
     return claims.extend(
         WORK_KINDS[kind][0],

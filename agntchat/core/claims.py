@@ -95,7 +95,7 @@ RETURNING q.id, q.created_at
 
 ACK_SQL = """
 UPDATE {t} q SET acked_at = %(now)s
- WHERE q.id = %(id)s AND q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
+ WHERE q.id = ANY(%(ids)s) AND q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
 RETURNING {returning}
 """
 
@@ -136,21 +136,37 @@ def claim(
     return [row[0] for row in sorted(rows, key=lambda r: (r[1], r[0]))]
 
 
-def ack(model, item_id, connection_id: str, now: datetime, returning=("id",)) -> dict | None:
-    """Acknowledge an item held by CONNECTION_ID. Idempotent: the RETURNING columns of the row if
-    newly acked, None if it already was. Raises NotHeld when the item is another connection's
-    (or nobody's)."""
+def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",)):
+    """Acknowledge items held by CONNECTION_ID, in one statement. Idempotent. Returns the
+    RETURNING columns of each row newly acked, and the ids (as given) this connection does not
+    hold: another connection's (its lease ran out), or nobody's."""
+    given = {model._meta.pk.to_python(item_id): item_id for item_id in ids}
+    columns = ("id", *(c for c in returning if c != "id"))
     rows = _run(
         model,
         ACK_SQL,
-        {"id": item_id, "conn": connection_id, "now": now},
-        returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in returning),
+        {"ids": list(given), "conn": connection_id, "now": now},
+        returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in columns),
     )
-    if rows:
-        return dict(zip(returning, rows[0], strict=True))
-    if model.objects.filter(id=item_id, claimed_by=connection_id, acked_at__isnull=False).exists():
-        return None
-    raise NotHeld("This connection does not hold that item (its lease may have expired).")
+    acked = [dict(zip(columns, row, strict=True)) for row in rows]
+    missing = set(given) - {row["id"] for row in acked}
+    if missing:
+        missing -= set(
+            model.objects.filter(
+                id__in=missing, claimed_by=connection_id, acked_at__isnull=False
+            ).values_list("id", flat=True)
+        )
+    return acked, {given[item_id] for item_id in missing}
+
+
+def ack(model, item_id, connection_id: str, now: datetime, returning=("id",)) -> dict | None:
+    """Acknowledge one item held by CONNECTION_ID. Idempotent: the RETURNING columns of the row
+    if newly acked, None if it already was. Raises NotHeld when the item is another
+    connection's (or nobody's)."""
+    acked, not_held = ack_many(model, [item_id], connection_id, now, returning)
+    if not_held:
+        raise NotHeld("This connection does not hold that item (its lease may have expired).")
+    return acked[0] if acked else None
 
 
 def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int) -> datetime:

@@ -166,7 +166,6 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
     from agents import gateway
 
     token = await sync_to_async(agent_session)(nova)
-    sockets = [(await connect(token, "prefetch=4"))[0] for _ in range(4)]
     claims = []
     real_claim = gateway.claim_work
 
@@ -176,6 +175,13 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
         return frames
 
     monkeypatch.setattr(gateway, "claim_work", counted)
+    sockets = [(await connect(token, "prefetch=4"))[0] for _ in range(4)]
+    for _ in range(250):  # the catch-up claims each connection makes on connect
+        if len(claims) == 4:
+            break
+        await asyncio.sleep(0.02)
+    assert claims == [0, 0, 0, 0]
+    claims.clear()
     await post(alice, channel, "one")
     frames = []
     for sock in sockets:
@@ -467,5 +473,39 @@ async def test_a_backlog_is_refilled_once_half_the_window_is_free(alice, channel
     await comm.send_json_to({"type": "ack", "id": held[1]["id"]})
     refill = [await next_frame(comm), await next_frame(comm)]  # half free: one claim of two
     assert [f["payload"]["message"]["body"] for f in refill] == ["m4", "m5"]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_acks_that_arrive_during_a_write_are_written_together(
+    alice, channel, nova, monkeypatch
+):
+    import time
+
+    from agntchat.core import claims
+
+    for i in range(4):
+        await post(alice, channel, f"m{i}")
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token, "prefetch=4")
+    held = [await next_frame(comm) for _ in range(4)]
+    batches = []
+    real_ack_many = claims.ack_many
+
+    def slow_ack_many(model, ids, *args, **kwargs):  # the real statement, after a pause
+        batches.append(len(ids))
+        time.sleep(0.3)
+        return real_ack_many(model, ids, *args, **kwargs)
+
+    monkeypatch.setattr(claims, "ack_many", slow_ack_many)
+    for frame in held:
+        await comm.send_json_to({"type": "ack", "id": frame["id"]})
+    for _ in range(100):
+        if await Delivery.objects.filter(acked_at__isnull=False).acount() == 4:
+            break
+        await asyncio.sleep(0.05)
+    assert batches == [1, 3]
+    assert await Delivery.objects.filter(acked_at__isnull=True).acount() == 0
+    await comm.send_json_to({"type": "ack", "id": held[3]["id"]})  # again: still idempotent
     assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
