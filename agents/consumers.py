@@ -2,8 +2,8 @@
 
 Frames are documented in docs/protocol.md. Each connection holds at most ``prefetch`` unacked
 items. It claims on connect (catch-up), whenever its agent's topic says work is available, after
-an ack that frees a slot in a lane it found full, and on each heartbeat, so a push lost by the
-channel layer only delays an item until the next of these (MSG-3…5, MSG-7).
+acks that free half the window of a lane it found full, and on each heartbeat, so a push lost by
+the channel layer only delays an item until the next of these (MSG-3…5, MSG-7).
 """
 
 import asyncio
@@ -226,8 +226,9 @@ class AgentSocket(JsonSocket):
         "none": no claim). ACKS: bare acks of message items to write first, in the same trip.
         Return the lanes where a claim took all the room (more work may be waiting there)."""
         async with self.claiming:
+            freed = sum(1 for item_id in acks if item_id in self.held)  # once these are written
             rooms = {
-                kind: self.room(kind) + (len(acks) if kind == "message" else 0)
+                kind: self.room(kind) + (freed if kind == "message" else 0)
                 for kind in self.capacity
                 if only in (None, kind) and not self.closing
             }

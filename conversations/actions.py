@@ -5,6 +5,7 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
+from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_many, wake_agent
 from conversations import threads, turns
 from conversations.access import access_conversation, audience_user_ids
@@ -178,7 +179,7 @@ def post_message(
             guard = turns.count_post(conversation)
         else:
             guard = turns.Guard(conversation)
-        message = Message.objects.create(
+        message = Message(
             held_at=timezone.now() if guard.held else None,
             conversation=conversation,
             author_user=None if agent_author or actor is None else actor,
@@ -189,6 +190,7 @@ def post_message(
             reply_to=reply_to,
             client_ref=client_ref,
         )
+        compiled_insert(message)
         if guard.held:
             # Past the loop guard's cap: kept, but nobody sees or is woken by it until a
             # person speaks (their message releases it).
@@ -246,18 +248,19 @@ def queue_for_agents(
             .values_list("id", flat=True)
         )
     )
-    deliveries = Delivery.objects.bulk_create(
-        [
-            Delivery(
-                agent_id=a,
-                workspace_id=conversation.workspace_id,
-                message=message,
-                holds_turn=holds_turn,
-            )
-            for a in allowed
-        ],
-        ignore_conflicts=True,
-    )
+    deliveries = [
+        Delivery(
+            agent_id=a,
+            workspace_id=conversation.workspace_id,
+            message=message,
+            holds_turn=holds_turn,
+        )
+        for a in allowed
+    ]
+    if len(deliveries) == 1:
+        compiled_insert(deliveries[0], ignore_conflicts=True)  # the usual case, once per post
+    else:
+        Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
     for agent_id in allowed:
         wake_agent(agent_id, "message")
     return deliveries

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from agents.access import agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_objects
+from agntchat.core.compiled import compiled_insert, compiled_objects
 from agntchat.core.events import publish_many
 from agntchat.core.exceptions import AppError
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
@@ -247,7 +247,7 @@ def start_turns(message: Message, conversation: Conversation) -> list:
         Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
             done_at=None
         )
-    message.turn = TurnDecision.objects.create(
+    message.turn = TurnDecision(
         conversation=conversation,
         message=message,
         rule=decided["rule"],
@@ -257,6 +257,7 @@ def start_turns(message: Message, conversation: Conversation) -> list:
         ],
         explanation=decided["explanation"],
     )
+    compiled_insert(message.turn)
     return [decided["queue"][0][0].id]
 
 

@@ -47,3 +47,34 @@ def test_access_through_compiled_sql_still_tells_people_apart(alice, charlie, ch
         access_conversation(charlie, channel.id)
     with pytest.raises(ConversationNotFound):
         access_conversation(alice, "not-a-uuid")
+
+
+def test_a_compiled_insert_stores_what_save_would(alice, channel, nova):
+    from django.db import IntegrityError, transaction
+
+    from agntchat.core.compiled import compiled_insert
+    from conversations.models import Delivery, Message
+
+    stored = []
+    for body in ("first", "second"):  # the second runs the SQL compiled for the first
+        message = Message(
+            conversation=channel, author_user=alice, body=body, payload={"card": {"k": [1, 2]}}
+        )
+        compiled_insert(message)
+        stored.append(message)
+    for message in stored:
+        again = Message.objects.get(pk=message.pk)
+        assert (again.body, again.payload, again.created_at, again.author_user_id) == (
+            message.body,
+            message.payload,
+            message.created_at,
+            alice.pk,
+        )
+        assert message.created_at is not None and not message._state.adding
+    delivery = Delivery(agent=nova, workspace_id=channel.workspace_id, message=stored[0])
+    compiled_insert(delivery, ignore_conflicts=True)
+    duplicate = Delivery(agent=nova, workspace_id=channel.workspace_id, message=stored[0])
+    compiled_insert(duplicate, ignore_conflicts=True)  # one delivery per agent and message
+    assert Delivery.objects.filter(message=stored[0]).count() == 1
+    with pytest.raises(IntegrityError), transaction.atomic():
+        compiled_insert(Delivery(agent=nova, workspace_id=channel.workspace_id, message=stored[0]))

@@ -1,4 +1,4 @@
-"""Hot reads whose SQL is compiled once per process, then run again with other values.
+"""Hot statements whose SQL is compiled once per process, then run again with other values.
 
 Django compiles a queryset to SQL on every run. For the reads on the message path (access
 checks, turn planning, the work payload's joins), compiling costs several times what PostgreSQL
@@ -6,6 +6,7 @@ needs to answer. ``compiled_objects`` (model instances, with their ``select_rela
 annotations) and ``compiled_rows`` (plain rows) build the queryset once with stand-in values,
 keep its SQL and how its rows become objects, and later bind the real values at the stand-ins'
 positions. The rules stay written once, as the querysets every other caller uses.
+``compiled_insert`` does the same for the one-row inserts of every post.
 """
 
 import uuid
@@ -14,7 +15,9 @@ from functools import cached_property
 
 from django.db import connection
 from django.db.models import QuerySet
+from django.db.models.constants import OnConflict
 from django.db.models.query import get_related_populators
+from django.db.models.sql import InsertQuery
 from django.db.models.sql.compiler import SQLCompiler
 
 
@@ -109,3 +112,22 @@ def compiled_objects(shape, build, **values) -> list:
 def compiled_first(shape, build, **values):
     """The first instance ``compiled_objects`` returns, or None."""
     return next(iter(compiled_objects(shape, build, **values)), None)
+
+
+def compiled_insert(obj, *, ignore_conflicts: bool = False) -> None:
+    """Insert one new instance (its key set in Python) as ``save()`` would, with the INSERT
+    compiled once per model. No model signals are sent: nothing here listens to them."""
+    model = type(obj)
+    fields = model._meta.local_concrete_fields
+    shape = ("insert", model, ignore_conflicts)
+    sql = _cache.get(shape)
+    if sql is None:
+        query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
+        query.insert_values(fields, [obj])
+        ((sql, _),) = query.get_compiler(connection.alias).as_sql()
+        _cache[shape] = sql
+    # pre_save fills what fills itself on insert (auto_now_add…), on the instance too.
+    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+    obj._state.adding, obj._state.db = False, connection.alias
