@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, WebSockets for agents (/ws/agent/) and browsers (/ws/live/)."""
 
+import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agntchat.settings")
@@ -38,3 +39,9 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# Everything loaded so far (Django, the apps, their modules) lives as long as the process. Left
+# to the collector, each full pass walks all of it and stalls every request and push for tens
+# of milliseconds; frozen, those passes only walk what was made since.
+gc.collect()
+gc.freeze()
