@@ -741,6 +741,9 @@ def report(facts, plan, r) -> None:
     ratio = e2e["messages_per_s"] / base["rps"]
     raw_best = max(deep["cycles_per_s"], shallow["cycles_per_s"])
     claim_ratio = drain["claims_per_s"] / raw_best
+    # The stricter reading: against the claim statement alone (its time only, no ack).
+    claim_only_best = max(deep["claims_per_s"], shallow["claims_per_s"])
+    claim_only_ratio = drain["claims_per_s"] / claim_only_best
     print()
     print("agntchat pipeline benchmark (issue 3)")
     print(
@@ -823,10 +826,16 @@ def report(facts, plan, r) -> None:
                 "",
             ),
             (
-                "claim path / best raw",
+                "claim path / best raw claim+ack",
                 f"{claim_ratio:.0%}",
                 ">= 50%",
                 verdict(claim_ratio >= 0.5),
+            ),
+            (
+                "claim path / best raw claim alone",
+                f"{claim_only_ratio:.0%}",
+                f">= 50% (of {claim_only_best:.0f} claims/s)",
+                verdict(claim_only_ratio >= 0.5),
             ),
             (
                 "django-q2 enqueue->start p50",
