@@ -144,6 +144,7 @@ def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=N
             connection_id,
             timezone.now(),
             returning=("message_id", "agent_id", "workspace_id", "holds_turn"),
+            then=turns.finish_last_turn(),
         )
         if acked is None:
             return False
@@ -158,8 +159,8 @@ def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=N
                 )
             if done:
                 turns.mark_done(agent, conversation_id)
-    if acked["holds_turn"]:
-        turns.hand_on(item_id, acked["message_id"])
+    if acked["hand_on"]:
+        turns.hand_on(item_id)
     return True
 
 
@@ -170,11 +171,16 @@ def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[
     not_held = set()
     if acks:
         acked, not_held = claims.ack_many(
-            Delivery, acks, connection_id, timezone.now(), returning=("message_id", "holds_turn")
+            Delivery,
+            acks,
+            connection_id,
+            timezone.now(),
+            returning=("message_id", "holds_turn"),
+            then=turns.finish_last_turn(),
         )
         for row in acked:
-            if row["holds_turn"]:
-                turns.hand_on(row["id"], row["message_id"])
+            if row["hand_on"]:
+                turns.hand_on(row["id"])
     return not_held, claim_work(agent, connection_id, rooms) if rooms else []
 
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Func, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agents.access import agents_visible_in
@@ -261,20 +261,34 @@ def start_turns(message: Message, conversation: Conversation) -> list:
     return [decided["queue"][0][0].id]
 
 
-def hand_on(delivery_id, message_id) -> None:
-    """The agent holding a turn acked its delivery: give the turn to the next one in the queue."""
+# What an ack of deliveries (core.claims.ack_many's THEN) also does: most turn queues hold one
+# agent, or the acking agent was the last, and then the queue is simply finished, in the ack's
+# own statement (so both are written, or neither). Each acked row says whether its turn must
+# still be handed on (``hand_on``) to an agent further down the queue.
+FINISH_LAST_TURN = """
+, finished AS (
+    UPDATE {turns} t SET finished_at = %(now)s, updated_at = %(now)s
+      FROM acked
+     WHERE acked.holds_turn AND t.message_id = acked.message_id AND t.finished_at IS NULL
+       AND t.position = jsonb_array_length(t.queue) - 1
+    RETURNING t.message_id
+)
+SELECT acked.*, acked.holds_turn AND finished.message_id IS NULL AS hand_on
+  FROM acked LEFT JOIN finished ON finished.message_id = acked.message_id
+"""
+
+
+def finish_last_turn() -> tuple[str, dict]:
+    """FINISH_LAST_TURN, ready for ``claims.ack_many(..., then=…)``."""
+    table = connection.ops.quote_name(TurnDecision._meta.db_table)
+    return FINISH_LAST_TURN.format(turns=table), {}
+
+
+def hand_on(delivery_id) -> None:
+    """The agent holding a turn acked its delivery, and others wait after it in the queue: give
+    the turn to the next one (the ack itself finished a queue at its end)."""
     from conversations.actions import queue_for_agents
 
-    now = timezone.now()
-    # Most queues hold one agent, or the acking agent was the last: then the queue is simply
-    # finished, in one statement.
-    if (
-        TurnDecision.objects.filter(message_id=message_id, finished_at__isnull=True)
-        .alias(last=Func(F("queue"), function="jsonb_array_length") - 1)
-        .filter(position=F("last"))
-        .update(finished_at=now, updated_at=now)
-    ):
-        return
     with transaction.atomic():
         delivery = Delivery.objects.select_related("message").get(pk=delivery_id)
         decision = (

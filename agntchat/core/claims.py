@@ -94,9 +94,12 @@ RETURNING q.id, q.created_at
 """
 
 ACK_SQL = """
+WITH acked AS (
 UPDATE {t} q SET acked_at = %(now)s
  WHERE q.id = ANY(%(ids)s) AND q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
 RETURNING {returning}
+)
+{then}
 """
 
 RELEASE_SQL = """
@@ -111,12 +114,19 @@ RELAXED = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 def _run(model, sql: str, params: dict, **parts) -> list[tuple]:
     """Run one claim-family statement on MODEL's table. Outside a transaction it relaxes its own
     commit; inside a caller's transaction it leaves that transaction's durability alone."""
+    return _execute(model, sql, params, **parts)[1]
+
+
+def _execute(model, sql: str, params: dict, **parts) -> tuple[list[str], list[tuple]]:
+    """``_run``, also returning the names of the columns."""
     # Evaluated for each row the statement changes, so it is set before the implicit commit.
     relaxed = "" if connection.in_atomic_block else RELAXED
     table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(sql.format(t=table, relaxed=relaxed, **parts), params)
-        return cursor.fetchall() if cursor.description else [(cursor.rowcount,)]
+        if not cursor.description:
+            return [], [(cursor.rowcount,)]
+        return [column.name for column in cursor.description], cursor.fetchall()
 
 
 def claim(
@@ -136,19 +146,25 @@ def claim(
     return [row[0] for row in sorted(rows, key=lambda r: (r[1], r[0]))]
 
 
-def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",)):
+def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), then=None):
     """Acknowledge items held by CONNECTION_ID, in one statement. Idempotent. Returns the
     RETURNING columns of each row newly acked, and the ids (as given) this connection does not
-    hold: another connection's (its lease ran out), or nobody's."""
+    hold: another connection's (its lease ran out), or nobody's.
+
+    THEN, when given, is what else the same statement does with the acked rows (the CTE
+    ``acked``): more CTEs (starting with a comma) and the final SELECT, whose rows (with the
+    ``id`` of each acked row) are returned instead, with the parameters THEN uses."""
+    then, then_params = then or ("SELECT * FROM acked", {})
     given = {model._meta.pk.to_python(item_id): item_id for item_id in ids}
     columns = ("id", *(c for c in returning if c != "id"))
-    rows = _run(
+    names, rows = _execute(
         model,
         ACK_SQL,
-        {"ids": list(given), "conn": connection_id, "now": now},
+        {**then_params, "ids": list(given), "conn": connection_id, "now": now},
         returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in columns),
+        then=then,
     )
-    acked = [dict(zip(columns, row, strict=True)) for row in rows]
+    acked = [dict(zip(names, row, strict=True)) for row in rows]
     missing = set(given) - {row["id"] for row in acked}
     if missing:
         missing -= set(
@@ -159,11 +175,13 @@ def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",)):
     return acked, {given[item_id] for item_id in missing}
 
 
-def ack(model, item_id, connection_id: str, now: datetime, returning=("id",)) -> dict | None:
+def ack(
+    model, item_id, connection_id: str, now: datetime, returning=("id",), then=None
+) -> dict | None:
     """Acknowledge one item held by CONNECTION_ID. Idempotent: the RETURNING columns of the row
-    if newly acked, None if it already was. Raises NotHeld when the item is another
-    connection's (or nobody's)."""
-    acked, not_held = ack_many(model, [item_id], connection_id, now, returning)
+    (or THEN's, as in ``ack_many``) if newly acked, None if it already was. Raises NotHeld
+    when the item is another connection's (or nobody's)."""
+    acked, not_held = ack_many(model, [item_id], connection_id, now, returning, then)
     if not_held:
         raise NotHeld("This connection does not hold that item (its lease may have expired).")
     return acked[0] if acked else None
