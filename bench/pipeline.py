@@ -2,6 +2,9 @@
 
     .venv/bin/python -m bench.pipeline            # full run (about 2 minutes)
     .venv/bin/python -m bench.pipeline --quick    # smoke run
+    .venv/bin/python -m bench.pipeline --only e2e,lat,drain   # single phases, raw figures
+
+BENCH_DRAIN_ROWS sets how many deliveries the drain phase queues (default 2000).
 
 Phases: bare-endpoint baseline, end-to-end throughput, post→push latency at 50 msg/s, the raw
 claim limit in-process, the django-q2 ORM-broker peer, and two daphne processes. It recreates
