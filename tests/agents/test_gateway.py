@@ -509,3 +509,28 @@ async def test_acks_that_arrive_during_a_write_are_written_together(
     await comm.send_json_to({"type": "ack", "id": held[3]["id"]})  # again: still idempotent
     assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
+
+
+async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offered_again(
+    alice, channel, nova, monkeypatch
+):
+    from agents import gateway
+
+    await post(alice, channel, "survives a failed ack")
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    work = await next_frame(comm)
+
+    def database_down(*args, **kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(gateway, "ack_and_claim", database_down)
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    closed = await comm.receive_output(timeout=3)
+    assert closed == {"type": "websocket.close", "code": 1011}
+    monkeypatch.undo()
+    await comm.disconnect()  # the bridge's side of the hang-up: its item is released
+    again, _ = await connect(token)
+    redelivered = await next_frame(again)
+    assert (redelivered["id"], redelivered["payload"]["attempt"]) == (work["id"], 2)
+    await again.disconnect()
