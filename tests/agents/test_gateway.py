@@ -534,3 +534,27 @@ async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offer
     redelivered = await next_frame(again)
     assert (redelivered["id"], redelivered["payload"]["attempt"]) == (work["id"], 2)
     await again.disconnect()
+
+
+async def test_an_ack_sent_just_before_closing_is_kept(alice, channel, nova, monkeypatch):
+    import time
+
+    from agntchat.core import claims
+
+    await post(alice, channel, "acked on the way out")
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    work = await next_frame(comm)
+    real_ack_many = claims.ack_many
+
+    def slow_ack_many(*args, **kwargs):  # the real statement, after a pause
+        time.sleep(0.3)
+        return real_ack_many(*args, **kwargs)
+
+    monkeypatch.setattr(claims, "ack_many", slow_ack_many)
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    await comm.disconnect()  # at once: the ack is still being written
+    assert await Delivery.objects.filter(pk=work["id"], acked_at__isnull=False).aexists()
+    again, _ = await connect(token)
+    assert await again.receive_nothing(timeout=0.5)  # not offered again
+    await again.disconnect()
