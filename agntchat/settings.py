@@ -126,6 +126,9 @@ else:
         "timeout": 10,
     }
 DATABASES = {"default": _db}
+# Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
+# pooled database connection while it works (DB_POOL_MAX is 20).
+HTTP_THREADS = env_int("HTTP_THREADS", 8)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -110,3 +110,34 @@ async def test_a_body_sent_in_chunks_without_a_length_arrives_whole(alice, chann
     await application(scope, receive, send)
     assert sent[0]["status"] == 201, sent
     assert b"first half, second half" in sent[1]["body"]
+
+
+async def test_requests_are_served_side_by_side(monkeypatch):
+    """One request waiting (on the database, here on a sleep) does not hold up the others."""
+    import asyncio
+    import threading
+    import time
+
+    from agntchat.core.http import OneHopDjango
+
+    real_respond = OneHopDjango.respond
+    threads = set()
+
+    def slow_respond(self, *args):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.4)
+        return real_respond(self, *args)
+
+    monkeypatch.setattr(OneHopDjango, "respond", slow_respond)
+
+    async def healthz():
+        communicator = HttpCommunicator(
+            application, "GET", "/healthz", headers=[(b"host", b"localhost")]
+        )
+        return (await communicator.get_response(timeout=10))["status"]
+
+    started = time.monotonic()
+    statuses = await asyncio.gather(*(healthz() for _ in range(4)))
+    assert statuses == [200] * 4
+    assert time.monotonic() - started < 1.2  # four 0.4 s requests, not one after another
+    assert len(threads) == 4 and all(name.startswith("http") for name in threads)

@@ -1,4 +1,4 @@
-"""Django's HTTP side under daphne, in one hop to Django's sync thread per request.
+"""Django's HTTP side under daphne, in one hop to a worker thread per request.
 
 Django's ASGI handler runs each hook of each sync middleware in its own hop between the event
 loop and the sync thread: two per middleware, about a dozen per request. Measured here, those
@@ -6,9 +6,14 @@ hops cost more CPU than a simple view (a bare DRF insert: 5.8 ms per request und
 of it Django). Every view and middleware of this project is sync and every response is a
 complete body, so the whole request (middleware, view, response) runs in one call through
 Django's WSGI handler, and the response goes back to the event loop at once.
+
+Requests run side by side on a few threads of their own, each whole request on one thread, as a
+threaded WSGI server runs them. On Django's single sync thread they queued behind each other's
+database round trips: that thread, not the CPU, capped how many posts one process served.
 """
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from tempfile import SpooledTemporaryFile
 
 from asgiref.sync import sync_to_async
@@ -52,6 +57,9 @@ class OneHopDjango:
 
     def __init__(self):
         self.django = WSGIHandler()
+        # Their own threads: a burst of requests never holds up the sockets' claims and acks,
+        # which run on the event loop's default pool.
+        self.threads = ThreadPoolExecutor(settings.HTTP_THREADS, thread_name_prefix="http")
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -67,14 +75,14 @@ class OneHopDjango:
                     break
             size = body.tell()
             body.seek(0)
-            status, headers, content = await sync_to_async(self.respond, thread_sensitive=True)(
-                scope, body, size
-            )
+            status, headers, content = await sync_to_async(
+                self.respond, thread_sensitive=False, executor=self.threads
+            )(scope, body, size)
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": content})
 
     def respond(self, scope, body, size: int) -> tuple[int, list, bytes]:
-        """Run Django on one request, in the sync thread; the whole response, as bytes."""
+        """Run Django on one request, in one of the HTTP threads; the whole response, as bytes."""
         environ = wsgi_environ(scope, body)
         # The whole body is read: its length is known even when the client sent it chunked.
         environ["CONTENT_LENGTH"] = str(size)
