@@ -218,19 +218,23 @@ class AgentSocket(JsonSocket):
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
 
-    def refill_at(self, kind: str) -> int:
-        return max(1, self.capacity[kind] // 2)
+    def wants_refill(self, freed: int = 0) -> bool:
+        """With a backlog, refill once half the window is free (FREED: slots about to be):
+        one claim, and one payload read, for several items while the bridge still works on the
+        other half."""
+        room = self.room("message") + freed
+        return "message" in self.starved and room >= max(1, self.capacity["message"] // 2)
 
-    async def fill(self, only: str | None = None, acks=()) -> set[str]:
+    async def fill(self, only: str | None = None, acks=(), claim: bool = True) -> set[str]:
         """Claim as many items as this connection has room for and push them (ONLY: one lane;
-        "none": no claim). ACKS: bare acks of message items to write first, in the same trip.
-        Return the lanes where a claim took all the room (more work may be waiting there)."""
+        CLAIM false: no claim). ACKS: bare acks of message items to write first, in the same
+        trip. Return the lanes where a claim took all the room (more work may be waiting)."""
         async with self.claiming:
             freed = sum(1 for item_id in acks if item_id in self.held)  # once these are written
             rooms = {
                 kind: self.room(kind) + (freed if kind == "message" else 0)
                 for kind in self.capacity
-                if only in (None, kind) and not self.closing
+                if claim and only in (None, kind) and not self.closing
             }
             # A lane that was full, or filled to the brim, may have more waiting: claim again
             # there when slots free up. Otherwise a free slot waits for the next wake-up event.
@@ -256,11 +260,7 @@ class AgentSocket(JsonSocket):
                 await self.send_json(frame)
         for item_id in not_held:
             # Its lease ran out and another connection has it now; the slot here is free.
-            await self.send_error(
-                "not_held",
-                "This connection does not hold that item (its lease may have expired).",
-                {"id": item_id},
-            )
+            await self.send_error(NotHeld.code, NotHeld.default_message, {"id": item_id})
         return full
 
     # Events from the channel layer.
@@ -310,12 +310,8 @@ class AgentSocket(JsonSocket):
     async def write_acks(self):
         while self.acking:
             acks, self.acking = self.acking, []
-            # With a backlog, refill once half the window is free: one claim (and one payload
-            # read) for several items, while the bridge still works on the other half.
-            free = self.room("message") + len(acks)
-            refill = "message" in self.starved and free >= self.refill_at("message")
             try:
-                await self.fill("message" if refill else "none", acks=acks)
+                await self.fill("message", acks=acks, claim=self.wants_refill(freed=len(acks)))
             except Exception:
                 # Not a bad frame: the database failed. Hang up as a crashed handler would; the
                 # bridge reconnects and whatever was not acked is offered again.
@@ -328,7 +324,6 @@ class AgentSocket(JsonSocket):
         """An ack with the turn's usage or "done": written on its own, with what it reports."""
         try:
             await in_pool(gateway.ack_work)(
-                "message",
                 item_id,
                 self.connection_id,
                 frame.get("done") is True,
@@ -341,7 +336,7 @@ class AgentSocket(JsonSocket):
             raise
         self.held.pop(item_id, None)
         self.remember_done(item_id, "message")
-        if "message" in self.starved and self.room("message") >= self.refill_at("message"):
+        if self.wants_refill():
             await self.fill("message")
 
     def remember_done(self, item_id: str, kind: str) -> None:

@@ -131,23 +131,35 @@ def claim_work(
     return frames
 
 
-def ack_work(kind: str, item_id, connection_id: str, done: bool = False, usage=None) -> bool:
+def ack_messages(ids, connection_id: str, returning=()) -> tuple[list[dict], set]:
+    """Acks of message items in one statement, which also finishes the turn queues they end
+    (relaxed outside a transaction, as every ack). Returns the rows newly acked, each with
+    ``hand_on`` (its turn still goes on to a next agent), and the ids this connection does not
+    hold."""
+    return claims.ack_many(
+        Delivery,
+        ids,
+        connection_id,
+        timezone.now(),
+        returning=("message_id", "holds_turn", *returning),
+        then=turns.finish_last_turn(),
+    )
+
+
+def ack_work(item_id, connection_id: str, done: bool = False, usage=None) -> bool:
     """Acknowledge a message item, with the turn's usage (RUN-8). DONE says the agent is done
-    in that conversation (TURN-3); a delivery that holds a turn hands it on to the next agent."""
+    in that conversation (TURN-3); a delivery that holds a turn hands it on to the next agent.
+    False if it was acked already."""
     reports = isinstance(usage, dict) or done
     # A bare ack is one relaxed statement. An ack that reports usage or "done" commits together
     # with them (durably): nobody sees the item acked without what its turn cost.
     with transaction.atomic() if reports else nullcontext():
-        acked = claims.ack(
-            WORK_KINDS[kind][0],
-            item_id,
-            connection_id,
-            timezone.now(),
-            returning=("message_id", "agent_id", "workspace_id", "holds_turn"),
-            then=turns.finish_last_turn(),
-        )
-        if acked is None:
+        acked, not_held = ack_messages([item_id], connection_id, ("agent_id", "workspace_id"))
+        if not_held:
+            raise claims.NotHeld()
+        if not acked:
             return False
+        (acked,) = acked
         if reports:
             agent = Agent.objects.get(pk=acked["agent_id"])
             conversation_id = Message.objects.values_list("conversation_id", flat=True).get(
@@ -170,14 +182,7 @@ def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[
     connection did not hold, and the new work frames."""
     not_held = set()
     if acks:
-        acked, not_held = claims.ack_many(
-            Delivery,
-            acks,
-            connection_id,
-            timezone.now(),
-            returning=("message_id", "holds_turn"),
-            then=turns.finish_last_turn(),
-        )
+        acked, not_held = ack_messages(acks, connection_id)
         for row in acked:
             if row["hand_on"]:
                 turns.hand_on(row["id"])

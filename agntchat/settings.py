@@ -119,7 +119,8 @@ else:
     _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
     if _prepare:
-        _db["OPTIONS"]["options"] = "-c plan_cache_mode=force_generic_plan"
+        _options = _db["OPTIONS"].get("options", "")  # keep any given in DATABASE_URL
+        _db["OPTIONS"]["options"] = f"{_options} -c plan_cache_mode=force_generic_plan".strip()
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),

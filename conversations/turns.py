@@ -278,10 +278,9 @@ SELECT acked.*, acked.holds_turn AND finished.message_id IS NULL AS hand_on
 """
 
 
-def finish_last_turn() -> tuple[str, dict]:
+def finish_last_turn() -> str:
     """FINISH_LAST_TURN, ready for ``claims.ack_many(..., then=…)``."""
-    table = connection.ops.quote_name(TurnDecision._meta.db_table)
-    return FINISH_LAST_TURN.format(turns=table), {}
+    return FINISH_LAST_TURN.format(turns=connection.ops.quote_name(TurnDecision._meta.db_table))
 
 
 def hand_on(delivery_id) -> None:

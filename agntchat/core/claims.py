@@ -24,6 +24,7 @@ class NotHeld(AppError):
 
     code = "not_held"
     status = 409
+    default_message = "This connection does not hold that item (its lease may have expired)."
 
 
 class Claimable(models.Model):
@@ -153,16 +154,15 @@ def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), t
 
     THEN, when given, is what else the same statement does with the acked rows (the CTE
     ``acked``): more CTEs (starting with a comma) and the final SELECT, whose rows (with the
-    ``id`` of each acked row) are returned instead, with the parameters THEN uses."""
-    then, then_params = then or ("SELECT * FROM acked", {})
+    ``id`` of each acked row) are returned instead. It may use the parameter ``now``."""
     given = {model._meta.pk.to_python(item_id): item_id for item_id in ids}
     columns = ("id", *(c for c in returning if c != "id"))
     names, rows = _execute(
         model,
         ACK_SQL,
-        {**then_params, "ids": list(given), "conn": connection_id, "now": now},
+        {"ids": list(given), "conn": connection_id, "now": now},
         returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in columns),
-        then=then,
+        then=then or "SELECT * FROM acked",
     )
     acked = [dict(zip(names, row, strict=True)) for row in rows]
     missing = set(given) - {row["id"] for row in acked}
@@ -183,7 +183,7 @@ def ack(
     when the item is another connection's (or nobody's)."""
     acked, not_held = ack_many(model, [item_id], connection_id, now, returning, then)
     if not_held:
-        raise NotHeld("This connection does not hold that item (its lease may have expired).")
+        raise NotHeld()
     return acked[0] if acked else None
 
 
@@ -194,7 +194,7 @@ def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int
         id=item_id, claimed_by=connection_id, acked_at__isnull=True
     ).update(lease_expires_at=expires)
     if not updated:
-        raise NotHeld("This connection does not hold that item (its lease may have expired).")
+        raise NotHeld()
     return expires
 
 

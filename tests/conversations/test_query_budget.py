@@ -33,7 +33,7 @@ def test_a_post_its_claim_and_its_ack_stay_within_their_query_budgets(alice, cha
     assert len(claim.captured_queries) <= 3, [q["sql"][:80] for q in claim.captured_queries]
 
     with CaptureQueriesContext(connection) as ack:
-        assert gateway.ack_work("message", frames[0]["id"], "c1") is True
+        assert gateway.ack_work(frames[0]["id"], "c1") is True
     # the ack, finishing the (one-agent) turn queue in the same statement
     assert len(ack.captured_queries) == 1, [q["sql"][:80] for q in ack.captured_queries]
     decision = TurnDecision.objects.get(message_id=response.json()["id"])

@@ -99,12 +99,12 @@ class TestWhoSpeaksNext:
         Delivery.objects.filter(pk=rex_delivery.pk).update(claimed_by="c1")
         from agents.gateway import ack_work
 
-        ack_work("message", rex_delivery.id, "c1")
+        ack_work(rex_delivery.id, "c1")
         assert woken(message) == ["Gus", "Rex"]
         assert TurnDecision.objects.get(message=message).position == 1
         gus_delivery = Delivery.objects.get(message=message, agent=cast["gus"])
         Delivery.objects.filter(pk=gus_delivery.pk).update(claimed_by="c2")
-        ack_work("message", gus_delivery.id, "c2")
+        ack_work(gus_delivery.id, "c2")
         assert TurnDecision.objects.get(message=message).finished_at is not None
 
     def test_turn_decisions_are_visible_with_their_reasons(self, alice, charlie, team_b, cast, api):
