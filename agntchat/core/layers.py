@@ -7,9 +7,12 @@ pipeline, all messages added by one script.
 """
 
 import collections
+import logging
 import time
 
 from channels_redis.core import RedisChannelLayer
+
+log = logging.getLogger(__name__)
 
 # Per channel key: drop expired messages, then add the new one unless the key is at capacity
 # (as channels_redis does). Returns how many were dropped for capacity.
@@ -79,6 +82,8 @@ class RedisLayer(RedisChannelLayer):
             connection = self.connection(index)
             if self.add_messages is None:
                 self.add_messages = connection.register_script(ADD_MESSAGES)
-            await self.add_messages(
+            dropped = await self.add_messages(
                 keys=keys, args=[*messages, *scores, *capacities, self.expiry], client=connection
             )
+            if dropped:
+                log.info("%s of %s channel messages over capacity, dropped", dropped, len(keys))
