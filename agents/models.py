@@ -111,7 +111,7 @@ class PersonalityRevision(BaseModel):
     forced = models.BooleanField(default=False)
 
 
-class Task(BaseModel, Claimable):
+class Task(Claimable, BaseModel):
     """A unit of work for one agent (TASK-1), claimed like every other kind of work (MSG-6).
 
     The run streams events and ends with exactly one terminal result (TASK-3); once terminal,

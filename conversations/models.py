@@ -133,7 +133,7 @@ class Message(BaseModel):
         self._prefetched_objects_cache = {"threads": threads}
 
 
-class Delivery(BaseModel, Claimable):
+class Delivery(Claimable, BaseModel):
     """One row per agent that must see a message: the agent's message queue (MSG-2)."""
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="deliveries")

@@ -5,6 +5,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
+from psycopg import sql as psql
 
 from agntchat.core import claims
 from conversations import actions
@@ -68,3 +69,72 @@ def test_claims_take_the_least_recently_served_workspace_first_then_oldest(alice
     # Whichever workspace goes first, the other is served next; each in its own order.
     assert set(bodies[:2]) & {"personal 0"}, bodies
     assert [b for b in bodies if b.startswith("team")] == ["team 0", "team 1", "team 2"]
+
+
+def _rows_read_and_dropped(plan: dict) -> int:
+    """Rows the plan's scans read only to throw away (by filter), over all loops."""
+    dropped = plan.get("Rows Removed by Filter", 0) * plan.get("Actual Loops", 1)
+    return dropped + sum(_rows_read_and_dropped(p) for p in plan.get("Plans", []))
+
+
+def sql_literals(values, types) -> psql.Composed:
+    return psql.SQL(", ").join(
+        psql.SQL("{}::{}").format(psql.Literal(v), psql.SQL(t))
+        for v, t in zip(values, types, strict=True)
+    )
+
+
+def _claim_plan(agent_id, limit: int) -> dict:
+    """The claim statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It runs
+    as a prepared statement, as pooled connections run it, under the session's plan_cache_mode
+    (a generic plan knows no agent)."""
+    now = timezone.now()
+    params = {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit}
+    numbered = {name: f"${i}" for i, name in enumerate(params, 1)}
+    sql = claims.CLAIM_SQL.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
+    with transaction.atomic(), connection.cursor() as cursor:
+        types = ["uuid", "text", "timestamptz", "timestamptz", "bigint"]  # as PARAMS
+        cursor.execute(f"PREPARE claim_plan ({', '.join(types)}) AS " + sql % numbered)
+        # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
+        arguments = sql_literals(params.values(), types).as_string(cursor.connection)
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan({arguments})")
+        (plan,) = cursor.fetchone()[0]
+        cursor.execute("DEALLOCATE claim_plan")
+        transaction.set_rollback(True)  # the claim is undone
+    return plan["Plan"]
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_a_claim_reads_no_other_rows_however_long_the_history(
+    alice, channel, nova, plan_cache_mode
+):
+    # One workspace where another agent has a deep open queue, and Nova a long acked history and
+    # one new item. Statistics taken while the history was still open mislead the planner (as
+    # after any burst); the claim must still go straight to what it takes, not walk the table.
+    from agents import actions as agent_actions
+    from conversations.models import Message
+
+    other = agent_actions.create_agent(alice, name="Other", backend="scripted")
+    messages = Message.objects.bulk_create(
+        Message(conversation=channel, author_user=alice, body=str(i)) for i in range(3000)
+    )
+    Delivery.objects.bulk_create(
+        Delivery(agent=agent, workspace_id=channel.workspace_id, message=m)
+        for agent, batch in ((other, messages[:1500]), (nova, messages[1500:]))
+        for m in batch
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE conversations_delivery")
+    Delivery.objects.filter(agent=nova).update(acked_at=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+    try:
+        assert _rows_read_and_dropped(_claim_plan(nova.id, 8)) <= 5  # nothing queued
+        actions.post_message(alice, channel, "new")
+        plan = _claim_plan(nova.id, 8)
+        assert plan["Actual Rows"] == 1
+        assert _rows_read_and_dropped(plan) <= 5
+        assert _rows_read_and_dropped(_claim_plan(other.id, 8)) <= 5  # a deep queue
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("RESET plan_cache_mode")

@@ -30,7 +30,13 @@ class NotHeld(AppError):
 class Claimable(models.Model):
     """Columns every claimable queue row carries. Subclasses add what the work is."""
 
-    agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="+")
+    # Neither column gets a lone index. Both would tempt the planner into walking the history
+    # of every agent in time or workspace order, filtering as it goes (a claim that reads the
+    # whole table when the queue is empty); the two indexes below lead with the agent.
+    created_at = models.DateTimeField(auto_now_add=True)
+    agent = models.ForeignKey(
+        "agents.Agent", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     workspace = models.ForeignKey(
         "workspaces.Workspace", on_delete=models.CASCADE, related_name="+"
     )
@@ -56,17 +62,22 @@ class Claimable(models.Model):
         ]
 
 
-# Workspaces with open rows are found by a skip scan of the open-rows index, then ordered by when
+# The agent's workspaces are found by a skip scan of the "served" index (exact index conditions,
+# no filter: its cost does not depend on how much of the history is acked; the ORDER BY is the
+# index's own, which no other index gives, so the planner cannot prefer walking the workspace
+# index and filtering every other agent's rows out), then ordered by when
 # each was last served. ``picked`` walks them in that order and, in each, the open rows oldest
-# first straight off the index: rows are pulled (and locked) lazily, so a claim touches about
-# LIMIT rows however deep the queue is, and no row beyond LIMIT is locked.
+# first straight off the open-rows index: rows are pulled (and locked) lazily, so a claim touches
+# about LIMIT rows plus one probe per workspace, however deep the queue or long the history is,
+# and no row beyond LIMIT is locked.
 CLAIM_SQL = """
 WITH RECURSIVE ws AS (
-    (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
-     ORDER BY agent_id, workspace_id LIMIT 1)
+    (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s
+     ORDER BY agent_id, workspace_id, claimed_at LIMIT 1)
     UNION ALL
-    SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s AND acked_at IS NULL
-            AND workspace_id > ws.workspace_id ORDER BY agent_id, workspace_id LIMIT 1)
+    SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s
+            AND workspace_id > ws.workspace_id ORDER BY agent_id, workspace_id, claimed_at
+            LIMIT 1)
     FROM ws WHERE ws.workspace_id IS NOT NULL
 ),
 turns AS MATERIALIZED (
