@@ -69,7 +69,9 @@ class Claimable(models.Model):
 # each was last served. ``picked`` walks them in that order and, in each, the open rows oldest
 # first straight off the open-rows index: rows are pulled (and locked) lazily, so a claim touches
 # about LIMIT rows plus one probe per workspace, however deep the queue or long the history is,
-# and no row beyond LIMIT is locked.
+# and no row beyond LIMIT is locked. The rows are updated by key as an array: pooled connections
+# run this statement with a generic plan, which cannot know how small LIMIT is and would join
+# ``picked`` to the table by reading all of it.
 CLAIM_SQL = """
 WITH RECURSIVE ws AS (
     (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s
@@ -101,7 +103,7 @@ picked AS (
 UPDATE {t} q
    SET claimed_by = %(conn)s, claimed_at = %(now)s, lease_expires_at = %(lease)s,
        attempts = q.attempts + 1
-  FROM picked WHERE q.id = picked.id{relaxed}
+ WHERE q.id = ANY(ARRAY(SELECT id FROM picked)){relaxed}
 RETURNING q.id, q.created_at
 """
 
