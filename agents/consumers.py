@@ -207,7 +207,7 @@ class AgentSocket(JsonSocket):
             if LOCAL_CONNECTIONS[self.agent.id] <= 0:
                 del LOCAL_CONNECTIONS[self.agent.id]
         released = await database_sync_to_async(gateway.release_work)(
-            self.connection_id, dict(self.held)
+            self.agent.id, self.connection_id, dict(self.held)
         )
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)

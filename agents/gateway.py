@@ -199,12 +199,12 @@ def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | Non
     )
 
 
-def release_work(connection_id: str, held: dict) -> int:
+def release_work(agent_id, connection_id: str, held: dict) -> int:
     """Give back what a closing connection held; a task left without its result is recorded."""
     for item_id, kind in held.items():
         if kind == "task":
             tasks.record_missing_result(item_id, "the connection closed before the terminal result")
-    return sum(claims.release(model, connection_id) for model, _ in WORK_KINDS.values())
+    return sum(claims.release(model, agent_id, connection_id) for model, _ in WORK_KINDS.values())
 
 
 def agent_load(agent_id) -> int:

@@ -87,24 +87,30 @@ def sql_literals(values, types) -> psql.Composed:
     )
 
 
-def _claim_plan(agent_id, limit: int) -> dict:
-    """The claim statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It runs
-    as a prepared statement, as pooled connections run it, under the session's plan_cache_mode
-    (a generic plan knows no agent)."""
-    now = timezone.now()
-    params = {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit}
+def _executed_plan(sql: str, params: dict, types: list[str]) -> dict:
+    """A claim-family statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It
+    runs as a prepared statement, as pooled connections run it, under the session's
+    plan_cache_mode (a generic plan knows no agent and no LIMIT). TYPES are those of PARAMS."""
     numbered = {name: f"${i}" for i, name in enumerate(params, 1)}
-    sql = claims.CLAIM_SQL.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
+    sql = sql.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
     with transaction.atomic(), connection.cursor() as cursor:
-        types = ["uuid", "text", "timestamptz", "timestamptz", "bigint"]  # as PARAMS
         cursor.execute(f"PREPARE claim_plan ({', '.join(types)}) AS " + sql % numbered)
         # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
         arguments = sql_literals(params.values(), types).as_string(cursor.connection)
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan({arguments})")
         (plan,) = cursor.fetchone()[0]
         cursor.execute("DEALLOCATE claim_plan")
-        transaction.set_rollback(True)  # the claim is undone
+        transaction.set_rollback(True)  # what the statement changed is undone
     return plan["Plan"]
+
+
+def _claim_plan(agent_id, limit: int) -> dict:
+    now = timezone.now()
+    return _executed_plan(
+        claims.CLAIM_SQL,
+        {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit},
+        ["uuid", "text", "timestamptz", "timestamptz", "bigint"],
+    )
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])

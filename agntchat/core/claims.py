@@ -116,9 +116,10 @@ RETURNING {returning}
 {then}
 """
 
+# By agent as well: the open-rows index then holds just that agent's open rows to look through.
 RELEASE_SQL = """
 UPDATE {t} q SET claimed_by = NULL, lease_expires_at = NULL
- WHERE q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
+ WHERE q.agent_id = %(agent)s AND q.claimed_by = %(conn)s AND q.acked_at IS NULL{relaxed}
 """
 
 
@@ -211,9 +212,10 @@ def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int
     return expires
 
 
-def release(model, connection_id: str) -> int:
-    """Give back every unacked item a closing connection held, at once (not after the lease)."""
-    return _run(model, RELEASE_SQL, {"conn": connection_id})[0][0]
+def release(model, agent_id, connection_id: str) -> int:
+    """Give back every unacked item a closing connection of AGENT_ID held, at once (not after
+    the lease)."""
+    return _run(model, RELEASE_SQL, {"agent": agent_id, "conn": connection_id})[0][0]
 
 
 def open_count(model, agent_id) -> int:
