@@ -113,8 +113,10 @@ else:
     # statements are bound server-side and prepared after a few runs: PostgreSQL plans the
     # many-join payload and access queries once per connection, not on every message: their
     # plans (lookups by key) do not depend on the values, and left to choose, PostgreSQL kept
-    # planning them anew (up to 1 ms each). DB_PREPARE_THRESHOLD set empty turns preparing off
-    # (e.g. while migrating a live system).
+    # planning them anew (up to 1 ms each). A statement whose best plan would depend on a value
+    # must be written so that it does not (the claim's LIMIT: core/claims.py, tested in
+    # tests/test_claims.py). DB_PREPARE_THRESHOLD set empty turns preparing off (e.g. while
+    # migrating a live system).
     _db["OPTIONS"]["server_side_binding"] = True
     _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
