@@ -80,37 +80,30 @@ def _table_rows_read(plan: dict) -> int:
     return read + sum(_table_rows_read(p) for p in plan.get("Plans", []))
 
 
-def sql_literals(values, types) -> psql.Composed:
-    return psql.SQL(", ").join(
-        psql.SQL("{}::{}").format(psql.Literal(v), psql.SQL(t))
-        for v, t in zip(values, types, strict=True)
-    )
-
-
-def _executed_plan(sql: str, params: dict, types: list[str]) -> dict:
-    """A claim-family statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It
-    runs as a prepared statement, as pooled connections run it, under the session's
-    plan_cache_mode (a generic plan knows no agent and no LIMIT). TYPES are those of PARAMS."""
+def _claim_plan(agent_id, limit: int) -> dict:
+    """The claim statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It runs
+    as a prepared statement, as pooled connections run it, under the session's plan_cache_mode
+    (a generic plan knows no agent and no LIMIT)."""
+    now = timezone.now()
+    params = {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit}
+    types = ["uuid", "text", "timestamptz", "timestamptz", "bigint"]  # those of PARAMS
     numbered = {name: f"${i}" for i, name in enumerate(params, 1)}
-    sql = sql.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
+    sql = claims.CLAIM_SQL.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
+    # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
+    arguments = psql.SQL(", ").join(
+        psql.SQL("{}::{}").format(psql.Literal(value), psql.SQL(type_))
+        for value, type_ in zip(params.values(), types, strict=True)
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"PREPARE claim_plan ({', '.join(types)}) AS " + sql % numbered)
-        # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
-        arguments = sql_literals(params.values(), types).as_string(cursor.connection)
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan({arguments})")
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan"
+            f"({arguments.as_string(cursor.connection)})"
+        )
         (plan,) = cursor.fetchone()[0]
         cursor.execute("DEALLOCATE claim_plan")
-        transaction.set_rollback(True)  # what the statement changed is undone
+        transaction.set_rollback(True)  # the claim is undone
     return plan["Plan"]
-
-
-def _claim_plan(agent_id, limit: int) -> dict:
-    now = timezone.now()
-    return _executed_plan(
-        claims.CLAIM_SQL,
-        {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit},
-        ["uuid", "text", "timestamptz", "timestamptz", "bigint"],
-    )
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
