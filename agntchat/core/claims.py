@@ -28,7 +28,9 @@ class NotHeld(AppError):
 
 
 class Claimable(models.Model):
-    """Columns every claimable queue row carries. Subclasses add what the work is."""
+    """Columns every claimable queue row carries. Subclasses add what the work is, and list
+    this class before BaseModel, so that its ``created_at`` (no lone index) is the one they get
+    (``makemigrations --check`` in CI catches the other order)."""
 
     # Neither column gets a lone index. Both would tempt the planner into walking the history
     # of every agent in time or workspace order, filtering as it goes (a claim that reads the
