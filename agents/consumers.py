@@ -13,6 +13,7 @@ from collections import Counter, OrderedDict
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from django.db import close_old_connections
 
 from agents import actions, gateway, tasks
 from agents.access import agent_for_session_token, workspaces_of_agent
@@ -35,7 +36,17 @@ log = logging.getLogger(__name__)
 def in_pool(func):
     """Claims and acks of many connections run side by side in the thread pool, not queued on
     Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
-    return database_sync_to_async(func, thread_sensitive=False)
+
+    def run(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        finally:
+            # Here, in the context that took the pooled connection: channels closes old
+            # connections around this call but outside that context, so it never saw this one,
+            # and the connection stayed out of the pool for good.
+            close_old_connections()
+
+    return database_sync_to_async(run, thread_sensitive=False)
 
 
 # Wake-ups some connection of this process already claimed for, newest last (bounded).
