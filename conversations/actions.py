@@ -190,34 +190,35 @@ def post_message(
             reply_to=reply_to,
             client_ref=client_ref,
         )
-        compiled_insert(message)
         if guard.held:
             # Past the loop guard's cap: kept, but nobody sees or is woken by it until a
             # person speaks (their message releases it).
+            compiled_insert(message)
             turns.announce_capped(guard.conversation)
             return message
+        rows = []  # stored with the message, in the post's last statement (settle_post)
+        holds_turn = False  # a turn from the turn queue: its ack hands the turn on
+        if conversational and delegation is None:
+            decision, wake = turns.start_turns(message, guard.conversation)
+            rows += [decision] if decision else []
+            holds_turn = True
+        # Turn planning read only agents that appear in the workspace: no need to check again.
+        rows += new_deliveries(message, wake or [], holds_turn=holds_turn, visible=conversational)
+        settled = turns.settle_post(
+            conversation, message, rows, by_person=conversational and by_person
+        )
+        # What needs the message stored: threads hang off it.
         if planned_threads:
             threads.open_threads(message, planned_threads)
         else:
             message.has_no_threads()
-        holds_turn = False  # a turn from the turn queue: its ack hands the turn on
-        if wake is None:
-            wake = []
-            if delegation is not None:
-                agent, instructions = delegation
-                from agents.tasks import create_task
+        if delegation is not None:
+            from agents.tasks import create_task
 
-                create_task(
-                    actor, conversation.workspace, agent, instructions, conversation=conversation
-                )
-            elif conversational:
-                wake = turns.start_turns(message, guard.conversation)
-                holds_turn = True
-        # Turn planning read only agents that appear in the workspace: no need to check again.
-        queue_for_agents(message, wake, holds_turn=holds_turn, visible=conversational)
-        # Last, so the conversation row stays locked only for the commit: concurrent posts in
-        # one busy channel do not queue behind each other's whole transaction.
-        settled = turns.settle_post(conversation, message, by_person=conversational and by_person)
+            agent, instructions = delegation
+            create_task(
+                actor, conversation.workspace, agent, instructions, conversation=conversation
+            )
         for released in settled:
             announce_message(released, "message.created")
         announce_message(message, "message.created")
@@ -236,6 +237,16 @@ def queue_for_agents(
     """One delivery per agent that appears in the workspace (VISIBLE: the caller checked),
     announced on commit (MSG-2). HOLDS_TURN: each delivery is a turn with others waiting after
     it (TURN-1)."""
+    deliveries = new_deliveries(message, agent_ids, holds_turn=holds_turn, visible=visible)
+    if deliveries:
+        compiled_insert(*deliveries, ignore_conflicts=True)
+    return deliveries
+
+
+def new_deliveries(
+    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
+) -> list[Delivery]:
+    """queue_for_agents' deliveries, not yet stored; their agents are woken on commit."""
     if not agent_ids:
         return []
     conversation = message.conversation
@@ -248,7 +259,9 @@ def queue_for_agents(
             .values_list("id", flat=True)
         )
     )
-    deliveries = [
+    for agent_id in allowed:
+        wake_agent(agent_id, "message")
+    return [
         Delivery(
             agent_id=a,
             workspace_id=conversation.workspace_id,
@@ -257,13 +270,6 @@ def queue_for_agents(
         )
         for a in allowed
     ]
-    if len(deliveries) == 1:
-        compiled_insert(deliveries[0], ignore_conflicts=True)  # the usual case, once per post
-    else:
-        Delivery.objects.bulk_create(deliveries, ignore_conflicts=True)
-    for agent_id in allowed:
-        wake_agent(agent_id, "message")
-    return deliveries
 
 
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:

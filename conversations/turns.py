@@ -187,37 +187,44 @@ def count_post(conversation: Conversation) -> Guard:
     return Guard(conversation)
 
 
+# The last statement of a post (settle_post). A person's post: stamp the time, reset the agent
+# streak, wake the agents that said they were done, and return the streak as it was (locked, so
+# no post races it).
 SETTLE_BY_PERSON = """
 WITH woken AS (
     UPDATE {participants} SET done_at = NULL
-     WHERE conversation_id = %(id)s AND done_at IS NOT NULL
+     WHERE conversation_id = %s AND done_at IS NOT NULL
 )
-UPDATE {conversations} c SET last_message_at = %(at)s, agent_streak = 0
-  FROM (SELECT agent_streak FROM {conversations} WHERE id = %(id)s FOR UPDATE) before
- WHERE c.id = %(id)s
+UPDATE {conversations} c SET last_message_at = %s, agent_streak = 0
+  FROM (SELECT agent_streak FROM {conversations} WHERE id = %s FOR UPDATE) before
+ WHERE c.id = %s
 RETURNING before.agent_streak
 """
+SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING 0"
 
 
-def settle_post(conversation: Conversation, message: Message, *, by_person: bool) -> list:
-    """The last statement of a post: stamp ``last_message_at``. A person's message (BY_PERSON)
-    also resets the agent streak, wakes the agents that said they were done (TURN-3), and
-    releases the posts the loop guard held (returned, oldest first). Held posts exist only while
-    the streak is above zero, so the release runs only then."""
-    if not by_person:
-        Conversation.objects.filter(pk=conversation.pk).update(last_message_at=message.created_at)
-        return []
-    with connection.cursor() as cursor:
-        # One round trip that also returns the streak as it was (locked, so no post races it).
-        cursor.execute(
-            SETTLE_BY_PERSON.format(
-                conversations=connection.ops.quote_name(Conversation._meta.db_table),
-                participants=connection.ops.quote_name(Participant._meta.db_table),
-            ),
-            {"at": message.created_at, "id": conversation.pk},
-        )
-        (streak_before,) = cursor.fetchone()
-    if not streak_before:
+def settle_post(conversation: Conversation, message: Message, rows, *, by_person: bool) -> list:
+    """Store MESSAGE with its ROWS (its turn decision, its deliveries) and, in the same
+    statement, stamp the conversation's ``last_message_at``. A person's message (BY_PERSON) also
+    resets the agent streak, wakes the agents that said they were done (TURN-3), and releases
+    the posts the loop guard held (returned, oldest first). Held posts exist only while the
+    streak is above zero, so the release runs only then.
+
+    Last in a post's transaction, so the conversation row stays locked only for the commit:
+    concurrent posts in one busy channel do not queue behind each other's whole transaction."""
+    names = {
+        "conversations": connection.ops.quote_name(Conversation._meta.db_table),
+        "participants": connection.ops.quote_name(Participant._meta.db_table),
+    }
+
+    def settle():  # called once the message's created_at is set
+        if by_person:
+            pk = conversation.pk
+            return SETTLE_BY_PERSON.format(**names), [pk, message.created_at, pk, pk]
+        return SETTLE_BY_AGENT.format(**names), [message.created_at, conversation.pk]
+
+    ((streak_before,),) = compiled_insert(message, *rows, then=settle)
+    if not (by_person and streak_before):
         return []
     released = list(
         Message.objects.select_for_update()
@@ -230,24 +237,25 @@ def settle_post(conversation: Conversation, message: Message, *, by_person: bool
     return released
 
 
-def start_turns(message: Message, conversation: Conversation) -> list:
-    """Store the turn decision for MESSAGE and return who gets the turn now."""
+def start_turns(message: Message, conversation: Conversation) -> tuple[TurnDecision | None, list]:
+    """The turn decision for MESSAGE (to be stored with it: settle_post) and who gets the turn
+    now."""
     if is_capped(conversation):
         announce_capped(conversation)
-        return []
+        return None, []
     agents, done = participants_in_order(conversation)
     if message.author_agent_id is None:
         done = set()  # a person speaking wakes every agent that said it was done (settle_post)
     decided = decide(message, agents, done)
     if not decided["queue"]:
-        return []
+        return None, []
     # A mention or delegation is something new for the agent: it is no longer "done".
     woken_done = [a.id for a, _ in decided["queue"] if a.id in done]
     if woken_done:
         Participant.objects.filter(conversation=conversation, agent_id__in=woken_done).update(
             done_at=None
         )
-    message.turn = TurnDecision(
+    decision = TurnDecision(
         conversation=conversation,
         message=message,
         rule=decided["rule"],
@@ -257,8 +265,7 @@ def start_turns(message: Message, conversation: Conversation) -> list:
         ],
         explanation=decided["explanation"],
     )
-    compiled_insert(message.turn)
-    return [decided["queue"][0][0].id]
+    return decision, [decided["queue"][0][0].id]
 
 
 # What an ack of deliveries (core.claims.ack_many's THEN) also does: most turn queues hold one

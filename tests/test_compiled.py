@@ -78,3 +78,34 @@ def test_a_compiled_insert_stores_what_save_would(alice, channel, nova):
     assert Delivery.objects.filter(message=stored[0]).count() == 1
     with pytest.raises(IntegrityError), transaction.atomic():
         compiled_insert(Delivery(agent=nova, workspace_id=channel.workspace_id, message=stored[0]))
+
+
+def test_rows_inserted_together_are_one_statement_with_what_follows_them(alice, channel, nova):
+    from django.db import DatabaseError, connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from agntchat.core.compiled import compiled_insert
+    from conversations.models import Delivery, Message
+
+    message = Message(conversation=channel, author_user=alice, body="together")
+    delivery = Delivery(agent=nova, workspace_id=channel.workspace_id, message=message)
+    with CaptureQueriesContext(connection) as statements:
+        rows = compiled_insert(
+            message,
+            delivery,
+            # THEN may open with its own WITH, and is asked for once the rows' values are set.
+            then=lambda: (
+                "WITH t AS (SELECT %s::timestamptz AS at) SELECT at FROM t",
+                [message.created_at],
+            ),
+        )
+    assert len(statements.captured_queries) == 1
+    assert rows == [(message.created_at,)] and message.created_at is not None
+    assert Delivery.objects.get(message=message).agent_id == nova.id
+    assert not message._state.adding and not delivery._state.adding
+
+    # All or nothing: when the statement after them fails, none of the rows is stored.
+    doomed = Message(conversation=channel, author_user=alice, body="never stored")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        compiled_insert(doomed, then=lambda: ("SELECT 1 / 0", []))
+    assert not Message.objects.filter(body="never stored").exists()

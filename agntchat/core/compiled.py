@@ -6,7 +6,7 @@ needs to answer. ``compiled_objects`` (model instances, with their ``select_rela
 annotations) and ``compiled_rows`` (plain rows) build the queryset once with stand-in values,
 keep its SQL and how its rows become objects, and later bind the real values at the stand-ins'
 positions. The rules stay written once, as the querysets every other caller uses.
-``compiled_insert`` does the same for the one-row inserts of every post.
+``compiled_insert`` does the same for the inserts of every post.
 """
 
 import uuid
@@ -114,20 +114,48 @@ def compiled_first(shape, build, **values):
     return next(iter(compiled_objects(shape, build, **values)), None)
 
 
-def compiled_insert(obj, *, ignore_conflicts: bool = False) -> None:
-    """Insert one new instance (its key set in Python) as ``save()`` would, with the INSERT
-    compiled once per model. No model signals are sent: nothing here listens to them."""
+def _insert_sql(obj, ignore_conflicts: bool) -> str:
     model = type(obj)
-    fields = model._meta.local_concrete_fields
     shape = ("insert", model, ignore_conflicts)
     sql = _cache.get(shape)
     if sql is None:
         query = InsertQuery(model, on_conflict=OnConflict.IGNORE if ignore_conflicts else None)
-        query.insert_values(fields, [obj])
+        query.insert_values(model._meta.local_concrete_fields, [obj])
         ((sql, _),) = query.get_compiler(connection.alias).as_sql()
         _cache[shape] = sql
-    # pre_save fills what fills itself on insert (auto_now_add…), on the instance too.
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    return sql
+
+
+def compiled_insert(*objs, ignore_conflicts: bool = False, then=None):
+    """Insert new instances (their keys set in Python) as ``save()`` would, all in one
+    statement, each INSERT compiled once per model. No model signals are sent: nothing here
+    listens to them.
+
+    THEN, when given, is called once the rows' own values are set (``created_at``…) and returns
+    one more SQL statement with its parameters (``%s`` style; it may open with its own WITH). It
+    runs in the same statement, after the inserts, which cannot see its effects nor it theirs;
+    its rows are returned. A post writes its message, turn decision, deliveries and the
+    conversation's update this way: one round trip instead of four."""
+    statements, params = [], []
+    for obj in objs:
+        fields = type(obj)._meta.local_concrete_fields
+        statements.append(_insert_sql(obj, ignore_conflicts))
+        # pre_save fills what fills itself on insert (auto_now_add…), on the instance too.
+        params += [
+            field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields
+        ]
+    if then is None and len(statements) == 1:
+        sql = statements[0]
+    else:
+        last, last_params = then() if then is not None else ("SELECT 1", [])
+        last = last.strip()
+        ctes = ", ".join(f"insert_{i} AS ({s})" for i, s in enumerate(statements))
+        # PostgreSQL runs every data-modifying WITH part, whether or not the rest reads it.
+        sql = f"WITH {ctes}, {last[5:]}" if last.startswith("WITH ") else f"WITH {ctes} {last}"
+        params += last_params
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-    obj._state.adding, obj._state.db = False, connection.alias
+        rows = cursor.fetchall() if then is not None else None
+    for obj in objs:
+        obj._state.adding, obj._state.db = False, connection.alias
+    return rows
