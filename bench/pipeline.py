@@ -383,19 +383,32 @@ async def sample_backends(stop: asyncio.Event, samples: list) -> None:
 # Phases
 
 
-async def run_baseline(server: Daphne, plan: Plan) -> dict:
-    """Closed-loop clients POST the bare one-row endpoint: requests/s."""
+async def run_requests(server: Daphne, plan: Plan, path: str, token: str | None = None) -> dict:
+    """Closed-loop clients POST to PATH: requests/s and daphne CPU per request."""
 
     async def request(client):
-        response = await client.post("/bench/baseline/", {"body": "x"})
+        response = await client.post(path, {"body": "x"})
         assert response.status_code == 201, response.text
 
-    async with http_client(server.url) as client:
+    async with http_client(server.url, token) as client:
         await closed_loop([client], request, plan.posters, plan.warmup)
         cpu = server.cpu_seconds()
         done, elapsed = await closed_loop([client], request, plan.posters, plan.baseline_seconds)
         cpu = server.cpu_seconds() - cpu
     return {"rps": done / elapsed, "requests": done, "cpu_ms": cpu / done * 1000}
+
+
+async def run_baseline(server: Daphne, plan: Plan) -> dict:
+    """The bare one-row endpoint."""
+    return await run_requests(server, plan, "/bench/baseline/")
+
+
+async def run_posts_alone(server: Daphne, scene: Scene, phase: str, plan: Plan) -> dict:
+    """The message endpoint with no bridge connected (rows stored, events published, nothing
+    claimed): what the POST costs before any push."""
+    _, conversation, _ = scene.phases[phase]
+    path = f"/api/v1/conversations/{conversation.id}/messages/"
+    return await run_requests(server, plan, path, scene.person_token)
 
 
 async def run_throughput(servers, scene: Scene, phase: str, plan: Plan) -> dict:
@@ -738,8 +751,9 @@ def print_table(rows) -> None:
 
 def report(facts, plan, r) -> None:
     """Print the figures next to the issue's targets."""
-    base, e2e, e2e2, lat, low, deep, shallow, drain, djq = (
-        r[k] for k in ("base", "e2e", "e2e2", "lat", "low", "deep", "shallow", "drain", "djq")
+    base, e2e, posts, e2e2, lat, low, deep, shallow, drain, djq = (
+        r[k]
+        for k in ("base", "e2e", "posts", "e2e2", "lat", "low", "deep", "shallow", "drain", "djq")
     )
     ratio = e2e["messages_per_s"] / base["rps"]
     raw_best = max(deep["cycles_per_s"], shallow["cycles_per_s"])
@@ -793,6 +807,12 @@ def report(facts, plan, r) -> None:
                 "  busy DB backends / waiting on a lock",
                 f"{e2e['busy_backends']:.1f} / {e2e['lock_waiting']:.1f}",
                 "(mean while posting)",
+                "",
+            ),
+            (
+                "  the POST alone, no bridge connected",
+                f"{posts['rps']:.0f} req/s, {posts['cpu_ms']:.1f} ms",
+                f"({posts['rps'] / base['rps']:.0%} of baseline)",
                 "",
             ),
             (lat_row, f"{lat['p50']:.1f} ms", "< 15 ms", verdict(lat["p50"] < 15)),
@@ -906,7 +926,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument(
         "--only",
-        help="comma-separated phases to run (base,e2e,lat,low,raw,drain,djq,scale); prints raw"
+        help="comma-separated phases to run (base,e2e,posts,lat,low,raw,drain,djq,scale); prints raw"
         " figures instead of the report, for quick before/after checks",
     )
     args = parser.parse_args()
@@ -927,7 +947,7 @@ def main() -> None:
     setup_django()
     clear_redis()
     facts = machine_facts()
-    scene = create_scene(["e2e", "lat", "low", "deep", "shallow", "drain", "scale"])
+    scene = create_scene(["e2e", "posts", "lat", "low", "deep", "shallow", "drain", "scale"])
     r = {}
     # Both servers start now, so they load the same code the database was just migrated for.
     servers = [Daphne(), Daphne()]
@@ -938,6 +958,9 @@ def main() -> None:
         if wanted("e2e"):
             step(f"end-to-end throughput, 1 daphne: {plan.e2e_seconds:.0f} s")
             r["e2e"] = asyncio.run(run_throughput(servers[:1], scene, "e2e", plan))
+        if wanted("posts"):
+            step(f"posts alone, no bridge connected: {plan.baseline_seconds:.0f} s")
+            r["posts"] = asyncio.run(run_posts_alone(servers[0], scene, "posts", plan))
         for key, rate in (("lat", plan.rate), ("low", plan.low_rate)):
             if wanted(key):
                 step(f"latency: {rate:.0f} msg/s for {plan.latency_seconds:.0f} s")
