@@ -210,7 +210,8 @@ def settle_post(conversation: Conversation, message: Message, rows, *, by_person
     the posts the loop guard held (returned, oldest first). Held posts exist only while the
     streak is above zero, so the release runs only then.
 
-    Last in a post's transaction, so the conversation row stays locked only for the commit:
+    Last in a post's transaction (only what needs the message stored, side threads and a
+    delegated task, comes after it), so the conversation row stays locked only for the commit:
     concurrent posts in one busy channel do not queue behind each other's whole transaction."""
     names = {
         "conversations": connection.ops.quote_name(Conversation._meta.db_table),
