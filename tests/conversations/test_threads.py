@@ -10,7 +10,7 @@ from django.utils import timezone
 from agents import actions as agent_actions
 from agntchat.core.exceptions import AppError
 from conversations import threads
-from conversations.actions import create_conversation, post_message
+from conversations.actions import add_participant, create_conversation, post_message
 from conversations.models import Conversation, Delivery, Message
 from tests.conftest import agent_session
 from tests.socket_helpers import agent_communicator, next_frame
@@ -51,6 +51,17 @@ def test_a_tag_opens_exactly_one_thread_and_wakes_the_target(room, api, alice):
     card = next(m for m in listed if m["id"] == str(message.id))["threads"][0]
     assert card["status"] == "in_progress" and sorted(card["participants"]) == ["Nova", "Rex"]
     assert card["summary"] is None
+
+
+def test_a_tag_for_two_targets_wakes_both_with_the_message(room, alice):
+    conversation, nova, rex = room
+    vega = agent_actions.create_agent(alice, name="Vega", handle="vega", backend="scripted")
+    add_participant(conversation, agent=vega)
+    post_message(nova, conversation, 'Over to you.\n<dm target="Rex, Vega">Split the costs?</dm>')
+    first = Conversation.objects.get(kind="thread").messages.get()
+    # Both deliveries are written in the statement that stores the message.
+    woken = set(Delivery.objects.filter(message=first).values_list("agent_id", flat=True))
+    assert woken == {rex.id, vega.id}
 
 
 def test_a_second_tag_for_the_same_target_reuses_the_thread(room):
