@@ -1,0 +1,101 @@
+"""CPU per operation on the message path, in one process: a post, a one-item claim, its ack.
+
+The end-to-end bench (bench/pipeline.py) measures what a user sees, but on this shared 2-core
+machine its figures move by 10 % from one run to the next, more than a single cut on the hot
+path is worth. CPU time of one operation repeated in one process, with nothing else running in
+it, moves much less: use this to decide whether a cut pays, and pipeline.py to report.
+
+    .venv/bin/python -m bench.hotpath            # best of 5 rounds of 300 each
+    .venv/bin/python -m bench.hotpath --rounds 3 --count 100
+
+Same database and settings as pipeline.py (the bench database is recreated). A post goes
+through Django's whole HTTP handling (middleware, DRF, the view) via the test client, without
+a socket; claims and acks call the gateway as a socket's thread would.
+"""
+
+import argparse
+import time
+
+from bench import pipeline
+
+
+def best_cpu_ms(operation, rounds: int, count: int) -> float:
+    """The lowest mean CPU time of OPERATION over ROUNDS rounds of COUNT calls, in ms."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        for i in range(count):
+            operation(i)
+        best = min(best, (time.process_time() - start) / count * 1000)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--count", type=int, default=300)
+    args = parser.parse_args()
+    pipeline.setup_database()
+    pipeline.setup_django()
+    pipeline.clear_redis()
+
+    from django.test import Client
+
+    from agents import gateway
+    from conversations.models import Delivery
+
+    scene = pipeline.create_scene(["hot"])
+    agent, conversation, _ = scene.phases["hot"]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {scene.person_token}")
+    path = f"/api/v1/conversations/{conversation.id}/messages/"
+
+    def post(i):
+        response = client.post(path, {"body": f"hello {i}"}, content_type="application/json")
+        assert response.status_code == 201, response.content
+
+    def bare(i):
+        response = client.post("/bench/baseline/", {"body": "x"}, content_type="application/json")
+        assert response.status_code == 201, response.content
+
+    for i in range(50):  # warm: compiled statements, prepared statements, imports
+        post(i)
+        bare(i)
+    Delivery.objects.filter(agent=agent).update(acked_at="2026-01-01T00:00:00Z")
+    post_ms = best_cpu_ms(post, args.rounds, args.count)
+    bare_ms = best_cpu_ms(bare, args.rounds, args.count)
+
+    # One queued item per claim, as at low rates: post, claim it, ack it.
+    claimed = []
+
+    def claim(i):
+        (frame,) = gateway.claim_work(agent, "hot-connection", {"message": 8})
+        claimed.append(frame["id"])
+
+    def ack(i):
+        gateway.ack_and_claim(agent, "hot-connection", [claimed[i]], {})
+
+    claim_ms = ack_ms = float("inf")
+    for _ in range(args.rounds):
+        Delivery.objects.filter(agent=agent).update(acked_at="2026-01-01T00:00:00Z")
+        claimed.clear()
+        claim_round = ack_round = 0.0
+        for i in range(args.count):
+            post(i)
+            start = time.process_time()
+            claim(i)
+            claim_round += time.process_time() - start
+            start = time.process_time()
+            ack(i)
+            ack_round += time.process_time() - start
+        claim_ms = min(claim_ms, claim_round / args.count * 1000)
+        ack_ms = min(ack_ms, ack_round / args.count * 1000)
+
+    print(f"CPU per operation, best of {args.rounds} rounds of {args.count}:")
+    print(f"  bare DRF insert (test client)   {bare_ms:6.2f} ms")
+    print(f"  post, person in a channel       {post_ms:6.2f} ms")
+    print(f"  claim of one item with payload  {claim_ms:6.2f} ms")
+    print(f"  ack of one item                 {ack_ms:6.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
