@@ -187,11 +187,12 @@ def count_post(conversation: Conversation) -> Guard:
     return Guard(conversation)
 
 
-# The last statement of a post (settle_post). A person's post: stamp the time, reset the agent
+# The end of a post's last statement, after the inserts of its rows (settle_post; written as a
+# THEN of core.compiled.compiled_insert). A person's post: stamp the time, reset the agent
 # streak, wake the agents that said they were done, and return the streak as it was (locked, so
 # no post races it).
 SETTLE_BY_PERSON = """
-WITH woken AS (
+, woken AS (
     UPDATE {participants} SET done_at = NULL
      WHERE conversation_id = %s AND done_at IS NOT NULL
 )

@@ -93,9 +93,9 @@ def test_rows_inserted_together_are_one_statement_with_what_follows_them(alice, 
         rows = compiled_insert(
             message,
             delivery,
-            # THEN may open with its own WITH, and is asked for once the rows' values are set.
+            # THEN may add CTEs of its own, and is asked for once the rows' values are set.
             then=lambda: (
-                "WITH t AS (SELECT %s::timestamptz AS at) SELECT at FROM t",
+                ", t AS (SELECT %s::timestamptz AS at) SELECT at FROM t",
                 [message.created_at],
             ),
         )

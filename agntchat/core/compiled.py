@@ -132,9 +132,9 @@ def compiled_insert(*objs, ignore_conflicts: bool = False, then=None):
     listens to them.
 
     THEN, when given, is called once the rows' own values are set (``created_at``…) and returns
-    one more SQL statement with its parameters (``%s`` style; it may open with its own WITH). It
-    runs in the same statement, after the inserts, which cannot see its effects nor it theirs;
-    its rows are returned. A post writes its message, turn decision, deliveries and the
+    what else the statement does, with its parameters (``%s`` style): as in ``claims.ack_many``,
+    more CTEs (starting with a comma) and the final statement, whose rows are returned. The
+    parts of one statement do not see each other's writes. A post writes its message, turn decision, deliveries and the
     conversation's update this way: one round trip instead of four."""
     statements, params = [], []
     for obj in objs:
@@ -147,12 +147,11 @@ def compiled_insert(*objs, ignore_conflicts: bool = False, then=None):
     if then is None and len(statements) == 1:
         sql = statements[0]
     else:
-        last, last_params = then() if then is not None else ("SELECT 1", [])
-        last = last.strip()
+        rest, rest_params = then() if then is not None else ("SELECT 1", [])
         ctes = ", ".join(f"insert_{i} AS ({s})" for i, s in enumerate(statements))
         # PostgreSQL runs every data-modifying WITH part, whether or not the rest reads it.
-        sql = f"WITH {ctes}, {last[5:]}" if last.startswith("WITH ") else f"WITH {ctes} {last}"
-        params += last_params
+        sql = f"WITH {ctes}\n{rest}"
+        params += rest_params
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall() if then is not None else None
