@@ -7,21 +7,23 @@ recent history, the triggering message) is rebuilt every turn and sent outside t
 """
 
 import hashlib
-from collections import Counter
+
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import Func, JSONField, OuterRef
+from django.db.models.functions import JSONObject
 
 from agents.models import Agent
-from agntchat.core.compiled import compiled_rows
 
 HISTORY_TURNS = 20
-# Only what a history entry shows: no model instances, no timestamps to parse, per push.
-HISTORY_FIELDS = (
-    "id",
-    "author_agent_id",
-    "author_agent__name",
-    "author_user__display_name",
-    "author_user__username",
-    "body",
-)
+# Only what a history entry shows (key: column): no model instances, no timestamps to parse.
+HISTORY_FIELDS = {
+    "id": "id",
+    "author_agent_id": "author_agent_id",
+    "agent_name": "author_agent__name",
+    "display_name": "author_user__display_name",
+    "username": "author_user__username",
+    "body": "body",
+}
 
 HOUSE_RULES = """\
 - You are a participant in a team chat shared by people and AI agents. Reply as yourself.
@@ -76,14 +78,16 @@ def rulebook_text(rulebook: dict) -> str:
 
 
 def history_entries(rows, agent: Agent) -> list[dict]:
-    """Recent messages as the backends take them: role, author, text. ROWS are HISTORY_FIELDS."""
+    """Recent messages as the backends take them: role, author, text. ROWS are HISTORY_FIELDS
+    objects (ids as text)."""
+    me = str(agent.id)
     return [
         {
-            "role": "assistant" if author_agent_id == agent.id else "user",
-            "author": agent_name or display_name or username or "system",
-            "text": body,
+            "role": "assistant" if row["author_agent_id"] == me else "user",
+            "author": row["agent_name"] or row["display_name"] or row["username"] or "system",
+            "text": row["body"],
         }
-        for _, author_agent_id, agent_name, display_name, username, body in rows
+        for row in rows
     ]
 
 
@@ -117,38 +121,43 @@ def workspace_api_key(agent: Agent, workspace_id) -> str | None:
 
 def for_message(agent: Agent, message) -> dict:
     """Directives for answering MESSAGE in its conversation."""
+    from conversations.models import Message
+
+    message.history_window = (
+        Message.objects.filter(pk=message.pk)
+        .values_list(history_window("conversation_id"), flat=True)
+        .get()
+    )
     return for_messages(agent, [message])[message.id]
 
 
-def recent_windows(messages) -> dict:
-    """Per conversation of MESSAGES, its newest text messages: enough for each message's history
-    without itself (one query per conversation, however many of its messages are in the batch;
-    its SQL compiled once per batch size, as this runs for every push)."""
+def history_window(conversation: str) -> Func:
+    """The newest text messages of the conversation whose id is the outer query's column
+    CONVERSATION, newest first, as HISTORY_FIELDS objects: enough for a message's history
+    without itself. An annotation, so that it is read with the message (a claim reads it in the
+    same statement as the work it takes)."""
     from conversations.models import Message
 
-    counts = Counter(message.conversation_id for message in messages)
-    return {
-        conversation_id: compiled_rows(
-            ("history_window", count),
-            lambda conversation_id, limit=HISTORY_TURNS + count: (
-                Message.objects.filter(
-                    conversation_id=conversation_id, kind=Message.Kind.TEXT, held_at__isnull=True
-                )
-                .order_by("-created_at")
-                .values_list(*HISTORY_FIELDS)[:limit]
-            ),
-            conversation_id=conversation_id,
-        )
-        for conversation_id, count in counts.items()
-    }
+    # One JSON array (one value to decode), not an array of JSON objects (one each).
+    return Func(
+        ArraySubquery(
+            Message.objects.filter(
+                conversation_id=OuterRef(conversation), kind=Message.Kind.TEXT, held_at__isnull=True
+            )
+            # The order of the message_history index, walked backwards in this conversation.
+            .order_by("-created_at", "-id")
+            .values(entry=JSONObject(**HISTORY_FIELDS))[: HISTORY_TURNS + 1]
+        ),
+        function="to_jsonb",
+        output_field=JSONField(),
+    )
 
 
 def for_messages(agent: Agent, messages) -> dict:
-    """Directives for answering each of MESSAGES (loaded with their conversation and turn), by
-    message id. Shared reads are done once for the batch."""
+    """Directives for answering each of MESSAGES (loaded with their conversation, turn and
+    ``history_window``), by message id. Shared reads are done once for the batch."""
     from conversations.threads import wording
 
-    windows = recent_windows(messages)
     stable = stable_block(agent)
     stable_digest = stable_hash(stable)
     api_keys = {}
@@ -156,7 +165,8 @@ def for_messages(agent: Agent, messages) -> dict:
     for message in messages:
         conversation = message.conversation
         # Recent history around the message, including answers given since (earlier turns).
-        recent = [m for m in windows[conversation.id] if m[0] != message.pk][:HISTORY_TURNS][::-1]
+        mine = str(message.pk)
+        recent = [m for m in message.history_window if m["id"] != mine][:HISTORY_TURNS][::-1]
         rulebook = conversation.settings.get("rulebook", {})
         author = message.author.label if message.author else "system"
         extra = []

@@ -14,7 +14,7 @@ from django.utils import timezone
 from agents import actions, directives, tasks
 from agents.models import Agent, Task
 from agntchat.core import claims
-from agntchat.core.compiled import compiled_objects
+from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
 from conversations import turns
 from conversations.models import Delivery, Message
@@ -44,13 +44,13 @@ UNSHOWN = (
 )
 
 
-def message_work(agent: Agent, ids) -> dict:
-    """Work payloads for message deliveries, by delivery id (reads shared by the batch)."""
-    # Runs for every push: its joins are compiled once per batch size (core.compiled).
-    by_name = {f"id{i}": item_id for i, item_id in enumerate(ids)}
-    deliveries = compiled_objects(
-        ("message_work", len(ids)),
-        lambda **ids: (
+def message_read():
+    """A claim's final SELECT for message deliveries: each with its message, conversation,
+    workspace, author, turn and history window (compiled once; core.claims runs it on the rows
+    taken, so a claim and its payloads are one round trip)."""
+    return compiled_read(
+        ("message_work",),
+        lambda: (
             Delivery.objects.select_related(
                 "message__conversation__workspace",
                 "message__author_user",
@@ -58,11 +58,18 @@ def message_work(agent: Agent, ids) -> dict:
                 "message__turn",
             )
             .defer(*UNSHOWN)
-            .filter(id__in=list(ids.values()))
+            .annotate(history_window=directives.history_window("message__conversation_id"))
+            .order_by("created_at", "id")
         ),
-        **by_name,
     )
-    messages = [d.message for d in deliveries]
+
+
+def message_work(agent: Agent, deliveries) -> dict:
+    """Work payloads for message deliveries read by ``message_read``, by delivery id."""
+    messages = []
+    for delivery in deliveries:
+        delivery.message.history_window = delivery.history_window
+        messages.append(delivery.message)
     # Only an agent's message can open side threads: only those need their thread cards.
     for message in messages:
         if message.author_agent_id is None:
@@ -87,12 +94,21 @@ def message_work(agent: Agent, ids) -> dict:
     return out
 
 
-def task_work(agent: Agent, ids) -> dict:
-    """Work payloads for tasks, by task id; claiming a task starts its run."""
+def task_read():
+    """A claim's final SELECT for tasks (as ``message_read``)."""
+    return compiled_read(
+        ("task_work",),
+        lambda: Task.objects.select_related(
+            "workspace", "conversation", "created_by_user", "created_by_agent"
+        ).order_by("created_at", "id"),
+    )
+
+
+def task_work(agent: Agent, claimed_tasks) -> dict:
+    """Work payloads for tasks read by ``task_read``, by task id; claiming a task starts its
+    run."""
     out = {}
-    for task in Task.objects.select_related(
-        "workspace", "conversation", "created_by_user", "created_by_agent"
-    ).filter(id__in=ids):
+    for task in claimed_tasks:
         tasks.mark_started(task.id)
         out[task.id] = {
             "task": tasks.task_data(task),
@@ -103,10 +119,10 @@ def task_work(agent: Agent, ids) -> dict:
     return out
 
 
-# kind name → (queue model, payload builder). Claimed in this order.
+# kind name → (queue model, its claim's read, payload builder). Claimed in this order.
 WORK_KINDS = {
-    "message": (Delivery, message_work),
-    "task": (Task, task_work),
+    "message": (Delivery, message_read, message_work),
+    "task": (Task, task_read, task_work),
 }
 
 
@@ -116,17 +132,26 @@ def claim_work(
     """Claim up to ROOMS[kind] items of each kind; return ready-to-send work frames."""
     lease = lease_seconds or settings.CLAIM_LEASE_SECONDS
     frames = []
-    for kind, (model, build) in WORK_KINDS.items():
+    for kind, (model, read, build) in WORK_KINDS.items():
         room = rooms.get(kind, 0)
         if room <= 0:
             continue
-        ids = claims.claim(model, agent.id, connection_id, room, timezone.now(), lease)
-        if ids:
-            payloads = build(agent, ids)
+        compiled = read()
+        rows = claims.claim(
+            model,
+            agent.id,
+            connection_id,
+            room,
+            timezone.now(),
+            lease,
+            read=(compiled.sql, compiled.params({})),
+        )
+        if rows:
+            items = compiled.objects(rows)
+            payloads = build(agent, items)
             frames += [
-                wire({"type": "work", "kind": kind, "id": i, "payload": payloads[i]})
-                for i in ids
-                if i in payloads
+                wire({"type": "work", "kind": kind, "id": item.id, "payload": payloads[item.id]})
+                for item in items
             ]
     return frames
 
@@ -204,8 +229,8 @@ def release_work(agent_id, connection_id: str, held: dict) -> int:
     for item_id, kind in held.items():
         if kind == "task":
             tasks.record_missing_result(item_id, "the connection closed before the terminal result")
-    return sum(claims.release(model, agent_id, connection_id) for model, _ in WORK_KINDS.values())
+    return sum(claims.release(model, agent_id, connection_id) for model, *_ in WORK_KINDS.values())
 
 
 def agent_load(agent_id) -> int:
-    return sum(claims.open_count(model, agent_id) for model, _ in WORK_KINDS.values())
+    return sum(claims.open_count(model, agent_id) for model, *_ in WORK_KINDS.values())

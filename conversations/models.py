@@ -85,8 +85,13 @@ class Message(BaseModel):
         NOTICE = "notice"  # a short system notice ("Nova could not answer: …")
         ACTION = "action"  # a person used a card button; goes to the card's author
 
+    # Neither gets a lone index: every read of messages is within one conversation, served by
+    # message_history (conversation, created_at, id). A lone created_at index tempts the planner
+    # into walking every conversation's messages newest first, filtering out the others' (a
+    # history window read past a busier conversation), and each index costs every post.
+    created_at = models.DateTimeField(auto_now_add=True)
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     author_user = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -7,6 +7,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from psycopg import sql as psql
 
+from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery
@@ -80,22 +81,17 @@ def _table_rows_read(plan: dict) -> int:
     return read + sum(_table_rows_read(p) for p in plan.get("Plans", []))
 
 
-def _claim_plan(agent_id, limit: int) -> dict:
-    """The claim statement run under EXPLAIN ANALYZE (rolled back): its executed plan. It runs
-    as a prepared statement, as pooled connections run it, under the session's plan_cache_mode
-    (a generic plan knows no agent and no LIMIT)."""
+def _claim_plan(agent_id, limit: int, read=None) -> dict:
+    """The claim statement (with READ, as claims.claim takes it) run under EXPLAIN ANALYZE
+    (rolled back): its executed plan. It runs as a prepared statement, as pooled connections run
+    it, under the session's plan_cache_mode (a generic plan knows no agent and no LIMIT)."""
     now = timezone.now()
-    params = {"agent": agent_id, "conn": "c", "now": now, "lease": now, "limit": limit}
-    types = ["uuid", "text", "timestamptz", "timestamptz", "bigint"]  # those of PARAMS
-    numbered = {name: f"${i}" for i, name in enumerate(params, 1)}
-    sql = claims.CLAIM_SQL.format(t=connection.ops.quote_name(Delivery._meta.db_table), relaxed="")
-    # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
-    arguments = psql.SQL(", ").join(
-        psql.SQL("{}::{}").format(psql.Literal(value), psql.SQL(type_))
-        for value, type_ in zip(params.values(), types, strict=True)
-    )
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"PREPARE claim_plan ({', '.join(types)}) AS " + sql % numbered)
+        sql, params = claims.claim_statement(Delivery, agent_id, "c", limit, now, 60, read)
+        numbered = tuple(f"${i}" for i in range(1, len(params) + 1))
+        cursor.execute("PREPARE claim_plan AS " + sql % numbered)
+        # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
+        arguments = psql.SQL(", ").join(psql.Literal(value) for value in params)
         cursor.execute(
             f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan"
             f"({arguments.as_string(cursor.connection)})"
@@ -125,8 +121,18 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
         for agent, batch in ((other, messages[:1500]), (nova, messages[1500:]))
         for m in batch
     )
+    # Newer than all of those, other conversations' messages: the channel's history window must
+    # not walk past them.
+    others = [
+        actions.create_conversation(alice, channel.workspace, kind="channel", title=f"c{i}")
+        for i in range(10)
+    ]
+    Message.objects.bulk_create(
+        Message(conversation=others[i % 10], author_user=alice, body=str(i)) for i in range(1000)
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_delivery")
+        cursor.execute("ANALYZE conversations_message")  # current, as autovacuum keeps them
     Delivery.objects.filter(agent=nova).update(acked_at=timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
@@ -138,6 +144,13 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
         assert plan["Actual Rows"] == 1
         assert _table_rows_read(plan) <= 10
         assert _table_rows_read(_claim_plan(other.id, 8)) <= 10 + 3 * 8  # a deep queue
+        # With the work payload read in the same statement: the rows taken, what they join
+        # (message, conversation, workspace, author, turn) and the history window's 21 messages
+        # with their authors.
+        read = gateway.message_read()
+        plan = _claim_plan(nova.id, 8, (read.sql, read.params({})))
+        assert plan["Actual Rows"] == 1
+        assert _table_rows_read(plan) <= 10 + 5 + 2 * 21
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET plan_cache_mode")

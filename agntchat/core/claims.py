@@ -73,13 +73,14 @@ class Claimable(models.Model):
 # about LIMIT rows plus one probe per workspace, however deep the queue or long the history is,
 # and no row beyond LIMIT is locked. The rows are updated by key as an array: pooled connections
 # run this statement with a generic plan, which cannot know how small LIMIT is and would join
-# ``picked`` to the table by reading all of it.
+# ``picked`` to the table by reading all of it. The rows taken, as updated, are ``claimed``; the
+# final SELECT reads them (parameters in order: agent ×4, now, limit ×2, connection, now, lease).
 CLAIM_SQL = """
 WITH RECURSIVE ws AS (
-    (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s
+    (SELECT workspace_id FROM {t} WHERE agent_id = %s
      ORDER BY agent_id, workspace_id, claimed_at LIMIT 1)
     UNION ALL
-    SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %(agent)s
+    SELECT (SELECT workspace_id FROM {t} WHERE agent_id = %s
             AND workspace_id > ws.workspace_id ORDER BY agent_id, workspace_id, claimed_at
             LIMIT 1)
     FROM ws WHERE ws.workspace_id IS NOT NULL
@@ -87,26 +88,28 @@ WITH RECURSIVE ws AS (
 turns AS MATERIALIZED (
     SELECT ws.workspace_id,
            (SELECT max(claimed_at) FROM {t} s
-             WHERE s.agent_id = %(agent)s AND s.workspace_id = ws.workspace_id) AS served
+             WHERE s.agent_id = %s AND s.workspace_id = ws.workspace_id) AS served
     FROM ws WHERE ws.workspace_id IS NOT NULL
     ORDER BY served ASC NULLS FIRST, ws.workspace_id
 ),
 picked AS (
     SELECT c.id FROM turns CROSS JOIN LATERAL (
         SELECT q.id FROM {t} q
-         WHERE q.agent_id = %(agent)s AND q.workspace_id = turns.workspace_id
-           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %(now)s)
+         WHERE q.agent_id = %s AND q.workspace_id = turns.workspace_id
+           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s)
          ORDER BY q.created_at
-         LIMIT %(limit)s
+         LIMIT %s
            FOR UPDATE OF q SKIP LOCKED
     ) c
-    LIMIT %(limit)s
-)
+    LIMIT %s
+),
+claimed AS (
 UPDATE {t} q
-   SET claimed_by = %(conn)s, claimed_at = %(now)s, lease_expires_at = %(lease)s,
-       attempts = q.attempts + 1
+   SET claimed_by = %s, claimed_at = %s, lease_expires_at = %s, attempts = q.attempts + 1
  WHERE q.id = ANY(ARRAY(SELECT id FROM picked)){relaxed}
-RETURNING q.id, q.created_at
+RETURNING q.*
+)
+{read}
 """
 
 ACK_SQL = """
@@ -125,42 +128,71 @@ UPDATE {t} q SET claimed_by = NULL, lease_expires_at = NULL
 """
 
 
+CLAIMED_IDS = "SELECT id FROM claimed ORDER BY created_at, id"
+
 RELAXED = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
-def _run(model, sql: str, params: dict, **parts) -> list[tuple]:
-    """Run one claim-family statement on MODEL's table. Outside a transaction it relaxes its own
+def _statement(model, sql: str, **parts) -> str:
+    """SQL, a claim-family statement, for MODEL's table. Outside a transaction it relaxes its own
     commit; inside a caller's transaction it leaves that transaction's durability alone."""
-    return _execute(model, sql, params, **parts)[1]
-
-
-def _execute(model, sql: str, params: dict, **parts) -> tuple[list[str], list[tuple]]:
-    """``_run``, also returning the names of the columns."""
     # Evaluated for each row the statement changes, so it is set before the implicit commit.
     relaxed = "" if connection.in_atomic_block else RELAXED
-    table = connection.ops.quote_name(model._meta.db_table)
+    return sql.format(t=connection.ops.quote_name(model._meta.db_table), relaxed=relaxed, **parts)
+
+
+def _run(model, sql: str, params, **parts) -> list[tuple]:
+    """Run one claim-family statement on MODEL's table (see ``_statement``)."""
+    return _execute(_statement(model, sql, **parts), params)[1]
+
+
+def _execute(sql: str, params) -> tuple[list[str], list[tuple]]:
+    """Its rows (or the count of rows changed) and the names of their columns."""
     with connection.cursor() as cursor:
-        cursor.execute(sql.format(t=table, relaxed=relaxed, **parts), params)
+        cursor.execute(sql, params)
         if not cursor.description:
             return [], [(cursor.rowcount,)]
         return [column.name for column in cursor.description], cursor.fetchall()
 
 
+def claim_statement(
+    model, agent_id, connection_id: str, limit: int, now: datetime, lease_seconds: int, read=None
+) -> tuple[str, list]:
+    """The statement ``claim`` runs, with its parameters."""
+    lease = now + timedelta(seconds=lease_seconds)
+    params = [agent_id] * 4 + [now, limit, limit, connection_id, now, lease]
+    if read is None:
+        return _statement(model, CLAIM_SQL, read=CLAIMED_IDS), params
+    sql, read_params = read
+    table = connection.ops.quote_name(model._meta.db_table)
+    if sql.count(f" FROM {table} ") != 1:
+        raise ValueError(f"a claim's read selects from {table} once, then joins or orders")
+    sql = sql.replace(f" FROM {table} ", f" FROM claimed AS {table} ")
+    return _statement(model, CLAIM_SQL, read=sql), params + list(read_params)
+
+
 def claim(
-    model, agent_id, connection_id: str, limit: int, now: datetime, lease_seconds: int
+    model,
+    agent_id,
+    connection_id: str,
+    limit: int,
+    now: datetime,
+    lease_seconds: int,
+    read: tuple[str, list] | None = None,
 ) -> list:
-    """Claim up to LIMIT items of MODEL for one connection; return their ids, oldest first."""
+    """Claim up to LIMIT items of MODEL for one connection; return their ids, oldest first.
+
+    READ, when given, is a SELECT from MODEL's table with its parameters (``%s`` style; a
+    ``core.compiled.compiled_read``, ordered oldest first): the same statement runs it on the
+    rows taken, as updated, in place of the table, and its rows are returned instead. A claim
+    and everything its work payload shows are then one round trip."""
     if limit <= 0:
         return []
-    params = {
-        "agent": agent_id,
-        "conn": connection_id,
-        "now": now,
-        "lease": now + timedelta(seconds=lease_seconds),
-        "limit": limit,
-    }
-    rows = _run(model, CLAIM_SQL, params)
-    return [row[0] for row in sorted(rows, key=lambda r: (r[1], r[0]))]
+    sql, params = claim_statement(model, agent_id, connection_id, limit, now, lease_seconds, read)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return rows if read is not None else [row[0] for row in rows]
 
 
 def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), then=None):
@@ -174,11 +206,13 @@ def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), t
     given = {model._meta.pk.to_python(item_id): item_id for item_id in ids}
     columns = ("id", *(c for c in returning if c != "id"))
     names, rows = _execute(
-        model,
-        ACK_SQL,
+        _statement(
+            model,
+            ACK_SQL,
+            returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in columns),
+            then=then or "SELECT * FROM acked",
+        ),
         {"ids": list(given), "conn": connection_id, "now": now},
-        returning=", ".join(f"q.{connection.ops.quote_name(c)}" for c in columns),
-        then=then or "SELECT * FROM acked",
     )
     acked = [dict(zip(names, row, strict=True)) for row in rows]
     missing = set(given) - {row["id"] for row in acked}

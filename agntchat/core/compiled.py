@@ -52,6 +52,12 @@ class Compiled:
 
         return build
 
+    def objects(self, rows) -> list:
+        """Model instances from rows of this statement, as iterating its queryset gives them."""
+        if self.converters:
+            rows = self.compiler.apply_converters(rows, self.converters)
+        return [self.builder(row) for row in rows]
+
 
 _cache: dict = {}
 
@@ -103,10 +109,14 @@ def compiled_objects(shape, build, **values) -> list:
     SHAPE names everything that changes the SQL's form (not its values); BUILD takes VALUES by
     name and returns a queryset."""
     entry = _compiled(shape, build, values)
-    rows = _fetch(entry, values)
-    if entry.converters:
-        rows = entry.compiler.apply_converters(rows, entry.converters)
-    return [entry.builder(row) for row in rows]
+    return entry.objects(_fetch(entry, values))
+
+
+def compiled_read(shape, build) -> Compiled:
+    """``build()``'s queryset compiled once per SHAPE, for a read that runs as part of a larger
+    statement (a claim's final SELECT, core.claims): its ``sql`` and ``params({})``, and
+    ``objects(rows)`` for what the statement returns."""
+    return _compiled(shape, build, {})
 
 
 def compiled_first(shape, build, **values):
