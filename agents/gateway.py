@@ -20,7 +20,9 @@ from conversations import turns
 from conversations.models import Delivery, Message
 from conversations.payloads import conversation_data, message_data
 
-# Columns a work payload never shows, left out of its read: each timestamp is parsed in Python.
+# Columns a work payload never shows, left out of its read: each costs every push (a timestamp
+# is parsed in Python). A deferred column the payload does read would cost a query per item:
+# tests/conversations/test_query_budget.py catches that.
 UNSHOWN = (
     "created_at",
     "updated_at",
@@ -31,13 +33,41 @@ UNSHOWN = (
     "message__conversation__updated_at",
     "message__conversation__workspace__created_at",
     "message__conversation__workspace__updated_at",
-    "message__author_user__password",
-    "message__author_user__last_login",
-    "message__author_user__date_joined",
-    "message__author_user__created_at",
-    "message__author_user__updated_at",
-    "message__author_agent__created_at",
-    "message__author_agent__updated_at",
+    "message__conversation__workspace__kind",
+    "message__conversation__workspace__owner",
+    # An author shows its name (and handle or username) only.
+    *(
+        f"message__author_user__{name}"
+        for name in (
+            "password",
+            "last_login",
+            "date_joined",
+            "created_at",
+            "updated_at",
+            "is_superuser",
+            "is_staff",
+            "is_active",
+            "first_name",
+            "last_name",
+            "email",
+        )
+    ),
+    *(
+        f"message__author_agent__{name}"
+        for name in (
+            "created_at",
+            "updated_at",
+            "owner",
+            "role",
+            "capabilities",
+            "backend",
+            "model",
+            "base_url",
+            "visibility",
+            "personality",
+            "runtime",
+        )
+    ),
     "message__turn__created_at",
     "message__turn__updated_at",
     "message__turn__finished_at",
