@@ -141,18 +141,17 @@ def _statement(model, sql: str, **parts) -> str:
     return sql.format(t=connection.ops.quote_name(model._meta.db_table), relaxed=relaxed, **parts)
 
 
-def _run(model, sql: str, params, **parts) -> list[tuple]:
-    """Run one claim-family statement on MODEL's table (see ``_statement``)."""
-    return _execute(_statement(model, sql, **parts), params)[1]
-
-
-def _execute(sql: str, params) -> tuple[list[str], list[tuple]]:
-    """Its rows (or the count of rows changed) and the names of their columns."""
+def _execute(sql: str, params, *, named: bool = False):
+    """Run a claim-family statement: its rows (NAMED: as dicts by column), or, for a statement
+    that returns none, the count of rows it changed. Column names are read only when asked for:
+    psycopg builds them anew on each access, which costs a wide claim's read more than its
+    rows."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        if not cursor.description:
-            return [], [(cursor.rowcount,)]
-        return [column.name for column in cursor.description], cursor.fetchall()
+        if not named:
+            return cursor.fetchall() if cursor.pgresult.nfields else cursor.rowcount
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def claim_statement(
@@ -188,10 +187,9 @@ def claim(
     and everything its work payload shows are then one round trip."""
     if limit <= 0:
         return []
-    sql, params = claim_statement(model, agent_id, connection_id, limit, now, lease_seconds, read)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
+    rows = _execute(
+        *claim_statement(model, agent_id, connection_id, limit, now, lease_seconds, read)
+    )
     return rows if read is not None else [row[0] for row in rows]
 
 
@@ -205,7 +203,7 @@ def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), t
     ``id`` of each acked row) are returned instead. It may use the parameter ``now``."""
     given = {model._meta.pk.to_python(item_id): item_id for item_id in ids}
     columns = ("id", *(c for c in returning if c != "id"))
-    names, rows = _execute(
+    acked = _execute(
         _statement(
             model,
             ACK_SQL,
@@ -213,8 +211,8 @@ def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), t
             then=then or "SELECT * FROM acked",
         ),
         {"ids": list(given), "conn": connection_id, "now": now},
+        named=True,
     )
-    acked = [dict(zip(names, row, strict=True)) for row in rows]
     missing = set(given) - {row["id"] for row in acked}
     if missing:
         missing -= set(
@@ -251,7 +249,7 @@ def extend(model, item_id, connection_id: str, now: datetime, lease_seconds: int
 def release(model, agent_id, connection_id: str) -> int:
     """Give back every unacked item a closing connection of AGENT_ID held, at once (not after
     the lease)."""
-    return _run(model, RELEASE_SQL, {"agent": agent_id, "conn": connection_id})[0][0]
+    return _execute(_statement(model, RELEASE_SQL), {"agent": agent_id, "conn": connection_id})
 
 
 def open_count(model, agent_id) -> int:

@@ -144,8 +144,9 @@ def compiled_insert(*objs, ignore_conflicts: bool = False, then=None):
     THEN, when given, is called once the rows' own values are set (``created_at``…) and returns
     what else the statement does, with its parameters (``%s`` style): as in ``claims.ack_many``,
     more CTEs (starting with a comma) and the final statement, whose rows are returned. The
-    parts of one statement do not see each other's writes. A post writes its message, turn decision, deliveries and the
-    conversation's update this way: one round trip instead of four."""
+    parts of one statement do not see each other's writes. A post writes its message, turn
+    decision, deliveries and the conversation's update this way: one round trip instead of
+    four."""
     statements, params = [], []
     for obj in objs:
         fields = type(obj)._meta.local_concrete_fields
