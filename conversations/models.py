@@ -113,7 +113,14 @@ class Message(BaseModel):
 
     class Meta:
         indexes = [
-            models.Index(fields=["conversation", "created_at", "id"], name="message_history")
+            models.Index(fields=["conversation", "created_at", "id"], name="message_history"),
+            # What the loop guard holds back, released by the next person's post (rare rows:
+            # without it, every person's post after an agent's read the whole conversation).
+            models.Index(
+                fields=["conversation", "created_at"],
+                condition=Q(held_at__isnull=False),
+                name="message_held",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -163,3 +170,12 @@ class TurnDecision(BaseModel):
     position = models.PositiveIntegerField(default=0)
     explanation = models.JSONField(default=dict)  # words and capabilities that matched
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The open turn queues of a conversation, read on every post (agents still waiting
+            # are not woken twice): few rows, however many turns the conversation has had.
+            models.Index(
+                fields=["conversation"], condition=Q(finished_at__isnull=True), name="turn_open"
+            )
+        ]

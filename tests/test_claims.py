@@ -5,12 +5,12 @@ import threading
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
-from psycopg import sql as psql
 
 from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery
+from tests.plans import executed_plan, set_plan_cache_mode, table_rows_read
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,34 +72,10 @@ def test_claims_take_the_least_recently_served_workspace_first_then_oldest(alice
     assert [b for b in bodies if b.startswith("team")] == ["team 0", "team 1", "team 2"]
 
 
-def _table_rows_read(plan: dict) -> int:
-    """Rows the plan's scans of tables read, kept or filtered out, over all loops."""
-    read = 0
-    if "Relation Name" in plan:
-        seen = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
-        read = seen * plan.get("Actual Loops", 1)
-    return read + sum(_table_rows_read(p) for p in plan.get("Plans", []))
-
-
 def _claim_plan(agent_id, limit: int, read=None) -> dict:
-    """The claim statement (with READ, as claims.claim takes it) run under EXPLAIN ANALYZE
-    (rolled back): its executed plan. It runs as a prepared statement, as pooled connections run
-    it, under the session's plan_cache_mode (a generic plan knows no agent and no LIMIT)."""
-    now = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
-        sql, params = claims.claim_statement(Delivery, agent_id, "c", limit, now, 60, read)
-        numbered = tuple(f"${i}" for i in range(1, len(params) + 1))
-        cursor.execute("PREPARE claim_plan AS " + sql % numbered)
-        # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
-        arguments = psql.SQL(", ").join(psql.Literal(value) for value in params)
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_plan"
-            f"({arguments.as_string(cursor.connection)})"
-        )
-        (plan,) = cursor.fetchone()[0]
-        cursor.execute("DEALLOCATE claim_plan")
-        transaction.set_rollback(True)  # the claim is undone
-    return plan["Plan"]
+    """The claim statement (with READ, as claims.claim takes it): its executed plan."""
+    sql, params = claims.claim_statement(Delivery, agent_id, "c", limit, timezone.now(), 60, read)
+    return executed_plan(sql, params)
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
@@ -110,7 +86,7 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
     # one new item. Statistics taken while the history was still open mislead the planner (as
     # after any burst); the claim must still go straight to what it takes, not walk the table.
     from agents import actions as agent_actions
-    from conversations.models import Message
+    from conversations.models import Conversation, Message
 
     other = agent_actions.create_agent(alice, name="Other", backend="scripted")
     messages = Message.objects.bulk_create(
@@ -130,27 +106,35 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
     Message.objects.bulk_create(
         Message(conversation=others[i % 10], author_user=alice, body=str(i)) for i in range(1000)
     )
+    # And, as in any real workspace, many short conversations: PostgreSQL's estimate of a
+    # conversation's length is their average, a few messages, yet the window must not read the
+    # whole busy channel to find its newest 21.
+    short = Conversation.objects.bulk_create(
+        Conversation(workspace=channel.workspace, kind="direct", created_by=alice)
+        for _ in range(600)
+    )
+    Message.objects.bulk_create(
+        Message(conversation=c, author_user=alice, body="hi") for c in short for _ in range(3)
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_delivery")
         cursor.execute("ANALYZE conversations_message")  # current, as autovacuum keeps them
     Delivery.objects.filter(agent=nova).update(acked_at=timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+    set_plan_cache_mode(plan_cache_mode)
     try:
         # A handful of index probes per workspace, plus the rows taken: never the history.
-        assert _table_rows_read(_claim_plan(nova.id, 8)) <= 10  # nothing queued
+        assert table_rows_read(_claim_plan(nova.id, 8)) <= 10  # nothing queued
         actions.post_message(alice, channel, "new")
         plan = _claim_plan(nova.id, 8)
         assert plan["Actual Rows"] == 1
-        assert _table_rows_read(plan) <= 10
-        assert _table_rows_read(_claim_plan(other.id, 8)) <= 10 + 3 * 8  # a deep queue
+        assert table_rows_read(plan) <= 10
+        assert table_rows_read(_claim_plan(other.id, 8)) <= 10 + 3 * 8  # a deep queue
         # With the work payload read in the same statement: the rows taken, what they join
         # (message, conversation, workspace, author, turn) and the history window's 21 messages
         # with their authors.
         read = gateway.message_read()
         plan = _claim_plan(nova.id, 8, (read.sql, read.params({})))
         assert plan["Actual Rows"] == 1
-        assert _table_rows_read(plan) <= 10 + 5 + 2 * 21
+        assert table_rows_read(plan) <= 10 + 5 + 2 * 21
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("RESET plan_cache_mode")
+        set_plan_cache_mode(None)

@@ -1,0 +1,134 @@
+"""A conversation's reads stay bounded however long it is, in a workspace of many short ones.
+
+PostgreSQL estimates one conversation's length as the average over all conversations: a few
+messages, where most conversations are direct messages and side threads. Under that estimate, a
+page of history is cheapest read by fetching the whole conversation and sorting it, which for a
+busy channel is every message it ever had, on every read. These tests run the statements the
+endpoints run, as pooled connections run them (prepared, with generic plans), and count the rows
+their plans read."""
+
+import json
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from conversations.models import Conversation, Delivery, Message, TurnDecision
+from tests.plans import executed_plan, set_plan_cache_mode, table_rows_read
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# Tables that grow with a conversation's history.
+LONG_TABLES = ("conversations_message", "conversations_turndecision", "conversations_delivery")
+
+
+@pytest.fixture
+def busy_channel_among_short_ones(alice, channel, nova):
+    """CHANNEL with 3,000 messages, each answered by Nova (its turn finished, its delivery
+    acked); 600 direct conversations of 3 messages each; statistics current, as autovacuum
+    keeps them."""
+    busy = Message.objects.bulk_create(
+        Message(conversation=channel, author_user=alice, body=f"busy {i}") for i in range(3000)
+    )
+    now = timezone.now()
+    queue = [{"agent_id": str(nova.id), "reason": "mention"}]
+    TurnDecision.objects.bulk_create(
+        TurnDecision(conversation=channel, message=m, rule="mention", queue=queue, finished_at=now)
+        for m in busy
+    )
+    Delivery.objects.bulk_create(
+        Delivery(agent=nova, workspace_id=channel.workspace_id, message=m, acked_at=now)
+        for m in busy
+    )
+    short = Conversation.objects.bulk_create(
+        Conversation(workspace=channel.workspace, kind="direct", created_by=alice)
+        for _ in range(600)
+    )
+    Message.objects.bulk_create(
+        Message(conversation=c, author_user=alice, body="hi") for c in short for _ in range(3)
+    )
+    with connection.cursor() as cursor:
+        for table in LONG_TABLES:
+            cursor.execute(f"ANALYZE {table}")
+    return channel
+
+
+def _selects(request):
+    """What REQUEST (a callable) returns, and the SELECTs it runs, with their params."""
+    statements = []
+
+    def record(execute, sql, params, many, context):
+        if sql.lstrip().startswith("SELECT"):
+            statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        return request(), statements
+
+
+def _is_page_read(sql: str) -> bool:
+    return sql.partition(" FROM ")[2].startswith('"conversations_message"') and "ORDER BY" in sql
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_a_page_of_a_busy_channel_reads_about_a_page(
+    alice, api, client, busy_channel_among_short_ones, plan_cache_mode
+):
+    channel = busy_channel_among_short_ones
+    url = f"/api/v1/conversations/{channel.id}/messages/"
+    middle = Message.objects.get(conversation=channel, body="busy 1500")
+    api_client = api(alice)
+    client.force_login(alice)
+    pages = {  # name: (client, path, messages shown)
+        "newest": (api_client, url + "?limit=20", 20),
+        "before": (api_client, url + f"?limit=20&before={middle.id}", 20),
+        "after": (api_client, url + f"?limit=20&after={middle.id}", 20),
+        "the conversation page": (client, f"/w/{channel.workspace_id}/c/{channel.id}/", None),
+    }
+    set_plan_cache_mode(plan_cache_mode)
+    try:
+        for name, (http, page, shown) in pages.items():
+            response, statements = _selects(lambda http=http, page=page: http.get(page))
+            assert response.status_code == 200, name
+            if shown:
+                assert len(response.json()["results"]) == shown
+            page_reads = [(sql, params) for sql, params in statements if _is_page_read(sql)]
+            assert page_reads, name
+            for sql, params in page_reads:
+                # A page (the API's 20, the page's 50) and the anchor: not the channel's 3,000.
+                plan = executed_plan(sql, params)
+                read = table_rows_read(plan, "conversations_message")
+                assert read <= (shown or 50) + 2, (name, json.dumps(plan))
+    finally:
+        set_plan_cache_mode(None)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_a_post_in_a_busy_channel_reads_none_of_its_history(
+    alice, api, nova, busy_channel_among_short_ones, plan_cache_mode
+):
+    # After an agent's answer, so the person's post also ends the agents' streak (and releases
+    # whatever the loop guard held back: here nothing).
+    from conversations import actions
+
+    channel = busy_channel_among_short_ones
+    client = api(alice)
+    url = f"/api/v1/conversations/{channel.id}/messages/"
+
+    def answer_then_thanks():
+        # A bridge's answer carries its client ref, so a retried post is not a second one.
+        actions.post_message(nova, channel, "an answer", client_ref="turn-1")
+        return client.post(url, {"body": "thanks"}, format="json")
+
+    set_plan_cache_mode(plan_cache_mode)
+    try:
+        response, statements = _selects(answer_then_thanks)
+        assert response.status_code == 201
+        assert statements
+        for sql, params in statements:
+            plan = executed_plan(sql, params)
+            for table in LONG_TABLES:
+                assert table_rows_read(plan, table) <= 2, (table, sql, json.dumps(plan))
+    finally:
+        set_plan_cache_mode(None)

@@ -1,0 +1,40 @@
+"""Executed plans of our own statements, as pooled connections run them: prepared, under the
+session's ``plan_cache_mode`` (``force_generic_plan`` in production: a generic plan knows no
+parameter value, not even a LIMIT), with EXPLAIN ANALYZE inside a transaction that is rolled
+back, so whatever the statement changes is undone."""
+
+from django.db import connection, transaction
+from psycopg import sql as psql
+
+
+def executed_plan(sql: str, params) -> dict:
+    """The root node of SQL's executed plan (``%s`` placeholders, PARAMS as the query takes
+    them)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        numbered = tuple(f"${i}" for i in range(1, len(params) + 1))
+        cursor.execute("PREPARE plan_under_test AS " + sql % numbered)
+        # EXECUTE's arguments as literals: a utility statement takes no bound parameters.
+        arguments = psql.SQL(", ").join(psql.Literal(value) for value in params)
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_under_test"
+            f"({arguments.as_string(cursor.connection)})"
+        )
+        (plan,) = cursor.fetchone()[0]
+        cursor.execute("DEALLOCATE plan_under_test")
+        transaction.set_rollback(True)
+    return plan["Plan"]
+
+
+def table_rows_read(plan: dict, table: str | None = None) -> int:
+    """Rows the plan's scans of tables (or of TABLE only) read, kept or filtered out, over all
+    loops."""
+    read = 0
+    if "Relation Name" in plan and table in (None, plan["Relation Name"]):
+        seen = plan["Actual Rows"] + plan.get("Rows Removed by Filter", 0)
+        read = seen * plan.get("Actual Loops", 1)
+    return read + sum(table_rows_read(p, table) for p in plan.get("Plans", []))
+
+
+def set_plan_cache_mode(mode: str | None) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET plan_cache_mode = {mode}" if mode else "RESET plan_cache_mode")
