@@ -452,7 +452,9 @@ function initShell() {
     if (link.getAttribute("aria-current") === "page" || link.dataset.joined !== "1") return true;
     const badge = $("[data-unread]", link);
     const count = $("[data-unread-count]", badge);
-    count.textContent = String((parseInt(count.textContent, 10) || 0) + 1);
+    // The server counts up to 100 and says "99+" from there; so does this.
+    const next = (parseInt(count.textContent, 10) || 0) + 1;
+    count.textContent = count.textContent.endsWith("+") || next >= 100 ? "99+" : String(next);
     badge.hidden = false;
     link.classList.add("has-unread");
     return true;

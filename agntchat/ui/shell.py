@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, DateTimeField, Exists, OuterRef, Subquery, Value
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import DateTimeField, Exists, Func, IntegerField, OuterRef, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
@@ -77,9 +78,19 @@ def conversation_label(conversation, viewer) -> str:
     return conversation.title or conversation.get_kind_display()
 
 
+# Unread counts stop here (shown as "99+"): counting costs a row per unread message, and a
+# channel left unread for a month must not make every page load read all of it.
+UNREAD_CAP = 100
+
+
+def unread_label(count: int) -> str:
+    """What the sidebar badge says: "" for none."""
+    return "" if not count else f"{UNREAD_CAP - 1}+" if count >= UNREAD_CAP else str(count)
+
+
 def _with_unread(conversations, user):
     """Annotate each conversation with `joined` and `unread` (others' messages since I last
-    read it; only counted where I take part, like channels one has joined)."""
+    read it, up to UNREAD_CAP; only counted where I take part, like channels one has joined)."""
     mine = Participant.objects.filter(conversation=OuterRef("pk"), user=user)
     read_at = Subquery(mine.values("last_read_at")[:1], output_field=DateTimeField())
     unread = (
@@ -87,12 +98,12 @@ def _with_unread(conversations, user):
         .filter(created_at__gt=Coalesce(OuterRef("read_at"), Value(EPOCH)))
         .exclude(author_user=user)
         .order_by()
-        .values("conversation")
-        .annotate(n=Count("id"))
-        .values("n")
+        .values("id")[:UNREAD_CAP]
     )
     return conversations.annotate(
-        joined=Exists(mine), read_at=read_at, unread=Coalesce(Subquery(unread), Value(0))
+        joined=Exists(mine),
+        read_at=read_at,
+        unread=Func(ArraySubquery(unread), function="cardinality", output_field=IntegerField()),
     )
 
 
@@ -111,7 +122,7 @@ def sidebar(user, membership: Membership, current=None) -> dict:
                 "id": conversation.id,
                 "kind": conversation.kind,
                 "label": conversation_label(conversation, user),
-                "unread": conversation.unread if conversation.joined else 0,
+                "unread": unread_label(conversation.unread if conversation.joined else 0),
                 "joined": conversation.joined,
                 "current": current is not None and conversation.id == current.id,
                 "status": conversation.thread_status,

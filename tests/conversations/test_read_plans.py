@@ -132,3 +132,27 @@ def test_a_post_in_a_busy_channel_reads_none_of_its_history(
                 assert table_rows_read(plan, table) <= 2, (table, sql, json.dumps(plan))
     finally:
         set_plan_cache_mode(None)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_the_sidebar_counts_a_long_unread_history_only_up_to_its_cap(
+    bob, client, busy_channel_among_short_ones, plan_cache_mode
+):
+    from agntchat.ui.shell import UNREAD_CAP
+
+    channel = busy_channel_among_short_ones  # 3,000 messages Bob has never read
+    client.force_login(bob)
+    set_plan_cache_mode(plan_cache_mode)
+    try:
+        response, statements = _selects(
+            lambda: client.get(f"/app/w/{channel.workspace_id}/sidebar/")
+        )
+        assert response.status_code == 200
+        assert "<span data-unread-count>99+</span>" in response.content.decode()
+        read = sum(
+            table_rows_read(executed_plan(sql, params), "conversations_message")
+            for sql, params in statements
+        )
+        assert read <= UNREAD_CAP + 10
+    finally:
+        set_plan_cache_mode(None)
