@@ -163,7 +163,12 @@ class TurnDecision(BaseModel):
     """Who answers a message, in what order, and why (TURN-1). A sequential queue: only the
     agent at ``position`` holds the turn; acking its delivery hands the turn on."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    # Neither gets a lone index: the audit reads a conversation's turns newest first
+    # (turn_history); a lone created_at index walks every conversation's turns to find them.
+    created_at = models.DateTimeField(auto_now_add=True)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="turns", db_index=False
+    )
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="turn")
     rule = models.CharField(max_length=20)  # mention | specialist | generalist | fallback | none
     queue = models.JSONField(default=list)  # [{"agent_id", "reason"}], in order
@@ -173,9 +178,10 @@ class TurnDecision(BaseModel):
 
     class Meta:
         indexes = [
+            models.Index(fields=["conversation", "created_at"], name="turn_history"),
             # The open turn queues of a conversation, read on every post (agents still waiting
             # are not woken twice): few rows, however many turns the conversation has had.
             models.Index(
                 fields=["conversation"], condition=Q(finished_at__isnull=True), name="turn_open"
-            )
+            ),
         ]
