@@ -40,41 +40,21 @@ def main() -> None:
     pipeline.clear_redis()
 
     from django.test import Client
-    from django.utils import timezone
 
     from agents import gateway
     from conversations import actions
-    from conversations.models import Conversation, Delivery, Message, TurnDecision
+    from conversations.models import Message
+    from tests.plans import fill_long_history
 
     scene = pipeline.create_scene(["busy"])
     agent, channel, _ = scene.phases["busy"]
     person = scene.user
-    busy = Message.objects.bulk_create(
-        Message(conversation=channel, author_user=person, body=f"busy {i}")
-        for i in range(args.messages)
-    )
-    now = timezone.now()
-    queue = [{"agent_id": str(agent.id), "reason": "mention"}]
-    TurnDecision.objects.bulk_create(
-        TurnDecision(conversation=channel, message=m, rule="mention", queue=queue, finished_at=now)
-        for m in busy
-    )
-    Delivery.objects.bulk_create(
-        Delivery(agent=agent, workspace_id=channel.workspace_id, message=m, acked_at=now)
-        for m in busy
-    )
-    short = Conversation.objects.bulk_create(
-        Conversation(workspace=scene.workspace, kind="direct", created_by=person)
-        for _ in range(args.short)
-    )
-    Message.objects.bulk_create(
-        Message(conversation=c, author_user=person, body="hi") for c in short for _ in range(3)
-    )
+    fill_long_history(person, channel, agent, args.messages, args.short)
     pipeline.analyze()
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {scene.person_token}")
     url = f"/api/v1/conversations/{channel.id}/messages/"
-    middle = busy[len(busy) // 2]
+    middle = Message.objects.get(conversation=channel, body=f"busy {args.messages // 2}")
 
     def page(i):
         assert client.get(url + "?limit=50").status_code == 200
@@ -82,49 +62,41 @@ def main() -> None:
     def page_before(i):
         assert client.get(url + f"?limit=50&before={middle.id}").status_code == 200
 
-    def person_post(i):
-        response = client.post(url, {"body": f"thanks {i}"}, content_type="application/json")
+    def person_post():
+        response = client.post(url, {"body": "thanks"}, content_type="application/json")
         assert response.status_code == 201
 
-    def answer_and_reply(i):
-        # An agent's answer (with its client ref, as a bridge posts), then a person's post.
-        actions.post_message(agent, channel, f"answer {i}", client_ref=f"ref-{i}")
-        person_post(i)
-
-    claimed = []
-
-    def claim(i):
+    def claim():
         (frame,) = gateway.claim_work(agent, "bench-connection", {"message": 1})
-        claimed.append(frame["id"])
-
-    def ack(i):
-        gateway.ack_and_claim(agent, "bench-connection", [claimed[i]], {})
+        return frame["id"]
 
     figures = {}
     for name, operation in (("newest page (REST, 50)", page), ("page before (REST)", page_before)):
         median_ms(operation, 6)  # warm: prepared statements take their generic plans
         figures[name] = median_ms(operation, args.count)
-    # Each person's post after an agent's answer; then its delivery claimed and acked.
-    answer_times = []
-    claim_times, ack_times = [], []
+    # Each time: an agent's answer (with its client ref, as a bridge posts), a person's post
+    # after it, then the delivery of that post claimed and acked.
+    times = {"person's post after an agent's": [], "claim of its delivery, with payload": []}
+    times["ack (finishes the turn)"] = []
     for i in range(args.count + 6):
         actions.post_message(agent, channel, f"answer {i}", client_ref=f"ref-{i}")
         start = time.perf_counter()
-        person_post(i)
-        answer_times.append((time.perf_counter() - start) * 1000)
+        person_post()
+        posted = time.perf_counter()
         time.sleep(0.005)  # the post's wake-up leaves first
-        Delivery.objects.filter(agent=agent, claimed_by=None).exclude(
-            message__body=f"thanks {i}"
-        ).update(acked_at=now)
-        start = time.perf_counter()
-        claim(len(claimed))
-        claim_times.append((time.perf_counter() - start) * 1000)
-        start = time.perf_counter()
-        ack(len(claimed) - 1)
-        ack_times.append((time.perf_counter() - start) * 1000)
-    figures["person's post after an agent's"] = statistics.median(answer_times[6:])
-    figures["claim of its delivery, with payload"] = statistics.median(claim_times[6:])
-    figures["ack (finishes the turn)"] = statistics.median(ack_times[6:])
+        start_claim = time.perf_counter()
+        delivery_id = claim()
+        claimed = time.perf_counter()
+        gateway.ack_and_claim(agent, "bench-connection", [delivery_id], {})
+        acked = time.perf_counter()
+        if i >= 6:  # warm-up
+            for name, ms in zip(
+                times,
+                ((posted - start) * 1000, (claimed - start_claim) * 1000, (acked - claimed) * 1000),
+                strict=True,
+            ):
+                times[name].append(ms)
+    figures.update({name: statistics.median(values) for name, values in times.items()})
 
     print(
         f"A channel of {args.messages} messages among {args.short} short conversations; "

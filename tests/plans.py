@@ -38,3 +38,48 @@ def table_rows_read(plan: dict, table: str | None = None) -> int:
 def set_plan_cache_mode(mode: str | None) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"SET plan_cache_mode = {mode}" if mode else "RESET plan_cache_mode")
+
+
+def fill_long_history(person, channel, agent, messages: int, short: int) -> None:
+    """CHANNEL gets MESSAGES messages by PERSON, each answered by AGENT (its turn finished, its
+    delivery acked); SHORT direct conversations get 3 messages each, newer, each with a turn
+    decision; then ANALYZE, as autovacuum keeps a live database. A busy channel in a workspace
+    of many short conversations: PostgreSQL takes a conversation for their average length.
+    (Also used by bench/history.py.)"""
+    from django.utils import timezone
+
+    from conversations.models import Conversation, Delivery, Message, TurnDecision
+
+    busy = Message.objects.bulk_create(
+        Message(conversation=channel, author_user=person, body=f"busy {i}") for i in range(messages)
+    )
+    now = timezone.now()
+    queue = [{"agent_id": str(agent.id), "reason": "mention"}]
+    TurnDecision.objects.bulk_create(
+        TurnDecision(conversation=channel, message=m, rule="mention", queue=queue, finished_at=now)
+        for m in busy
+    )
+    Delivery.objects.bulk_create(
+        Delivery(agent=agent, workspace_id=channel.workspace_id, message=m, acked_at=now)
+        for m in busy
+    )
+    conversations = Conversation.objects.bulk_create(
+        Conversation(workspace=channel.workspace, kind="direct", created_by=person)
+        for _ in range(short)
+    )
+    chatter = Message.objects.bulk_create(
+        Message(conversation=c, author_user=person, body="hi")
+        for c in conversations
+        for _ in range(3)
+    )
+    TurnDecision.objects.bulk_create(
+        TurnDecision(conversation=m.conversation, message=m, rule="none", finished_at=now)
+        for m in chatter
+    )
+    with connection.cursor() as cursor:
+        for table in (
+            "conversations_message",
+            "conversations_turndecision",
+            "conversations_delivery",
+        ):
+            cursor.execute(f"ANALYZE {table}")

@@ -11,10 +11,9 @@ import json
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 
-from conversations.models import Conversation, Delivery, Message, TurnDecision
-from tests.plans import executed_plan, set_plan_cache_mode, table_rows_read
+from conversations.models import Message
+from tests.plans import executed_plan, fill_long_history, set_plan_cache_mode, table_rows_read
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,36 +24,8 @@ LONG_TABLES = ("conversations_message", "conversations_turndecision", "conversat
 
 @pytest.fixture
 def busy_channel_among_short_ones(alice, channel, nova):
-    """CHANNEL with 3,000 messages, each answered by Nova (its turn finished, its delivery
-    acked); 600 direct conversations of 3 messages each; statistics current, as autovacuum
-    keeps them."""
-    busy = Message.objects.bulk_create(
-        Message(conversation=channel, author_user=alice, body=f"busy {i}") for i in range(3000)
-    )
-    now = timezone.now()
-    queue = [{"agent_id": str(nova.id), "reason": "mention"}]
-    TurnDecision.objects.bulk_create(
-        TurnDecision(conversation=channel, message=m, rule="mention", queue=queue, finished_at=now)
-        for m in busy
-    )
-    Delivery.objects.bulk_create(
-        Delivery(agent=nova, workspace_id=channel.workspace_id, message=m, acked_at=now)
-        for m in busy
-    )
-    short = Conversation.objects.bulk_create(
-        Conversation(workspace=channel.workspace, kind="direct", created_by=alice)
-        for _ in range(600)
-    )
-    chatter = Message.objects.bulk_create(
-        Message(conversation=c, author_user=alice, body="hi") for c in short for _ in range(3)
-    )
-    TurnDecision.objects.bulk_create(  # newer than the channel's: walking all turns newest
-        TurnDecision(conversation=m.conversation, message=m, rule="none", finished_at=now)
-        for m in chatter
-    )
-    with connection.cursor() as cursor:
-        for table in LONG_TABLES:
-            cursor.execute(f"ANALYZE {table}")
+    """CHANNEL with 3,000 messages, each answered by Nova, among 600 short conversations."""
+    fill_long_history(alice, channel, nova, messages=3000, short=600)
     return channel
 
 
