@@ -6,6 +6,9 @@ back, so whatever the statement changes is undone."""
 from django.db import connection, transaction
 from psycopg import sql as psql
 
+# Tables that grow with a conversation's history.
+LONG_TABLES = ("conversations_message", "conversations_turndecision", "conversations_delivery")
+
 
 def executed_plan(sql: str, params) -> dict:
     """The root node of SQL's executed plan (``%s`` placeholders, PARAMS as the query takes
@@ -48,7 +51,7 @@ def fill_long_history(person, channel, agent, messages: int, short: int) -> None
     (Also used by bench/history.py.)"""
     from django.utils import timezone
 
-    from conversations.models import Conversation, Delivery, Message, TurnDecision
+    from conversations.models import Delivery, Message, TurnDecision
 
     busy = Message.objects.bulk_create(
         Message(conversation=channel, author_user=person, body=f"busy {i}") for i in range(messages)
@@ -63,23 +66,26 @@ def fill_long_history(person, channel, agent, messages: int, short: int) -> None
         Delivery(agent=agent, workspace_id=channel.workspace_id, message=m, acked_at=now)
         for m in busy
     )
-    conversations = Conversation.objects.bulk_create(
-        Conversation(workspace=channel.workspace, kind="direct", created_by=person)
-        for _ in range(short)
-    )
-    chatter = Message.objects.bulk_create(
-        Message(conversation=c, author_user=person, body="hi")
-        for c in conversations
-        for _ in range(3)
-    )
+    chatter = add_short_conversations(person, channel.workspace, short)
     TurnDecision.objects.bulk_create(
         TurnDecision(conversation=m.conversation, message=m, rule="none", finished_at=now)
         for m in chatter
     )
     with connection.cursor() as cursor:
-        for table in (
-            "conversations_message",
-            "conversations_turndecision",
-            "conversations_delivery",
-        ):
+        for table in LONG_TABLES:
             cursor.execute(f"ANALYZE {table}")
+
+
+def add_short_conversations(person, workspace, count: int) -> list:
+    """COUNT direct conversations of PERSON's with 3 messages each, as in any real workspace;
+    returns the messages."""
+    from conversations.models import Conversation, Message
+
+    conversations = Conversation.objects.bulk_create(
+        Conversation(workspace=workspace, kind="direct", created_by=person) for _ in range(count)
+    )
+    return Message.objects.bulk_create(
+        Message(conversation=c, author_user=person, body="hi")
+        for c in conversations
+        for _ in range(3)
+    )

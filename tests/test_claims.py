@@ -10,7 +10,12 @@ from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery
-from tests.plans import executed_plan, set_plan_cache_mode, table_rows_read
+from tests.plans import (
+    add_short_conversations,
+    executed_plan,
+    set_plan_cache_mode,
+    table_rows_read,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,7 +91,7 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
     # one new item. Statistics taken while the history was still open mislead the planner (as
     # after any burst); the claim must still go straight to what it takes, not walk the table.
     from agents import actions as agent_actions
-    from conversations.models import Conversation, Message
+    from conversations.models import Message
 
     other = agent_actions.create_agent(alice, name="Other", backend="scripted")
     messages = Message.objects.bulk_create(
@@ -109,13 +114,7 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(
     # And, as in any real workspace, many short conversations: PostgreSQL's estimate of a
     # conversation's length is their average, a few messages, yet the window must not read the
     # whole busy channel to find its newest 21.
-    short = Conversation.objects.bulk_create(
-        Conversation(workspace=channel.workspace, kind="direct", created_by=alice)
-        for _ in range(600)
-    )
-    Message.objects.bulk_create(
-        Message(conversation=c, author_user=alice, body="hi") for c in short for _ in range(3)
-    )
+    add_short_conversations(alice, channel.workspace, 600)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_delivery")
         cursor.execute("ANALYZE conversations_message")  # current, as autovacuum keeps them

@@ -13,13 +13,15 @@ import pytest
 from django.db import connection
 
 from conversations.models import Message
-from tests.plans import executed_plan, fill_long_history, set_plan_cache_mode, table_rows_read
+from tests.plans import (
+    LONG_TABLES,
+    executed_plan,
+    fill_long_history,
+    set_plan_cache_mode,
+    table_rows_read,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-# Tables that grow with a conversation's history.
-LONG_TABLES = ("conversations_message", "conversations_turndecision", "conversations_delivery")
 
 
 @pytest.fixture
