@@ -97,6 +97,11 @@ _db = dj_database_url.parse(DATABASE_URL, conn_max_age=0)
 if not _db["ENGINE"].endswith("postgresql"):
     raise RuntimeError("agntchat runs on PostgreSQL only: DATABASE_URL must be postgres://…")
 _db.setdefault("OPTIONS", {})
+# Session settings for every connection, after any given in DATABASE_URL. Random reads cost
+# about what sequential ones do on SSDs and cached data; at PostgreSQL's 4.0 (spinning disks) the
+# planner would rather scan all of a workspace's conversations than look up the few the sidebar
+# lists by key (tests/conversations/test_read_plans.py).
+_session = [_db["OPTIONS"].get("options", ""), "-c random_page_cost=1.1"]
 if os.environ.get("DB_POOLER") == "transaction":
     # A transaction pooler (PgBouncer) hands each transaction to any server connection:
     # server-side prepared statements would leak between clients, and our own pool is redundant.
@@ -121,13 +126,16 @@ else:
     _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
     if _prepare:
-        _options = _db["OPTIONS"].get("options", "")  # keep any given in DATABASE_URL
-        _db["OPTIONS"]["options"] = f"{_options} -c plan_cache_mode=force_generic_plan".strip()
+        _session.append("-c plan_cache_mode=force_generic_plan")
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),
         "timeout": 10,
     }
+if (
+    os.environ.get("DB_POOLER") != "transaction"
+):  # a pooler refuses startup options: its DBA sets them
+    _db["OPTIONS"]["options"] = " ".join(filter(None, _session))
 DATABASES = {"default": _db}
 # Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
 # pooled database connection while it works (DB_POOL_MAX is 20).

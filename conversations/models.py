@@ -16,7 +16,10 @@ class Conversation(BaseModel):
         THREAD = "thread"  # a side thread, participants only
         TASK = "task"  # a task's own conversation, participants only
 
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="conversations")
+    # Indexed with the kind (below): the sidebar reads a workspace's channels, not all of it.
+    workspace = models.ForeignKey(
+        Workspace, on_delete=models.CASCADE, related_name="conversations", db_index=False
+    )
     kind = models.CharField(max_length=10, choices=Kind.choices)
     title = models.CharField(max_length=200, blank=True)
     created_by = models.ForeignKey(
@@ -39,6 +42,9 @@ class Conversation(BaseModel):
     thread_status = models.CharField(max_length=12, choices=ThreadStatus.choices, blank=True)
     summary = models.TextField(blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "kind"], name="conversation_kind")]
 
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"

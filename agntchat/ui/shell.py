@@ -8,7 +8,19 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.postgres.expressions import ArraySubquery
-from django.db.models import DateTimeField, Exists, Func, IntegerField, OuterRef, Subquery, Value
+from django.db.models import (
+    BooleanField,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    Value,
+)
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
@@ -16,7 +28,6 @@ from agents.access import agents_visible_in
 from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
-from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Message, Participant
 from workspaces.access import access_membership, workspaces_visible_to
 from workspaces.models import Membership
@@ -78,8 +89,9 @@ def conversation_label(conversation, viewer) -> str:
     return conversation.title or conversation.get_kind_display()
 
 
-# Unread counts stop here (shown as "99+"): counting costs a row per unread message, and a
-# channel left unread for a month must not make every page load read all of it.
+# Unread counts look at a conversation's newest messages only, this many, and say "99+" when
+# all of them are unread: counting costs a row per message looked at, and a channel left unread
+# for a month must not make every page load read all of it.
 UNREAD_CAP = 100
 
 
@@ -89,34 +101,59 @@ def unread_label(count: int) -> str:
 
 
 def _with_unread(conversations, user):
-    """Annotate each conversation with `joined` and `unread` (others' messages since I last
-    read it, up to UNREAD_CAP; only counted where I take part, like channels one has joined)."""
+    """Annotate each conversation with `joined` and `unread`: how many of its newest UNREAD_CAP
+    messages are others' since I last read it (counted only where I take part, like channels
+    one has joined). The newest are a walk of the history index that stops at the cap whatever
+    the planner guesses; "the unread ones, up to the cap" let it read every unread message."""
     mine = Participant.objects.filter(conversation=OuterRef("pk"), user=user)
     read_at = Subquery(mine.values("last_read_at")[:1], output_field=DateTimeField())
-    unread = (
-        Message.objects.filter(conversation=OuterRef("pk"), held_at__isnull=True)
-        .filter(created_at__gt=Coalesce(OuterRef("read_at"), Value(EPOCH)))
-        .exclude(author_user=user)
-        .order_by()
-        .values("id")[:UNREAD_CAP]
+    is_unread = (
+        Q(created_at__gt=Coalesce(OuterRef("read_at"), Value(EPOCH)))
+        & Q(held_at__isnull=True)
+        & ~Q(author_user=user)
     )
+    newest = (
+        Message.objects.filter(conversation=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .annotate(is_unread=ExpressionWrapper(is_unread, output_field=BooleanField()))
+        .values("is_unread")[:UNREAD_CAP]
+    )
+    unread_positions = Func(ArraySubquery(newest), Value(True), function="array_positions")
     return conversations.annotate(
         joined=Exists(mine),
         read_at=read_at,
-        unread=Func(ArraySubquery(unread), function="cardinality", output_field=IntegerField()),
+        unread=Func(unread_positions, function="cardinality", output_field=IntegerField()),
     )
+
+
+def listed_in_sidebar(user, workspace):
+    """The channels of WORKSPACE, and the conversations there USER takes part in (direct
+    messages, side threads, task conversations). A workspace collects others' side threads and
+    direct messages by the thousand, and the sidebar is drawn on every page: the ids come from
+    two index reads (channels by workspace and kind, participations by person), and the
+    conversations by key. (A subset of what USER may read: the membership is checked.)"""
+    channels = Conversation.objects.filter(workspace=workspace, kind=Conversation.Kind.CHANNEL)
+    mine = Participant.objects.filter(user=user, conversation__workspace=workspace)
+    ids = ArraySubquery(channels.values("pk").union(mine.values("conversation_id"), all=True))
+    # id = ANY(ARRAY(…)): looked up by key, where IN (…) would leave PostgreSQL free to test
+    # every conversation of the workspace against the list (and a generic plan cannot tell
+    # that channels are few).
+    listed = Func(
+        F("pk"), ids, template="%(expressions)s)", arg_joiner=" = ANY(", output_field=BooleanField()
+    )
+    return Conversation.objects.filter(listed)
 
 
 def sidebar(user, membership: Membership, current=None) -> dict:
     workspace = membership.workspace
-    visible = _with_unread(
-        conversations_visible_to(user)
-        .filter(workspace=workspace)
-        .prefetch_related("participants__user", "participants__agent"),
+    listed = _with_unread(
+        listed_in_sidebar(user, workspace).prefetch_related(
+            "participants__user", "participants__agent"
+        ),
         user,
     )
     rows = {kind: [] for kind in Conversation.Kind.values}
-    for conversation in visible.order_by("title", "created_at"):
+    for conversation in listed.order_by("title", "created_at"):
         rows[conversation.kind].append(
             {
                 "id": conversation.id,

@@ -12,7 +12,7 @@ import json
 import pytest
 from django.db import connection
 
-from conversations.models import Message
+from conversations.models import Conversation, Message
 from tests.plans import (
     LONG_TABLES,
     executed_plan,
@@ -117,12 +117,28 @@ def test_a_post_in_a_busy_channel_reads_none_of_its_history(
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_the_sidebar_counts_a_long_unread_history_only_up_to_its_cap(
-    bob, client, busy_channel_among_short_ones, plan_cache_mode
+def test_the_sidebar_reads_what_it_lists(
+    alice, bob, client, nova, busy_channel_among_short_ones, plan_cache_mode
 ):
+    """Channels, and what Bob takes part in: not every conversation of the workspace (600
+    others' direct messages here, and side threads that collect by the thousand), and a long
+    unread history counted only up to its cap."""
+    from agents.actions import create_agent
     from agntchat.ui.shell import UNREAD_CAP
+    from conversations import actions
 
     channel = busy_channel_among_short_ones  # 3,000 messages Bob has never read
+    rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
+    actions.add_participant(channel, agent=rex)
+    actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
+    agents_thread = Conversation.objects.get(kind="thread")
+    bobs_dm = actions.create_conversation(
+        bob, channel.workspace, kind="direct", agent_ids=[nova.id]
+    )
+    bobs_thread = Conversation.objects.create(
+        workspace=channel.workspace, kind="thread", title="Bob's side thread"
+    )
+    actions.add_participant(bobs_thread, user=bob)
     client.force_login(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
@@ -130,11 +146,14 @@ def test_the_sidebar_counts_a_long_unread_history_only_up_to_its_cap(
             lambda: client.get(f"/app/w/{channel.workspace_id}/sidebar/")
         )
         assert response.status_code == 200
-        assert "<span data-unread-count>99+</span>" in response.content.decode()
-        read = sum(
-            table_rows_read(executed_plan(sql, params), "conversations_message")
-            for sql, params in statements
-        )
-        assert read <= UNREAD_CAP + 10
+        page = response.content.decode()
+        assert "<span data-unread-count>99+</span>" in page
+        listed = {c for c in (channel, bobs_dm, bobs_thread, agents_thread) if str(c.id) in page}
+        assert listed == {channel, bobs_dm, bobs_thread}
+        plans = [executed_plan(sql, params) for sql, params in statements]
+        assert sum(table_rows_read(p, "conversations_message") for p in plans) <= UNREAD_CAP + 10
+        # The three listed, each found by an index and then read by key: not the 600 others.
+        read = max(table_rows_read(p, "conversations_conversation") for p in plans)
+        assert read <= 10, [json.dumps(p) for p in plans]
     finally:
         set_plan_cache_mode(None)
