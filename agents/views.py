@@ -1,13 +1,14 @@
 """Pages of agents and tasks. They only read: the page script changes things through the REST
 API (agents, keys, personality, tasks, cancel), whose actions check every rule."""
 
+from django.db.models import JSONField, OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from agents import gateway
 from agents.access import access_agent, access_task, agents_visible_in, tasks_visible_to
-from agents.models import Agent, Task
+from agents.models import Agent, Task, TaskEvent
 from agents.scoring import DEFAULT_WEIGHTS
 from agents.tasks import task_data
 from agntchat.ui.shell import agent_presence, shell, workspace_page
@@ -94,27 +95,22 @@ def agent_detail(request, membership, agent_id):
     return render(request, "agents/detail.html", context)
 
 
-def _task_rows(tasks):
-    rows = []
-    for task in tasks:
-        last = task.events.order_by("-seq").first()
-        rows.append({"task": task, "last_event": last.data if last else None})
-    return rows
-
-
 @workspace_page
 def task_list(request, membership):
+    # Each task's latest progress event in the same statement, not one query per task.
+    last_event = TaskEvent.objects.filter(task=OuterRef("pk")).order_by("-seq").values("data")
     tasks = (
         tasks_visible_to(request.user)
         .filter(workspace=membership.workspace)
         .select_related("agent", "created_by_user", "created_by_agent")
+        .annotate(last_event=Subquery(last_event[:1], output_field=JSONField()))
         .order_by("-created_at")[:100]
     )
     context = shell(
         request,
         membership,
         section="tasks",
-        rows=_task_rows(tasks),
+        rows=[{"task": task, "last_event": task.last_event} for task in tasks],
         agents=agents_visible_in(membership.workspace_id).order_by("name"),
     )
     return render(request, "agents/tasks.html", context)

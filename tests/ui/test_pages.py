@@ -197,3 +197,31 @@ def test_home_opens_the_last_workspace_used(client, alice, team_a):
     assert client.get("/")["Location"] == f"/w/{personal.id}/"
     client.get(f"/w/{team_a.id}/members/")
     assert client.get("/")["Location"] == f"/w/{team_a.id}/"
+
+
+def test_the_task_list_shows_each_tasks_latest_progress_in_one_read(client, alice, team_a, nova):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.tasks import mark_started, record_event
+
+    def add_running_task(i):
+        task = create_task(alice, team_a, nova, f"Task {i}")
+        mark_started(task.id)
+        record_event(task.id, {"message": f"old step of {i}"})
+        record_event(task.id, {"message": f"latest step of {i}"})
+
+    client.force_login(alice)
+    url = f"/w/{team_a.id}/tasks/"
+    add_running_task(0)
+    client.get(url)  # the first visit also remembers the workspace in the session
+    with CaptureQueriesContext(connection) as one:
+        page = client.get(url).content.decode()
+    assert "latest step of 0" in page and "old step of 0" not in page
+    for i in range(1, 6):
+        add_running_task(i)
+    with CaptureQueriesContext(connection) as six:
+        page = client.get(url).content.decode()
+    assert all(f"latest step of {i}" in page for i in range(6))
+    assert "old step" not in page
+    assert len(six) == len(one)  # not a query per task
