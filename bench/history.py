@@ -1,7 +1,7 @@
 """What reading in a busy conversation costs as the conversation grows, in one process.
 
-A page of history, a person's post and an agent's claim should cost what they return, not what
-the conversation holds. This builds a channel with a long history (each message answered: a
+A page of history, the sidebar, a person's post and an agent's claim should cost what they
+return, not what the conversation (or the workspace) holds. This builds a channel with a long history (each message answered: a
 finished turn and an acked delivery) among many short conversations, as in any workspace, then
 times each operation through the product's own code (the REST endpoint via Django's test client;
 the gateway as a socket's thread calls it). Wall time, so PostgreSQL's share counts; median of
@@ -56,8 +56,15 @@ def main() -> None:
     url = f"/api/v1/conversations/{channel.id}/messages/"
     middle = Message.objects.get(conversation=channel, body=f"busy {args.messages // 2}")
 
+    browser = Client()
+    browser.force_login(person)
+    sidebar_url = f"/app/w/{channel.workspace_id}/sidebar/"
+
     def page(i):
         assert client.get(url + "?limit=50").status_code == 200
+
+    def sidebar(i):
+        assert browser.get(sidebar_url).status_code == 200
 
     def page_before(i):
         assert client.get(url + f"?limit=50&before={middle.id}").status_code == 200
@@ -71,7 +78,11 @@ def main() -> None:
         return frame["id"]
 
     figures = {}
-    for name, operation in (("newest page (REST, 50)", page), ("page before (REST)", page_before)):
+    for name, operation in (
+        ("newest page (REST, 50)", page),
+        ("page before (REST)", page_before),
+        ("sidebar (drawn on every page)", sidebar),
+    ):
         median_ms(operation, 6)  # warm: prepared statements take their generic plans
         figures[name] = median_ms(operation, args.count)
     # Each time: an agent's answer (with its client ref, as a bridge posts), a person's post
