@@ -103,7 +103,7 @@ class AgentDetailView(APIView):
     def get(self, request, agent_id):
         agent = access_agent(request.user, agent_id)
         out = agent_out(agent)
-        out["load"] = gateway.agent_load(agent.id)
+        out["load"] = gateway.agent_loads([agent.id])[agent.id]
         return Response(out)
 
     def patch(self, request, agent_id):

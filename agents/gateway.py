@@ -262,5 +262,10 @@ def release_work(agent_id, connection_id: str, held: dict) -> int:
     return sum(claims.release(model, agent_id, connection_id) for model, *_ in WORK_KINDS.values())
 
 
-def agent_load(agent_id) -> int:
-    return sum(claims.open_count(model, agent_id) for model, *_ in WORK_KINDS.values())
+def agent_loads(agent_ids) -> dict:
+    """{agent id: items queued or in flight}, in one query per kind of work."""
+    loads = dict.fromkeys(agent_ids, 0)
+    for model, *_ in WORK_KINDS.values():
+        for agent_id, count in claims.open_counts(model, loads).items():
+            loads[agent_id] += count
+    return loads

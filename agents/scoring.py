@@ -38,6 +38,7 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
         return []
     ids = [a.id for a in agents]
     online = presence.online(ids)
+    loads = gateway.agent_loads(ids)
     history = {
         row["agent_id"]: row
         for row in Task.objects.filter(agent_id__in=ids, status__in=Task.TERMINAL)
@@ -63,7 +64,7 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
             "capability": len(matched) / len(agent.capabilities) if agent.capabilities else 0.0,
             "role": 1.0 if capability_hits(agent.role, task_words) else 0.0,
             "online": 1.0 if online[agent.id] else 0.0,
-            "load": 1.0 / (1 + gateway.agent_load(agent.id)),
+            "load": 1.0 / (1 + loads[agent.id]),
             # No history yet: neither trusted nor distrusted.
             "trust": (done["completed"] / done["finished"]) if done.get("finished") else 0.5,
             "cost": 1.0 / (1 + float(used["cost"]) * 10) if used.get("cost") is not None else 0.5,

@@ -18,11 +18,12 @@ from workspaces.access import workspaces_visible_to
 
 def _rows(agents, user):
     online = agent_presence(agents)
+    loads = gateway.agent_loads([a.id for a in agents])
     return [
         {
             "agent": a,
             "online": online[a.id],
-            "load": gateway.agent_load(a.id),
+            "load": loads[a.id],
             "mine": a.owner_id == user.id,
         }
         for a in agents
@@ -75,7 +76,7 @@ def agent_detail(request, membership, agent_id):
         agent=agent,
         is_agent_owner=is_owner,
         online=online,
-        load=gateway.agent_load(agent.id),
+        load=gateway.agent_loads([agent.id])[agent.id],
         appears_here=agents_visible_in(membership.workspace_id).filter(pk=agent.pk).exists(),
         pinned_ids={str(p.workspace_id) for p in agent.pins.all()},
         keys=agent.keys.order_by("-created_at") if is_owner else [],

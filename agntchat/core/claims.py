@@ -252,6 +252,13 @@ def release(model, agent_id, connection_id: str) -> int:
     return _execute(_statement(model, RELEASE_SQL), {"agent": agent_id, "conn": connection_id})
 
 
-def open_count(model, agent_id) -> int:
-    """Items queued or in flight for an agent: its current load."""
-    return model.objects.filter(agent_id=agent_id, acked_at__isnull=True).count()
+def open_counts(model, agent_ids) -> dict:
+    """Items queued or in flight per agent (their current load), for several agents at once;
+    agents with none are left out."""
+    rows = (
+        model.objects.filter(agent_id__in=agent_ids, acked_at__isnull=True)
+        .values_list("agent_id")
+        .annotate(count=models.Count("*"))
+        .order_by()
+    )
+    return dict(rows)

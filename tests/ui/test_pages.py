@@ -225,3 +225,52 @@ def test_the_task_list_shows_each_tasks_latest_progress_in_one_read(client, alic
     assert all(f"latest step of {i}" in page for i in range(6))
     assert "old step" not in page
     assert len(six) == len(one)  # not a query per task
+
+
+def test_no_page_reads_once_per_row_it_shows(client, alice, bob, team_a, channel, nova, story):
+    """Every page takes as many queries with five times the rows as with one of each: no query
+    per message, task, event, artifact, version, key, agent, conversation or member shown."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents.actions import create_agent_key, set_personality
+    from agents.tasks import mark_started, record_event
+    from artifacts.actions import comment_on_artifact, update_artifact
+    from conversations.actions import create_conversation
+
+    def queries_per_page() -> dict:
+        counts = {}
+        for url in pages(team_a, channel, nova, story):
+            client.get(url)  # warm: sessions, compiled statements
+            with CaptureQueriesContext(connection) as captured:
+                assert client.get(url).status_code in (200, 302), url
+            counts[url] = len(captured)
+        return counts
+
+    client.force_login(alice)
+    before = queries_per_page()
+    helpers = []
+    for i in range(4):
+        agent = agent_actions.create_agent(alice, name=f"Helper {i}", backend="scripted")
+        helpers.append(agent)
+        create_agent_key(nova, f"key {i}")
+        set_personality(nova, f"Curious, take {i}.", author=alice)
+        post_message(bob, channel, f"**more** {i}")
+        post_message(nova, channel, f"an answer {i}")
+        task = create_task(alice, team_a, agent, f"Task {i}")
+        mark_started(task.id)
+        record_event(task.id, {"message": f"step {i}"})
+        record_event(story["task"].id, {"message": f"step {i}"})
+        publish_artifact(nova, channel, f"Note {i}", "markdown", f"# Note {i}")
+        update_artifact(nova, story["artifact"], f"# Plan v{i + 2}")
+        comment_on_artifact(bob, story["artifact"], f"comment {i}")
+        create_conversation(alice, team_a, kind="channel", title=f"room-{i}", agent_ids=[agent.id])
+        create_conversation(alice, team_a, kind="direct", user_ids=[bob.id])
+    after = queries_per_page()
+    grew = {url: (before[url], after[url]) for url in before if after[url] != before[url]}
+    assert not grew
+    # The directory's loads, read for all agents at once, are still each agent's own.
+    directory = client.get(f"/w/{team_a.id}/agents/").content.decode()
+    for agent in helpers:
+        row = directory.split(f'<tr data-agent-id="{agent.id}"')[1].split("</tr>")[0]
+        assert '<span class="count">1</span> <span class="muted small">in flight' in row
