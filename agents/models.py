@@ -191,7 +191,8 @@ class TaskEvent(BaseModel):
 class TurnUsage(BaseModel):
     """What one turn cost (RUN-8): tokens, cache, money when known, latency."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage")
+    # Indexed with the time (below): an agent's turns are read newest first, a window at a time.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage", db_index=False)
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
     conversation = models.ForeignKey(
         "conversations.Conversation",
@@ -211,3 +212,6 @@ class TurnUsage(BaseModel):
     cache_write_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     latency_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "created_at"], name="usage_history")]

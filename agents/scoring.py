@@ -6,11 +6,12 @@ then by the agent's creation time, then by id.
 """
 
 from django.conf import settings
-from django.db.models import Avg, Count, Q
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db.models import Count, OuterRef, Q
 
 from agents import gateway
 from agents.access import agents_visible_in
-from agents.models import Task, TurnUsage
+from agents.models import Agent, Task, TurnUsage
 from agntchat.core import presence
 from conversations.turns import capability_hits, words
 
@@ -24,6 +25,15 @@ DEFAULT_WEIGHTS = {
     "latency": 0.5,  # faster per turn
     "tools": 1.0,  # already connected to the tools the task needs
 }
+
+
+# The turns an agent's typical cost and latency are taken from, newest first.
+RECENT_TURNS = 100
+
+
+def _mean(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def weights() -> dict:
@@ -47,11 +57,16 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
             finished=Count("id"), completed=Count("id", filter=Q(status=Task.Status.COMPLETED))
         )
     }
+    # Typical cost and latency: of each agent's last RECENT_TURNS turns (an index walk that
+    # stops there), not of every turn it ever took.
+    recent = TurnUsage.objects.filter(agent=OuterRef("pk")).order_by("-created_at")
     usage = {
-        row["agent_id"]: row
-        for row in TurnUsage.objects.filter(agent_id__in=ids)
-        .values("agent_id")
-        .annotate(cost=Avg("cost_usd"), latency=Avg("latency_ms"))
+        row["id"]: {"cost": _mean(row["costs"]), "latency": _mean(row["latencies"])}
+        for row in Agent.objects.filter(pk__in=ids).values(
+            "id",
+            costs=ArraySubquery(recent.values("cost_usd")[:RECENT_TURNS]),
+            latencies=ArraySubquery(recent.values("latency_ms")[:RECENT_TURNS]),
+        )
     }
     w = weights()
     candidates = []

@@ -91,3 +91,45 @@ def test_the_api_shows_the_breakdown(alice, team_a, pair, api):
     body = response.json()
     assert body["ownerScores"]["winner"] == body["agentId"]
     assert len(body["ownerScores"]["candidates"]) == 2
+
+
+def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, settings):
+    """Typical means recent: Ada was slow and dear long ago and is fast and cheap now; Bea never
+    reported a cost. Only the last RECENT_TURNS turns are read (tests/plans.py counts them)."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from agents.models import TurnUsage
+    from tests.plans import executed_plan, table_rows_read
+
+    ada, bea = pair
+    settings.TASK_SCORE_WEIGHTS = {"latency": 0.0, "cost": 0.0}  # recorded, not deciding
+    long_ago = timezone.now() - timedelta(days=30)
+    old = [
+        TurnUsage(agent=ada, workspace=team_a, cost_usd="5.0", latency_ms=90_000)
+        for _ in range(500)
+    ]
+    TurnUsage.objects.bulk_create(old)
+    TurnUsage.objects.filter(agent=ada).update(created_at=long_ago)
+    for _ in range(scoring.RECENT_TURNS):
+        actions.record_usage(ada, team_a.id, {"cost_usd": 0.1, "latency_ms": 1000})
+        actions.record_usage(bea, team_a.id, {"latency_ms": 10_000})
+    statements = []
+
+    def record(execute, sql, params, many, context):
+        statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        task = tasks.create_task(alice, team_a, None, "research this")
+    parts = {c["name"]: c["parts"] for c in task.owner_scores["candidates"]}
+    assert parts["Ada"]["cost"] == 0.5 and parts["Ada"]["latency"] == round(1 / 1.1, 4)
+    assert parts["Bea"]["cost"] == 0.5 and parts["Bea"]["latency"] == 0.5
+    # The statement as the application ran it: the usage rows its plan reads.
+    (window,) = [(sql, p) for sql, p in statements if "agents_turnusage" in sql]
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE agents_turnusage")
+    plan = executed_plan(*window)
+    assert table_rows_read(plan, "agents_turnusage") <= 2 * 2 * scoring.RECENT_TURNS
