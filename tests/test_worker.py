@@ -1,4 +1,5 @@
-"""The real django-q2 worker (ORM broker on PostgreSQL) runs our jobs with our settings."""
+"""The real django-q2 worker (ORM broker on PostgreSQL) runs our jobs with our settings, and
+stops cleanly when a process manager stops it."""
 
 import os
 import signal
@@ -29,7 +30,7 @@ def test_the_worker_abandons_an_idle_thread(alice, team_a):
         last_message_at=timezone.now() - timedelta(days=1)
     )
     worker = subprocess.Popen(
-        [sys.executable, "manage.py", "qcluster"],
+        [sys.executable, "manage.py", "worker"],
         env=dict(os.environ, DATABASE_URL=database_url(), Q_WORKERS="1"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -46,10 +47,20 @@ def test_the_worker_abandons_an_idle_thread(alice, team_a):
         assert done.result == 1
         assert Conversation.objects.get(kind="thread").thread_status == "abandoned"
     finally:
-        worker.send_signal(signal.SIGTERM)
+        # As honcho (Ctrl-C of `make run`) and systemd stop a service: the whole process group.
+        # Plain qcluster hung forever here.
+        os.killpg(worker.pid, signal.SIGTERM)
         try:
-            worker.wait(timeout=15)
+            code = worker.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
+            code = "hung"
+            # Its cluster runs in a session of its own, led by the worker's child.
+            found = subprocess.run(["pgrep", "-P", str(worker.pid)], capture_output=True)
+            for pid in [worker.pid, *map(int, found.stdout.split())]:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:  # not a group's leader
+                    os.kill(pid, signal.SIGKILL)
             worker.wait()
+    assert code == 0
     assert b"Traceback" not in worker.stderr.read()
