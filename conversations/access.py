@@ -1,6 +1,6 @@
 """Permission-checked fetches of conversations and messages, for people and for agents."""
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, Subquery
 
 from agents.access import workspaces_of_agent
 from agents.models import Agent
@@ -21,15 +21,28 @@ def conversations_visible_to(actor):
         )
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=actor)
     taking_part = Participant.objects.filter(conversation_id=OuterRef("pk"), user=actor)
-    # A side thread is readable by whoever can read the conversation it hangs off (THR-2).
-    in_origin = Participant.objects.filter(
-        conversation_id=OuterRef("parent_message__conversation_id"), user=actor
+    # A side thread is readable by whoever can read the conversation it hangs off (THR-2): its
+    # origin is looked up by key for each thread. (As an EXISTS, PostgreSQL may hash every
+    # message of the database to answer it; a scalar subquery runs per row.)
+    in_origin = Participant.objects.filter(conversation_id=OuterRef("conversation_id"), user=actor)
+    origin_readable = (
+        Message.objects.filter(pk=OuterRef("parent_message_id"))
+        .annotate(
+            readable=ExpressionWrapper(
+                Q(conversation__kind=Conversation.Kind.CHANNEL) | Exists(in_origin),
+                output_field=BooleanField(),
+            )
+        )
+        .values("readable")[:1]
     )
-    readable_thread = Q(kind=Conversation.Kind.THREAD) & (
-        Q(parent_message__conversation__kind=Conversation.Kind.CHANNEL) | Exists(in_origin)
-    )
-    return Conversation.objects.filter(Exists(member)).filter(
-        Q(kind=Conversation.Kind.CHANNEL) | Exists(taking_part) | readable_thread
+    return (
+        Conversation.objects.alias(origin_readable=Subquery(origin_readable))
+        .filter(Exists(member))
+        .filter(
+            Q(kind=Conversation.Kind.CHANNEL)
+            | Exists(taking_part)
+            | Q(kind=Conversation.Kind.THREAD, origin_readable=True)
+        )
     )
 
 

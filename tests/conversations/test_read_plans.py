@@ -157,3 +157,38 @@ def test_the_sidebar_reads_what_it_lists(
         assert read <= 10, [json.dumps(p) for p in plans]
     finally:
         set_plan_cache_mode(None)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_the_conversation_list_reads_no_history(
+    alice, bob, api, nova, busy_channel_among_short_ones, plan_cache_mode
+):
+    """Which side threads Bob may read depends on where each hangs off: looked up per thread,
+    not by joining every message of the database to find out."""
+    from agents.actions import create_agent
+    from conversations import actions
+
+    channel = busy_channel_among_short_ones
+    rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
+    actions.add_participant(channel, agent=rex)
+    actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
+    off_channel = Conversation.objects.get(kind="thread")
+    dm = actions.create_conversation(
+        alice, channel.workspace, kind="direct", agent_ids=[nova.id, rex.id]
+    )
+    actions.post_message(nova, dm, '<dm target="Rex">Between us.</dm>')
+    off_dm = Conversation.objects.exclude(pk=off_channel.pk).get(kind="thread")
+    client = api(bob)
+    set_plan_cache_mode(plan_cache_mode)
+    try:
+        response, statements = _selects(lambda: client.get("/api/v1/conversations/"))
+        assert response.status_code == 200
+        listed = {c["id"] for c in response.json()["results"]}
+        assert str(channel.id) in listed and str(off_channel.id) in listed
+        assert str(dm.id) not in listed and str(off_dm.id) not in listed
+        for sql, params in statements:
+            plan = executed_plan(sql, params)
+            # The two threads' origins, by key: not the 3,000 messages of the channel.
+            assert table_rows_read(plan, "conversations_message") <= 4, json.dumps(plan)
+    finally:
+        set_plan_cache_mode(None)
