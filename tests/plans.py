@@ -48,6 +48,19 @@ def _bitmap_entries(plan: dict) -> int:
     return sum(_bitmap_entries(p) for p in plan.get("Plans", []) if "Relation Name" not in p)
 
 
+def selects_run_by(request):
+    """What REQUEST (a callable) returns, and the SELECTs it runs, with their params."""
+    statements = []
+
+    def record(execute, sql, params, many, context):
+        if sql.lstrip().startswith("SELECT"):
+            statements.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        return request(), statements
+
+
 def set_plan_cache_mode(mode: str | None) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"SET plan_cache_mode = {mode}" if mode else "RESET plan_cache_mode")

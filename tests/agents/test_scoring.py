@@ -102,7 +102,7 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
     from django.utils import timezone
 
     from agents.models import TurnUsage
-    from tests.plans import executed_plan, table_rows_read
+    from tests.plans import executed_plan, selects_run_by, table_rows_read
 
     ada, bea = pair
     settings.TASK_SCORE_WEIGHTS = {"latency": 0.0, "cost": 0.0}  # recorded, not deciding
@@ -116,14 +116,9 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
     for _ in range(scoring.RECENT_TURNS):
         actions.record_usage(ada, team_a.id, {"cost_usd": 0.1, "latency_ms": 1000})
         actions.record_usage(bea, team_a.id, {"latency_ms": 10_000})
-    statements = []
-
-    def record(execute, sql, params, many, context):
-        statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        task = tasks.create_task(alice, team_a, None, "research this")
+    task, statements = selects_run_by(
+        lambda: tasks.create_task(alice, team_a, None, "research this")
+    )
     parts = {c["name"]: c["parts"] for c in task.owner_scores["candidates"]}
     assert parts["Ada"]["cost"] == 0.5 and parts["Ada"]["latency"] == round(1 / 1.1, 4)
     assert parts["Bea"]["cost"] == 0.5 and parts["Bea"]["latency"] == 0.5

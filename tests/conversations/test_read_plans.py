@@ -10,13 +10,13 @@ their plans read."""
 import json
 
 import pytest
-from django.db import connection
 
 from conversations.models import Conversation, Message
 from tests.plans import (
     LONG_TABLES,
     executed_plan,
     fill_long_history,
+    selects_run_by,
     set_plan_cache_mode,
     table_rows_read,
 )
@@ -29,19 +29,6 @@ def busy_channel_among_short_ones(alice, channel, nova):
     """CHANNEL with 3,000 messages, each answered by Nova, among 600 short conversations."""
     fill_long_history(alice, channel, nova, messages=3000, short=600)
     return channel
-
-
-def _selects(request):
-    """What REQUEST (a callable) returns, and the SELECTs it runs, with their params."""
-    statements = []
-
-    def record(execute, sql, params, many, context):
-        if sql.lstrip().startswith("SELECT"):
-            statements.append((sql, params))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        return request(), statements
 
 
 def _is_page_read(sql: str) -> bool:
@@ -69,7 +56,7 @@ def test_a_page_of_a_busy_channel_reads_about_a_page(
     set_plan_cache_mode(plan_cache_mode)
     try:
         for name, (http, page, shown) in pages.items():
-            response, statements = _selects(lambda http=http, page=page: http.get(page))
+            response, statements = selects_run_by(lambda http=http, page=page: http.get(page))
             assert response.status_code == 200, name
             if shown:
                 assert len(response.json()["results"]) == shown
@@ -105,7 +92,7 @@ def test_a_post_in_a_busy_channel_reads_none_of_its_history(
 
     set_plan_cache_mode(plan_cache_mode)
     try:
-        response, statements = _selects(answer_then_thanks)
+        response, statements = selects_run_by(answer_then_thanks)
         assert response.status_code == 201
         assert statements
         for sql, params in statements:
@@ -142,7 +129,7 @@ def test_the_sidebar_reads_what_it_lists(
     client.force_login(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
-        response, statements = _selects(
+        response, statements = selects_run_by(
             lambda: client.get(f"/app/w/{channel.workspace_id}/sidebar/")
         )
         assert response.status_code == 200
@@ -181,7 +168,7 @@ def test_the_conversation_list_reads_no_history(
     client = api(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
-        response, statements = _selects(lambda: client.get("/api/v1/conversations/"))
+        response, statements = selects_run_by(lambda: client.get("/api/v1/conversations/"))
         assert response.status_code == 200
         listed = {c["id"] for c in response.json()["results"]}
         assert str(channel.id) in listed and str(off_channel.id) in listed
