@@ -132,9 +132,8 @@ else:
         "max_size": env_int("DB_POOL_MAX", 20),
         "timeout": 10,
     }
-if (
-    os.environ.get("DB_POOLER") != "transaction"
-):  # a pooler refuses startup options: its DBA sets them
+# A transaction pooler refuses startup options: behind one, its administrator sets them.
+if os.environ.get("DB_POOLER") != "transaction":
     _db["OPTIONS"]["options"] = " ".join(filter(None, _session))
 DATABASES = {"default": _db}
 # Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
