@@ -278,11 +278,15 @@ def post_notice(conversation: Conversation, body: str, *, payload: dict | None =
 
 
 def announce_message(message: Message, event_type: str) -> None:
-    """Send a message event to every browser that may read its conversation."""
-    publish_many(
-        audience_topics(message.conversation),
-        {"type": "live.event", "event": {"type": event_type, "message": message_data(message)}},
-    )
+    """Send a message event to every browser that may read its conversation. With the
+    conversation's kind: a side thread reaches everyone who may read its origin, but a sidebar
+    lists only the threads one takes part in."""
+    event = {
+        "type": event_type,
+        "message": message_data(message),
+        "conversation_kind": message.conversation.kind,
+    }
+    publish_many(audience_topics(message.conversation), {"type": "live.event", "event": event})
 
 
 def audience_topics(conversation: Conversation) -> list[str]:

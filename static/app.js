@@ -470,10 +470,11 @@ function initShell() {
         if (message.author?.type === "agent") setPresence(message.author.id, true);
         if (message.conversationId === page.conversationId) break;
         const mine = message.author?.id === me;
-        // A conversation the sidebar does not list yet (a new channel, a DM someone opened).
-        if (!(mine ? $(`#sidebar [data-conversation-id="${message.conversationId}"]`) : bumpUnread(message.conversationId))) {
-          refreshSidebar();
-        }
+        const listed = mine ? $(`#sidebar [data-conversation-id="${message.conversationId}"]`) : bumpUnread(message.conversationId);
+        // A conversation the sidebar does not list yet (a new channel, a DM someone opened, a
+        // thread I just wrote in). Not others' side threads: they reach everyone who can read
+        // their origin, and a refetch for each of their messages would be wasted.
+        if (!listed && (mine || event.conversationKind !== "thread")) refreshSidebar();
         break;
       }
       case "conversation.created":

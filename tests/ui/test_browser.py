@@ -200,7 +200,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     shot(page, "laptop-04-conversation")
 
     # Nova pulls another agent into a side thread: a card appears under its message, live.
-    orm(agent_actions.create_agent, bob_user, name="Rex", handle="rex", backend="scripted")
+    rex = orm(agent_actions.create_agent, bob_user, name="Rex", handle="rex", backend="scripted")
     origin = orm(
         post_message,
         nova,
@@ -213,6 +213,16 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     expect(card).to_contain_text("Nova ↔ Rex")
     bob_card = bob.locator(f'[data-thread-id="{thread.id}"]')
     expect(bob_card).to_contain_text("In progress", timeout=WAIT)
+    # Bob is not in it: its messages reach his page (for the card), but his sidebar lists only
+    # threads he is in, so they must not make it refetch the sidebar each time.
+    sidebar_fetches = []
+    bob.on("request", lambda r: "/sidebar/" in r.url and sidebar_fetches.append(r.url))
+    for i in range(3):
+        orm(post_message, rex, thread, f"Tide table {i}")
+    after = orm(post_message, alice_user, general, "Thanks both")  # same live topic, later
+    expect(bob.locator(f'[data-message-id="{after.id}"]')).to_be_visible(timeout=WAIT)
+    bob.wait_for_timeout(600)  # a sidebar refetch waits 250 ms for more of the same
+    assert sidebar_fetches == []
     # Alice takes part in it: she opens it inline and resolves it; Bob's card follows live.
     orm(add_participant, thread, user=alice_user)
     page.reload()
