@@ -133,7 +133,11 @@ def listed_in_sidebar(user, workspace):
     two index reads (channels by workspace and kind, participations by person), and the
     conversations by key. (A subset of what USER may read: the membership is checked.)"""
     channels = Conversation.objects.filter(workspace=workspace, kind=Conversation.Kind.CHANNEL)
-    mine = Participant.objects.filter(user=user, conversation__workspace=workspace)
+    # Each of the person's conversations checked for the workspace by key (a scalar subquery):
+    # as a join, a generic plan may choose to read the whole workspace and hash it.
+    workspace_of = Conversation.objects.filter(pk=OuterRef("conversation_id")).values("workspace")
+    mine = Participant.objects.filter(user=user).alias(workspace=Subquery(workspace_of[:1]))
+    mine = mine.filter(workspace=workspace.id)
     ids = ArraySubquery(channels.values("pk").union(mine.values("conversation_id"), all=True))
     # id = ANY(ARRAY(…)): looked up by key, where IN (…) would leave PostgreSQL free to test
     # every conversation of the workspace against the list (and a generic plan cannot tell
