@@ -1,5 +1,7 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
+from contextlib import nullcontext
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -168,8 +170,17 @@ def post_message(
             payload["dm_error"] = exc.message  # the text stays visible; nothing half-created
     delegation = turns.delegation(body, conversation, actor) if conversational else None
     by_person = agent_author is None and actor is not None
-    with transaction.atomic():
-        if by_person and not getattr(conversation, "takes_part", False):
+    takes_part = getattr(conversation, "takes_part", False)
+    # A person's plain post writes once, in its last statement (settle_post), which locks the
+    # conversation row. In a transaction, that lock would be held until this thread, competing
+    # for the GIL with the process's others, got round to sending COMMIT: posts to one busy
+    # channel queued on it, and a second web process added nothing. Alone, the statement is its
+    # own transaction and the lock lasts as long as PostgreSQL runs it.
+    single_write = (
+        by_person and conversational and takes_part and delegation is None and not planned_threads
+    )
+    with nullcontext() if single_write else transaction.atomic():
+        if by_person and not takes_part:
             # Posting in an open channel joins it, as in any team chat.
             Participant.objects.get_or_create(conversation=conversation, user=actor)
         if conversational and by_person:
@@ -203,10 +214,13 @@ def post_message(
             rows += [decision] if decision else []
             holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.
-        rows += new_deliveries(message, wake or [], holds_turn=holds_turn, visible=conversational)
-        settled = turns.settle_post(
-            conversation, message, rows, by_person=conversational and by_person
+        deliveries = new_deliveries(
+            message, wake or [], holds_turn=holds_turn, visible=conversational
         )
+        settled = turns.settle_post(
+            conversation, message, rows + deliveries, by_person=conversational and by_person
+        )
+        wake_agents(deliveries)
         # What needs the message stored: threads hang off it.
         if planned_threads:
             threads.open_threads(message, planned_threads)
@@ -240,13 +254,14 @@ def queue_for_agents(
     deliveries = new_deliveries(message, agent_ids, holds_turn=holds_turn, visible=visible)
     if deliveries:
         compiled_insert(*deliveries, ignore_conflicts=True)
+        wake_agents(deliveries)
     return deliveries
 
 
 def new_deliveries(
     message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
 ) -> list[Delivery]:
-    """queue_for_agents' deliveries, not yet stored; their agents are woken on commit."""
+    """queue_for_agents' deliveries, not yet stored."""
     if not agent_ids:
         return []
     conversation = message.conversation
@@ -259,8 +274,6 @@ def new_deliveries(
             .values_list("id", flat=True)
         )
     )
-    for agent_id in allowed:
-        wake_agent(agent_id, "message")
     return [
         Delivery(
             agent_id=a,
@@ -270,6 +283,13 @@ def new_deliveries(
         )
         for a in allowed
     ]
+
+
+def wake_agents(deliveries) -> None:
+    """Wake the agents of DELIVERIES once they are stored: on commit, or now when the statement
+    that stored them was its own transaction."""
+    for delivery in deliveries:
+        wake_agent(delivery.agent_id, "message")
 
 
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:

@@ -188,18 +188,14 @@ def count_post(conversation: Conversation) -> Guard:
 
 
 # The end of a post's last statement, after the inserts of its rows (settle_post; written as a
-# THEN of core.compiled.compiled_insert). A person's post: stamp the time, reset the agent
-# streak, wake the agents that said they were done, and return the streak as it was (locked, so
-# no post races it).
+# THEN of core.compiled.compiled_insert): stamp the conversation's time and return its agent
+# streak. A person's post also wakes the agents that said they were done.
 SETTLE_BY_PERSON = """
 , woken AS (
     UPDATE {participants} SET done_at = NULL
      WHERE conversation_id = %s AND done_at IS NOT NULL
 )
-UPDATE {conversations} c SET last_message_at = %s, agent_streak = 0
-  FROM (SELECT agent_streak FROM {conversations} WHERE id = %s FOR UPDATE) before
- WHERE c.id = %s
-RETURNING before.agent_streak
+UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING agent_streak
 """
 SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING 0"
 
@@ -207,13 +203,13 @@ SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s
 def settle_post(conversation: Conversation, message: Message, rows, *, by_person: bool) -> list:
     """Store MESSAGE with its ROWS (its turn decision, its deliveries) and, in the same
     statement, stamp the conversation's ``last_message_at``. A person's message (BY_PERSON) also
-    resets the agent streak, wakes the agents that said they were done (TURN-3), and releases
-    the posts the loop guard held (returned, oldest first). Held posts exist only while the
-    streak is above zero, so the release runs only then.
+    wakes the agents that said they were done (TURN-3) and, when agents have been talking among
+    themselves, resets the agent streak and releases the posts the loop guard held (returned,
+    oldest first; release_held).
 
-    Last in a post's transaction (only what needs the message stored, side threads and a
-    delegated task, comes after it), so the conversation row stays locked only for the commit:
-    concurrent posts in one busy channel do not queue behind each other's whole transaction."""
+    The statement locks the conversation row: it is last in a post's transaction (only what
+    needs the message stored, side threads and a delegated task, comes after it), and a person's
+    plain post runs it on its own, without a transaction (post_message)."""
     names = {
         "conversations": connection.ops.quote_name(Conversation._meta.db_table),
         "participants": connection.ops.quote_name(Participant._meta.db_table),
@@ -222,18 +218,28 @@ def settle_post(conversation: Conversation, message: Message, rows, *, by_person
     def settle():  # called once the message's created_at is set
         if by_person:
             pk = conversation.pk
-            return SETTLE_BY_PERSON.format(**names), [pk, message.created_at, pk, pk]
+            return SETTLE_BY_PERSON.format(**names), [pk, message.created_at, pk]
         return SETTLE_BY_AGENT.format(**names), [message.created_at, conversation.pk]
 
-    ((streak_before,),) = compiled_insert(message, *rows, then=settle)
-    if not (by_person and streak_before):
-        return []
-    released = list(
-        Message.objects.select_for_update()
-        .filter(conversation=conversation, held_at__isnull=False)
-        .order_by("created_at")
-    )
-    Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
+    ((streak,),) = compiled_insert(message, *rows, then=settle)
+    return release_held(conversation) if by_person and streak else []
+
+
+def release_held(conversation: Conversation) -> list[Message]:
+    """A person spoke after agents' posts: reset the agent streak and release the posts the loop
+    guard held (TURN-2), oldest first. Its own transaction when the post had none: should it be
+    lost, the streak stays up and the next person's post releases them."""
+    with transaction.atomic(savepoint=False):
+        locked = Conversation.objects.select_for_update().filter(pk=conversation.pk)
+        if not locked.values_list("agent_streak", flat=True).get():
+            return []  # another person's post got here first
+        locked.update(agent_streak=0)
+        released = list(
+            Message.objects.select_for_update()
+            .filter(conversation=conversation, held_at__isnull=False)
+            .order_by("created_at")
+        )
+        Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
     for held in released:
         held.held_at = None
     return released

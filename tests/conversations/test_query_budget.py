@@ -3,12 +3,15 @@
 Budgets, for a person's post in a channel with one agent: the post itself (auth, access, the
 insert transaction), the claim of its delivery with the work payload, and the ack."""
 
+import threading
+
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents import gateway
-from conversations.models import Delivery, TurnDecision
+from conversations import actions
+from conversations.models import Conversation, Delivery, TurnDecision
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,9 +26,9 @@ def test_a_post_its_claim_and_its_ack_stay_within_their_query_budgets(alice, cha
     with CaptureQueriesContext(connection) as post:
         response = client.post(url, {"body": "hello there"}, format="json")
     assert response.status_code == 201
-    # token, access, BEGIN, participants, then one statement that stores the message, its turn
-    # decision and its delivery and settles the conversation, COMMIT
-    assert len(post.captured_queries) <= 6, [q["sql"][:80] for q in post.captured_queries]
+    # token, access, participants, then one statement, its own transaction, that stores the
+    # message, its turn decision and its delivery and settles the conversation
+    assert len(post.captured_queries) == 4, [q["sql"][:80] for q in post.captured_queries]
 
     with CaptureQueriesContext(connection) as claim:
         frames = gateway.claim_work(nova, "c1", {"message": 8})
@@ -58,3 +61,40 @@ def test_an_agents_message_reaches_another_agent_within_the_claim_budget(alice, 
     # the claim with the payload's rows and the history window, its side threads (none), the
     # loop guard's head count: no column the payload shows is left out of its read
     assert len(claim.captured_queries) <= 3, [q["sql"][:80] for q in claim.captured_queries]
+
+
+def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
+    alice, channel, nova, api, monkeypatch
+):
+    """Every post stamps its conversation's row, so posts to one channel take turns at its lock.
+    Held until COMMIT, the lock also covered the time the posting thread waited for the GIL to
+    send it: posts queued behind each other, and a second web process added nothing
+    (docs/benchmarks.md, ninth session). A person's plain post is one statement on its own."""
+    probes = []
+    wake = actions.wake_agents
+
+    def probe_then_wake(deliveries):
+        # Right after the post's write, before anything else: may another connection lock the row?
+        def try_lock():
+            try:
+                with transaction.atomic():
+                    Conversation.objects.select_for_update(nowait=True).get(pk=channel.pk)
+                probes.append("free")
+            except OperationalError:
+                probes.append("locked")
+            finally:
+                connection.close()
+
+        prober = threading.Thread(target=try_lock)
+        prober.start()
+        prober.join()
+        wake(deliveries)
+
+    monkeypatch.setattr(actions, "wake_agents", probe_then_wake)
+    client = api(alice)
+    url = f"/api/v1/conversations/{channel.id}/messages/"
+    assert client.post(url, {"body": "one"}, format="json").status_code == 201
+    with transaction.atomic():  # the caller's own transaction: the lock lasts as long as it
+        assert client.post(url, {"body": "two"}, format="json").status_code == 201
+    assert probes == ["free", "locked"]
+    assert Delivery.objects.filter(agent=nova).count() == 2

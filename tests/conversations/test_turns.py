@@ -8,7 +8,7 @@ from agents import actions as agent_actions
 from agntchat.core.exceptions import AppError
 from conversations import turns
 from conversations.actions import create_conversation, post_message, update_settings
-from conversations.models import Conversation, Delivery, TurnDecision
+from conversations.models import Conversation, Delivery, Message, TurnDecision
 from tests.conftest import agent_session
 from tests.socket_helpers import agent_communicator, next_frame
 
@@ -133,13 +133,29 @@ class TestLoopGuard:
         listed = api(alice).get(f"/api/v1/conversations/{room.id}/messages/").json()["results"]
         assert [m["body"] for m in listed] == [f"agent chatter {i}" for i in range(6)]
         # A person speaks: the cap lifts and the held post is let through (it wakes nobody).
-        post_message(alice, room, "ok, carry on")
+        url = f"/api/v1/conversations/{room.id}/messages/"
+        assert api(alice).post(url, {"body": "ok, carry on"}, format="json").status_code == 201
         room.refresh_from_db()
         held.refresh_from_db()
         assert room.agent_streak == 0 and held.held_at is None and woken(held) == []
         listed = api(alice).get(f"/api/v1/conversations/{room.id}/messages/").json()["results"]
         assert [m["body"] for m in listed][-2:] == ["@nova one more", "ok, carry on"]
         assert post_message(rex, room, "thanks").held_at is None
+
+    @pytest.mark.django_db(transaction=True)
+    def test_a_persons_post_in_its_own_transaction_releases_the_held_posts(self, alice, cast, api):
+        # As in a running server: the post's write commits alone, the release after it.
+        room, nova = cast["room"], cast["nova"]
+        for i in range(turns.GROUP_CAP + 2):
+            post_message(nova, room, f"agent chatter {i}")
+        assert Message.objects.filter(conversation=room, held_at__isnull=False).count() == 2
+        url = f"/api/v1/conversations/{room.id}/messages/"
+        assert api(alice).post(url, {"body": "enough"}, format="json").status_code == 201
+        room.refresh_from_db()
+        assert room.agent_streak == 0
+        assert not Message.objects.filter(conversation=room, held_at__isnull=False).exists()
+        listed = api(alice).get(url).json()["results"]
+        assert [m["body"] for m in listed][-3:] == ["agent chatter 6", "agent chatter 7", "enough"]
 
     def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
