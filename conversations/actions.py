@@ -171,27 +171,33 @@ def post_message(
     delegation = turns.delegation(body, conversation, actor) if conversational else None
     by_person = agent_author is None and actor is not None
     takes_part = getattr(conversation, "takes_part", False)
-    # A person's plain post writes once, in its last statement (settle_post), which locks the
-    # conversation row. In a transaction, that lock would be held until this thread, competing
-    # for the GIL with the process's others, got round to sending COMMIT: posts to one busy
-    # channel queued on it, and a second web process added nothing. Alone, the statement is its
-    # own transaction and the lock lasts as long as PostgreSQL runs it.
+    if conversational and by_person:
+        conversation.agent_streak = 0  # reset (and held posts released) by settle_post
+    # An agent's post counts against the loop guard; at the cap it is held (TURN-2).
+    held = conversational and agent_author is not None and not turns.count_post(conversation)
+    # A plain post, a person's or an agent's, writes once, in its last statement (settle_post),
+    # which locks the conversation row. In a transaction, that lock would be held until this
+    # thread, competing for the GIL with the process's others, got round to sending COMMIT:
+    # posts to one busy channel queued on it, and a second web process added nothing. Alone,
+    # the statement is its own transaction and the lock lasts as long as PostgreSQL runs it.
     single_write = (
-        by_person and conversational and takes_part and delegation is None and not planned_threads
+        conversational
+        and (takes_part or agent_author is not None)
+        and not held
+        and delegation is None
+        and not planned_threads
     )
     with nullcontext() if single_write else transaction.atomic():
         if by_person and not takes_part:
             # Posting in an open channel joins it, as in any team chat.
             Participant.objects.get_or_create(conversation=conversation, user=actor)
-        if conversational and by_person:
-            conversation.agent_streak = 0  # reset (and held posts released) by settle_post
-            guard = turns.Guard(conversation)
-        elif conversational:
-            guard = turns.count_post(conversation)
-        else:
-            guard = turns.Guard(conversation)
+        if held:
+            # Decided again under the row's lock: a person's post in between (release_held)
+            # would otherwise leave this one held.
+            turns.lock(conversation)
+            held = not turns.count_post(conversation)
         message = Message(
-            held_at=timezone.now() if guard.held else None,
+            held_at=timezone.now() if held else None,
             conversation=conversation,
             author_user=None if agent_author or actor is None else actor,
             author_agent=agent_author,
@@ -201,16 +207,16 @@ def post_message(
             reply_to=reply_to,
             client_ref=client_ref,
         )
-        if guard.held:
+        if held:
             # Past the loop guard's cap: kept, but nobody sees or is woken by it until a
             # person speaks (their message releases it).
             compiled_insert(message)
-            turns.announce_capped(guard.conversation)
+            turns.announce_capped(conversation)
             return message
         rows = []  # stored with the message, in the post's last statement (settle_post)
         holds_turn = False  # a turn from the turn queue: its ack hands the turn on
         if conversational and delegation is None:
-            decision, wake = turns.start_turns(message, guard.conversation)
+            decision, wake = turns.start_turns(message, conversation)
             rows += [decision] if decision else []
             holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.

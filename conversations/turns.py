@@ -14,7 +14,6 @@ are a sequential queue: only the agent holding the turn gets a delivery; acking 
 
 import os
 import re
-from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
@@ -167,24 +166,34 @@ def is_capped(conversation: Conversation) -> bool:
     return conversation.agent_streak > 0 and conversation.agent_streak >= cap_for(conversation)
 
 
-@dataclass
-class Guard:
-    """The loop guard's verdict on one agent post."""
+# An agent's post counted against the loop guard, if it is under the cap: the check and the
+# increment in one statement cannot race, and the row is locked only while it runs.
+COUNT_AGENT_POST = """
+UPDATE {conversations} SET agent_streak = agent_streak + 1
+ WHERE id = %s AND agent_streak < %s
+RETURNING agent_streak
+"""
 
-    conversation: Conversation
-    held: bool = False  # an agent post at the cap: stored, shown and delivered to nobody yet
+
+def count_post(conversation: Conversation) -> bool:
+    """Count an agent's post against the loop guard, before it is stored. False at the cap: the
+    post is held until a person speaks (TURN-2). A held post is stored under the conversation's
+    lock and counted again (post_message): a person's post (release_held) may have come in
+    between."""
+    table = connection.ops.quote_name(Conversation._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            COUNT_AGENT_POST.format(conversations=table), [conversation.pk, cap_for(conversation)]
+        )
+        counted = cursor.fetchone()
+    if counted is not None:
+        conversation.agent_streak = counted[0]
+    return counted is not None
 
 
-def count_post(conversation: Conversation) -> Guard:
-    """Count an agent's post against the loop guard (inside post_message's transaction, before
-    the insert): past the cap it is held until a person speaks (TURN-2). The row is locked: the
-    cap check and the increment must not race. A person's post is settled by settle_post."""
-    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-    if is_capped(conversation):
-        return Guard(conversation, held=True)
-    Conversation.objects.filter(pk=conversation.pk).update(agent_streak=F("agent_streak") + 1)
-    conversation.agent_streak += 1
-    return Guard(conversation)
+def lock(conversation: Conversation) -> None:
+    """Lock the conversation's row until the end of the current transaction."""
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
 
 
 # The end of a post's last statement, after the inserts of its rows (settle_post; written as a
@@ -208,8 +217,8 @@ def settle_post(conversation: Conversation, message: Message, rows, *, by_person
     oldest first; release_held).
 
     The statement locks the conversation row: it is last in a post's transaction (only what
-    needs the message stored, side threads and a delegated task, comes after it), and a person's
-    plain post runs it on its own, without a transaction (post_message)."""
+    needs the message stored, side threads and a delegated task, comes after it), and a plain
+    post runs it on its own, without a transaction (post_message)."""
     names = {
         "conversations": connection.ops.quote_name(Conversation._meta.db_table),
         "participants": connection.ops.quote_name(Participant._meta.db_table),

@@ -69,7 +69,7 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
     """Every post stamps its conversation's row, so posts to one channel take turns at its lock.
     Held until COMMIT, the lock also covered the time the posting thread waited for the GIL to
     send it: posts queued behind each other, and a second web process added nothing
-    (docs/benchmarks.md, ninth session). A person's plain post is one statement on its own."""
+    (docs/benchmarks.md, ninth session). A plain post is one statement on its own."""
     probes = []
     wake = actions.wake_agents
 
@@ -96,5 +96,8 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
     assert client.post(url, {"body": "one"}, format="json").status_code == 201
     with transaction.atomic():  # the caller's own transaction: the lock lasts as long as it
         assert client.post(url, {"body": "two"}, format="json").status_code == 201
-    assert probes == ["free", "locked"]
+    actions.post_message(nova, channel, "three")  # an agent's reply, counted by the loop guard
+    assert probes == ["free", "locked", "free"]
     assert Delivery.objects.filter(agent=nova).count() == 2
+    channel.refresh_from_db()
+    assert channel.agent_streak == 1

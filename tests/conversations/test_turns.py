@@ -1,8 +1,11 @@
 """Who speaks next (TURN-1), the loop guard (TURN-2) and the done signal (TURN-3), driven
 through post_message and the agent socket with several agents in one room."""
 
+import threading
+
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 
 from agents import actions as agent_actions
 from agntchat.core.exceptions import AppError
@@ -157,12 +160,41 @@ class TestLoopGuard:
         listed = api(alice).get(url).json()["results"]
         assert [m["body"] for m in listed][-3:] == ["agent chatter 6", "agent chatter 7", "enough"]
 
+    @pytest.mark.django_db(transaction=True)
+    def test_agents_posting_at_once_at_the_cap_let_exactly_one_through(self, cast):
+        # One post short of the cap, eight agent posts arrive at the same time, each on its own
+        # connection: the check against the cap and the count may not race.
+        room = cast["room"]
+        Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP - 1)
+        agents = [cast["nova"], cast["rex"], cast["gus"]] * 3
+        start = threading.Barrier(8)
+
+        def chatter(agent, i):
+            try:
+                mine = Conversation.objects.get(pk=room.pk)
+                start.wait()
+                post_message(agent, mine, f"{agent.name} {i}")
+            finally:
+                connection.close()
+
+        posters = [threading.Thread(target=chatter, args=(agents[i], i)) for i in range(8)]
+        for poster in posters:
+            poster.start()
+        for poster in posters:
+            poster.join()
+        room.refresh_from_db()
+        assert room.agent_streak == turns.GROUP_CAP
+        stored = Message.objects.filter(conversation=room)
+        assert stored.count() == 8
+        assert stored.filter(held_at__isnull=False).count() == 7
+
     def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
         for i in range(turns.DIRECT_CAP):
             assert post_message(cast["nova"], dm, f"m{i}").held_at is None
         assert post_message(cast["nova"], dm, "too many").held_at is not None
-        update_settings(alice, dm, {"loop_guard": {"direct_cap": 5}})
+        # A post reads the cap from the conversation as loaded: every request loads it anew.
+        dm = update_settings(alice, dm, {"loop_guard": {"direct_cap": 5}})
         assert post_message(cast["nova"], dm, "one more allowed").held_at is None
         assert post_message(cast["nova"], dm, "not this one").held_at is not None
 
