@@ -101,3 +101,12 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
     assert Delivery.objects.filter(agent=nova).count() == 2
     channel.refresh_from_db()
     assert channel.agent_streak == 1
+
+
+def test_an_agents_reply_stays_within_its_query_budget(channel, nova):
+    actions.post_message(nova, channel, "warm-up")
+    with CaptureQueriesContext(connection) as reply:
+        actions.post_message(nova, channel, "hello back")
+    # The loop guard's cap (a head count) and its count, the cap again (reached now? start_turns),
+    # the turn queues it must not wake again, participants, then the one write: no transaction.
+    assert len(reply.captured_queries) == 6, [q["sql"][:60] for q in reply.captured_queries]
