@@ -10,6 +10,7 @@ from django.db import connection
 from agents import actions as agent_actions
 from agntchat.core.exceptions import AppError
 from conversations import turns
+from conversations.access import access_conversation
 from conversations.actions import create_conversation, post_message, update_settings
 from conversations.models import Conversation, Delivery, Message, TurnDecision
 from tests.conftest import agent_session
@@ -187,6 +188,42 @@ class TestLoopGuard:
         stored = Message.objects.filter(conversation=room)
         assert stored.count() == 8
         assert stored.filter(held_at__isnull=False).count() == 7
+
+    @pytest.mark.django_db(transaction=True)
+    def test_posts_held_while_a_person_speaks_are_never_left_behind(self, alice, cast):
+        # At the cap, agents' posts (held) race a person's post (which releases what is held):
+        # a post held after the release would stay hidden with nothing left to release it.
+        room = cast["room"]
+        agents = [cast["nova"], cast["rex"], cast["gus"]]
+        for attempt in range(5):
+            Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP)
+            start = threading.Barrier(4)
+
+            def speak(author, text, start):
+                try:
+                    mine = (
+                        access_conversation(author, room.pk)
+                        if author is alice
+                        else Conversation.objects.get(pk=room.pk)
+                    )
+                    start.wait()
+                    post_message(author, mine, text)
+                finally:
+                    connection.close()
+
+            speakers = [threading.Thread(target=speak, args=(alice, f"person {attempt}", start))]
+            speakers += [
+                threading.Thread(target=speak, args=(agent, f"{agent.name} {attempt}", start))
+                for agent in agents
+            ]
+            for speaker in speakers:
+                speaker.start()
+            for speaker in speakers:
+                speaker.join()
+            room.refresh_from_db()
+            held = Message.objects.filter(conversation=room, held_at__isnull=False).count()
+            # Held posts wait for a person only while agents are over the streak they count.
+            assert held == 0 or room.agent_streak >= turns.GROUP_CAP, (attempt, held)
 
     def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
