@@ -452,9 +452,10 @@ function initShell() {
     if (link.getAttribute("aria-current") === "page" || link.dataset.joined !== "1") return true;
     const badge = $("[data-unread]", link);
     const count = $("[data-unread-count]", badge);
-    // The server counts up to 100 and says "99+" from there; so does this.
+    // The server counts up to its cap (100) and says "99+" from there; so does this.
+    const cap = parseInt(badge.dataset.unread, 10);
     const next = (parseInt(count.textContent, 10) || 0) + 1;
-    count.textContent = count.textContent.endsWith("+") || next >= 100 ? "99+" : String(next);
+    count.textContent = count.textContent.endsWith("+") || next >= cap ? `${cap - 1}+` : String(next);
     badge.hidden = false;
     link.classList.add("has-unread");
     return true;

@@ -178,6 +178,7 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "directs": rows["direct"],
         "threads": rows["thread"],
         "task_conversations": rows["task"],
+        "unread_cap": UNREAD_CAP,  # for the browser, which counts on from the live events
         "agents": [
             {"agent": a, "online": online[a.id], "mine": a.owner_id == user.id} for a in agents
         ],

@@ -6,6 +6,7 @@ import pytest
 from agents import actions as agent_actions
 from agents.tasks import create_task
 from artifacts.actions import publish_artifact
+from agntchat.ui.shell import UNREAD_CAP
 from conversations.actions import post_message
 from conversations.models import Conversation, Participant
 from workspaces.models import Workspace
@@ -153,6 +154,8 @@ def test_reading_a_conversation_clears_its_unread_count(client, alice, bob, team
     client.force_login(bob)
     sidebar = client.get(f"/app/w/{team_a.id}/sidebar/").content.decode()
     assert "<span data-unread-count>2</span>" in sidebar
+    # The browser counts on from live events up to the same cap as the server (static/app.js).
+    assert f'data-unread="{UNREAD_CAP}"' in sidebar
     assert client.post(f"/app/conversations/{channel.id}/read/").status_code == 204
     sidebar = client.get(f"/app/w/{team_a.id}/sidebar/").content.decode()
     assert "<span data-unread-count>2</span>" not in sidebar
