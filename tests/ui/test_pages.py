@@ -5,8 +5,8 @@ import pytest
 
 from agents import actions as agent_actions
 from agents.tasks import create_task
-from artifacts.actions import publish_artifact
 from agntchat.ui.shell import UNREAD_CAP
+from artifacts.actions import publish_artifact
 from conversations.actions import post_message
 from conversations.models import Conversation, Participant
 from workspaces.models import Workspace
