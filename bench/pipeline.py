@@ -306,8 +306,14 @@ async def closed_loop(clients, request, concurrency: int, seconds: float) -> tup
 class Bridges:
     """Simulated bridges: agent sockets that note when each message arrives and ack at once."""
 
-    def __init__(self):
+    def __init__(self, reply: bool = False):
         self.arrived: dict[str, float] = {}  # message body (the poster's sequence) → arrival
+        # REPLY: answer each message as a bridge does (post with ref "work:<id>", ack once
+        # posted) and note when each answer was stored.
+        self.reply = reply
+        self.answering: dict[str, str] = {}  # ref → the body it answers
+        self.waiters: dict[str, asyncio.Future] = {}  # body → its answer's storing time
+        self.held = 0  # answers the loop guard held
         self.duplicates = 0
         self.per_socket: list[int] = []
         self.sockets = []
@@ -340,7 +346,21 @@ class Bridges:
                     else:
                         self.arrived[body] = now
                     self.per_socket[index] += 1
-                    await ws.send(json.dumps({"type": "ack", "id": frame["id"]}))
+                    if self.reply:
+                        ref = f"work:{frame['id']}"
+                        self.answering[ref] = body
+                        conversation_id = frame["payload"]["conversation"]["id"]
+                        answer = {"conversationId": conversation_id, "body": f"re {body}"}
+                        await ws.send(json.dumps({"type": "post", "ref": ref, **answer}))
+                    else:
+                        await ws.send(json.dumps({"type": "ack", "id": frame["id"]}))
+                elif frame["type"] == "posted" and frame.get("ref") in self.answering:
+                    waiter = self.waiters.pop(self.answering.pop(frame["ref"]), None)
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(now)
+                    self.held += bool(frame.get("held"))
+                    item_id = frame["ref"].removeprefix("work:")
+                    await ws.send(json.dumps({"type": "ack", "id": item_id}))
                 elif frame["type"] == "error":
                     self.errors.append(frame)
         except websockets.ConnectionClosed:
@@ -466,6 +486,48 @@ async def run_throughput(servers, scene: Scene, phase: str, plan: Plan) -> dict:
         "errors": len(bridges.errors),
         "busy_backends": sum(b for b, _ in samples) / len(samples),
         "lock_waiting": sum(w for _, w in samples) / len(samples),
+    }
+
+
+async def run_replies(server: Daphne, scene: Scene, phase: str, plan: Plan) -> dict:
+    """A conversation with the agent: closed-loop people who each post into a channel and wait
+    for the agent's answer before posting again; the bridges answer every message through the
+    same pipeline (a post frame, then the ack once posted). Answered messages/s, and the time
+    from sending a person's POST to its answer being stored."""
+    agent, conversation, session = scene.phases[phase]
+    path = f"/api/v1/conversations/{conversation.id}/messages/"
+    sequence = itertools.count()
+    waits: list[float] = []
+    bridges = Bridges(reply=True)
+    await bridges.open([server.ws_url], session, plan.bridges, plan.prefetch)
+    client = http_client(server.url, scene.person_token)
+
+    async def converse(client):
+        body = str(next(sequence))
+        answer = bridges.waiters[body] = asyncio.get_running_loop().create_future()
+        sent = time.perf_counter()
+        response = await client.post(path, {"body": body})
+        assert response.status_code == 201, response.text
+        waits.append((await asyncio.wait_for(answer, 30) - sent) * 1000)
+
+    try:
+        await closed_loop([client], converse, plan.posters, plan.warmup)
+        waits.clear()
+        cpu = server.cpu_seconds()
+        done, elapsed = await closed_loop([client], converse, plan.posters, plan.e2e_seconds)
+        cpu = server.cpu_seconds() - cpu
+    finally:
+        await bridges.close()
+        await client.aclose()
+    return {
+        "answered_per_s": done / elapsed,
+        "answered": done,
+        "cpu_ms": cpu / max(1, done) * 1000,  # per message and its answer
+        "p50": percentile(waits, 50),
+        "p99": percentile(waits, 99),
+        "held": bridges.held,
+        "duplicates": bridges.duplicates,
+        "errors": len(bridges.errors),
     }
 
 
@@ -763,9 +825,12 @@ def print_table(rows) -> None:
 
 def report(facts, plan, r) -> None:
     """Print the figures next to the issue's targets."""
-    base, e2e, posts, e2e2, lat, low, deep, shallow, drain, djq = (
+    base, e2e, posts, replies, e2e2, lat, low, deep, shallow, drain, djq = (
         r[k]
-        for k in ("base", "e2e", "posts", "e2e2", "lat", "low", "deep", "shallow", "drain", "djq")
+        for k in (
+            *("base", "e2e", "posts", "replies", "e2e2", "lat", "low"),
+            *("deep", "shallow", "drain", "djq"),
+        )
     )
     ratio = e2e["messages_per_s"] / base["rps"]
     raw_best = max(deep["cycles_per_s"], shallow["cycles_per_s"])
@@ -825,6 +890,24 @@ def report(facts, plan, r) -> None:
                 "  the POST alone, no bridge connected",
                 f"{posts['rps']:.0f} req/s, {posts['cpu_ms']:.1f} ms",
                 f"({posts['rps'] / base['rps']:.0%} of baseline)",
+                "",
+            ),
+            (
+                "answered by the agent (person waits)",
+                f"{replies['answered_per_s']:.0f} /s",
+                f"(info; {plan.posters} people, each waiting)",
+                "",
+            ),
+            (
+                "  post->answer stored p50 / p99",
+                f"{replies['p50']:.0f} / {replies['p99']:.0f} ms",
+                f"({replies['held']} answers held by the loop guard)",
+                "",
+            ),
+            (
+                "  daphne CPU per message and its answer",
+                f"{replies['cpu_ms']:.1f} ms",
+                "",
                 "",
             ),
             (lat_row, f"{lat['p50']:.1f} ms", "< 15 ms", verdict(lat["p50"] < 15)),
@@ -925,7 +1008,8 @@ def report(facts, plan, r) -> None:
         "checks (lost/duplicate pushes): "
         + ", ".join(f"{name} {x['lost']}/{x['duplicates']}" for name, x in checks)
         + f", drain {drain['lost']}/{drain['duplicates']}"
-        + f"; error frames {e2e['errors'] + e2e2['errors']}; messages per bridge (1 daphne, "
+        + f"; error frames {e2e['errors'] + e2e2['errors'] + replies['errors']}; duplicate"
+        f" pushes while answering {replies['duplicates']}; messages per bridge (1 daphne, "
         f"incl. warm-up) {e2e['per_socket']}"
     )
 
@@ -938,7 +1022,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument(
         "--only",
-        help="comma-separated phases to run (base,e2e,posts,lat,low,raw,drain,djq,scale); prints raw"
+        help="comma-separated phases to run (base,e2e,posts,replies,lat,low,raw,drain,djq,scale);"
+        " prints raw"
         " figures instead of the report, for quick before/after checks",
     )
     args = parser.parse_args()
@@ -963,7 +1048,9 @@ def main() -> None:
     setup_django()
     clear_redis()
     facts = machine_facts()
-    scene = create_scene(["e2e", "posts", "lat", "low", "deep", "shallow", "drain", "scale"])
+    scene = create_scene(
+        ["e2e", "posts", "replies", "lat", "low", "deep", "shallow", "drain", "scale"]
+    )
     r = {}
     # Both servers start now, so they load the same code the database was just migrated for.
     servers = [Daphne(), Daphne()]
@@ -977,6 +1064,9 @@ def main() -> None:
         if wanted("posts"):
             phase(f"posts alone, no bridge connected: {plan.baseline_seconds:.0f} s")
             r["posts"] = asyncio.run(run_posts_alone(servers[0], scene, "posts", plan))
+        if wanted("replies"):
+            phase(f"posts answered by the agent, 1 daphne: {plan.e2e_seconds:.0f} s")
+            r["replies"] = asyncio.run(run_replies(servers[0], scene, "replies", plan))
         for key, rate in (("lat", plan.rate), ("low", plan.low_rate)):
             if wanted(key):
                 phase(f"latency: {rate:.0f} msg/s for {plan.latency_seconds:.0f} s")
