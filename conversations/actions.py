@@ -173,8 +173,9 @@ def post_message(
     takes_part = getattr(conversation, "takes_part", False)
     if conversational and by_person:
         conversation.agent_streak = 0  # reset (and held posts released) by settle_post
-    # An agent's post counts against the loop guard; at the cap it is held (TURN-2).
-    held = conversational and agent_author is not None and not turns.count_post(conversation)
+    # An agent's post counts against the loop guard (TURN-2).
+    guard = turns.count_post(conversation) if conversational and agent_author else turns.COUNTED
+    held = guard == turns.HELD
     # A plain post, a person's or an agent's, writes once, in its last statement (settle_post),
     # which locks the conversation row. In a transaction, that lock would be held until this
     # thread, competing for the GIL with the process's others, got round to sending COMMIT:
@@ -195,7 +196,8 @@ def post_message(
             # Decided again under the row's lock: a person's post in between (release_held)
             # would otherwise leave this one held.
             turns.lock(conversation)
-            held = not turns.count_post(conversation)
+            guard = turns.count_post(conversation)
+            held = guard == turns.HELD
         message = Message(
             held_at=timezone.now() if held else None,
             conversation=conversation,
@@ -216,7 +218,7 @@ def post_message(
         rows = []  # stored with the message, in the post's last statement (settle_post)
         holds_turn = False  # a turn from the turn queue: its ack hands the turn on
         if conversational and delegation is None:
-            decision, wake = turns.start_turns(message, conversation)
+            decision, wake = turns.start_turns(message, conversation, capped=guard == turns.CAPPED)
             rows += [decision] if decision else []
             holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.

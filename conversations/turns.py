@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agents.access import agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_insert, compiled_objects
+from agntchat.core.compiled import compiled_insert, compiled_objects, compiled_rows
 from agntchat.core.events import publish_many
 from agntchat.core.exceptions import AppError
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
@@ -152,11 +152,21 @@ def decide(message: Message, agents: list, done: set) -> dict:
 def cap_for(conversation: Conversation) -> int:
     """Stricter one-to-one (one person, one agent) than in a group; configurable per conversation."""
     guard = conversation.settings.get("loop_guard", {})
-    counts = Participant.objects.filter(conversation=conversation).aggregate(
-        people=Count("pk", filter=Q(user__isnull=False)),
-        agents=Count("pk", filter=Q(agent__isnull=False)),
+    counts = compiled_rows(  # every agent post asks: compiled once
+        ("loop_guard_head_count",),
+        lambda conversation_id: (
+            Participant.objects.filter(conversation_id=conversation_id)
+            .values("conversation_id")
+            .annotate(
+                people=Count("pk", filter=Q(user__isnull=False)),
+                agents=Count("pk", filter=Q(agent__isnull=False)),
+            )
+            .values_list("people", "agents")
+        ),
+        conversation_id=conversation.pk,
     )
-    if counts["people"] <= 1 and counts["agents"] == 1:
+    people, agents = counts[0] if counts else (0, 0)
+    if people <= 1 and agents == 1:
         return int(guard.get("direct_cap", DIRECT_CAP))
     return int(guard.get("group_cap", GROUP_CAP))
 
@@ -166,6 +176,17 @@ def is_capped(conversation: Conversation) -> bool:
     return conversation.agent_streak > 0 and conversation.agent_streak >= cap_for(conversation)
 
 
+def _tables() -> dict:
+    return {
+        name: connection.ops.quote_name(model._meta.db_table)
+        for name, model in (
+            ("conversations", Conversation),
+            ("participants", Participant),
+            ("messages", Message),
+        )
+    }
+
+
 # An agent's post counted against the loop guard, if it is under the cap: the check and the
 # increment in one statement cannot race, and the row is locked only while it runs.
 COUNT_AGENT_POST = """
@@ -173,22 +194,23 @@ UPDATE {conversations} SET agent_streak = agent_streak + 1
  WHERE id = %s AND agent_streak < %s
 RETURNING agent_streak
 """
+HELD, CAPPED, COUNTED = "held", "capped", "counted"
 
 
-def count_post(conversation: Conversation) -> bool:
-    """Count an agent's post against the loop guard, before it is stored. False at the cap: the
-    post is held until a person speaks (TURN-2). A held post is stored under the conversation's
-    lock and counted again (post_message): a person's post (release_held) may have come in
-    between."""
-    table = connection.ops.quote_name(Conversation._meta.db_table)
+def count_post(conversation: Conversation) -> str:
+    """Count an agent's post against the loop guard, before it is stored (TURN-2): COUNTED;
+    CAPPED, counted and reaching the cap (stored and shown, but it wakes nobody); or HELD, past
+    the cap (stored, shown and delivered to nobody until a person speaks). A held post is
+    stored under the conversation's lock and counted again (post_message): a person's post may
+    have reset the streak in between."""
+    cap = cap_for(conversation)
     with connection.cursor() as cursor:
-        cursor.execute(
-            COUNT_AGENT_POST.format(conversations=table), [conversation.pk, cap_for(conversation)]
-        )
+        cursor.execute(COUNT_AGENT_POST.format(**_tables()), [conversation.pk, cap])
         counted = cursor.fetchone()
-    if counted is not None:
-        conversation.agent_streak = counted[0]
-    return counted is not None
+    if counted is None:
+        return HELD
+    conversation.agent_streak = counted[0]
+    return CAPPED if counted[0] >= cap else COUNTED
 
 
 def lock(conversation: Conversation) -> None:
@@ -197,67 +219,69 @@ def lock(conversation: Conversation) -> None:
 
 
 # The end of a post's last statement, after the inserts of its rows (settle_post; written as a
-# THEN of core.compiled.compiled_insert): stamp the conversation's time and return its agent
-# streak. A person's post also wakes the agents that said they were done.
+# THEN of core.compiled.compiled_insert): stamp the conversation's time. A person's post also
+# resets the agent streak, wakes the agents that said they were done, and returns the streak as
+# it was (locked, so no post races it) and whether posts are held.
 SETTLE_BY_PERSON = """
 , woken AS (
     UPDATE {participants} SET done_at = NULL
      WHERE conversation_id = %s AND done_at IS NOT NULL
 )
-UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING agent_streak
+UPDATE {conversations} c SET last_message_at = %s, agent_streak = 0
+  FROM (SELECT agent_streak FROM {conversations} WHERE id = %s FOR UPDATE) before
+ WHERE c.id = %s
+RETURNING before.agent_streak,
+          EXISTS (SELECT FROM {messages} WHERE conversation_id = %s AND held_at IS NOT NULL)
 """
-SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING 0"
+SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING 0, false"
+# The posts the loop guard held, let through. Its own statement, after the streak's reset has
+# committed or under its lock: an agent's post held meanwhile, under that lock, is seen here.
+RELEASE_HELD = """
+UPDATE {messages} SET held_at = NULL
+ WHERE conversation_id = %s AND held_at IS NOT NULL
+RETURNING *
+"""
 
 
 def settle_post(conversation: Conversation, message: Message, rows, *, by_person: bool) -> list:
     """Store MESSAGE with its ROWS (its turn decision, its deliveries) and, in the same
     statement, stamp the conversation's ``last_message_at``. A person's message (BY_PERSON) also
-    wakes the agents that said they were done (TURN-3) and, when agents have been talking among
-    themselves, resets the agent streak and releases the posts the loop guard held (returned,
-    oldest first; release_held).
+    resets the agent streak, wakes the agents that said they were done (TURN-3), and releases
+    the posts the loop guard held (returned, oldest first).
 
     The statement locks the conversation row: it is last in a post's transaction (only what
     needs the message stored, side threads and a delegated task, comes after it), and a plain
     post runs it on its own, without a transaction (post_message)."""
-    names = {
-        "conversations": connection.ops.quote_name(Conversation._meta.db_table),
-        "participants": connection.ops.quote_name(Participant._meta.db_table),
-    }
 
     def settle():  # called once the message's created_at is set
         if by_person:
             pk = conversation.pk
-            return SETTLE_BY_PERSON.format(**names), [pk, message.created_at, pk]
-        return SETTLE_BY_AGENT.format(**names), [message.created_at, conversation.pk]
+            return SETTLE_BY_PERSON.format(**_tables()), [pk, message.created_at, pk, pk, pk]
+        return SETTLE_BY_AGENT.format(**_tables()), [message.created_at, conversation.pk]
 
-    ((streak,),) = compiled_insert(message, *rows, then=settle)
-    return release_held(conversation) if by_person and streak else []
+    ((streak_before, held),) = compiled_insert(message, *rows, then=settle)
+    # Held posts exist while the streak is up; and after a crash between this statement and
+    # the release, until the next person's post.
+    return release_held(conversation) if streak_before or held else []
 
 
 def release_held(conversation: Conversation) -> list[Message]:
-    """A person spoke after agents' posts: reset the agent streak and release the posts the loop
-    guard held (TURN-2), oldest first. Its own transaction when the post had none: should it be
-    lost, the streak stays up and the next person's post releases them."""
-    with transaction.atomic(savepoint=False):
-        locked = Conversation.objects.select_for_update().filter(pk=conversation.pk)
-        if not locked.values_list("agent_streak", flat=True).get():
-            return []  # another person's post got here first
-        locked.update(agent_streak=0)
-        released = list(
-            Message.objects.select_for_update()
-            .filter(conversation=conversation, held_at__isnull=False)
-            .order_by("created_at")
-        )
-        Message.objects.filter(pk__in=[m.pk for m in released]).update(held_at=None)
-    for held in released:
-        held.held_at = None
+    """Let through the posts the loop guard held (TURN-2), oldest first."""
+    sql = RELEASE_HELD.format(**_tables())
+    released = sorted(
+        Message.objects.raw(sql, [conversation.pk]), key=lambda m: (m.created_at, m.id)
+    )
+    for message in released:
+        message.conversation = conversation
     return released
 
 
-def start_turns(message: Message, conversation: Conversation) -> tuple[TurnDecision | None, list]:
+def start_turns(
+    message: Message, conversation: Conversation, *, capped: bool = False
+) -> tuple[TurnDecision | None, list]:
     """The turn decision for MESSAGE (to be stored with it: settle_post) and who gets the turn
-    now."""
-    if is_capped(conversation):
+    now. CAPPED: the message reached the loop guard's cap (count_post), and wakes nobody."""
+    if capped:
         announce_capped(conversation)
         return None, []
     agents, done = participants_in_order(conversation)

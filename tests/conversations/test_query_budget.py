@@ -103,10 +103,17 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
     assert channel.agent_streak == 1
 
 
-def test_an_agents_reply_stays_within_its_query_budget(channel, nova):
+def test_a_conversation_with_an_agent_stays_within_its_query_budgets(alice, channel, nova, api):
+    client, url = api(alice), f"/api/v1/conversations/{channel.id}/messages/"
+    assert client.post(url, {"body": "warm-up"}, format="json").status_code == 201
     actions.post_message(nova, channel, "warm-up")
     with CaptureQueriesContext(connection) as reply:
         actions.post_message(nova, channel, "hello back")
-    # The loop guard's cap (a head count) and its count, the cap again (reached now? start_turns),
-    # the turn queues it must not wake again, participants, then the one write: no transaction.
-    assert len(reply.captured_queries) == 6, [q["sql"][:60] for q in reply.captured_queries]
+    # The loop guard's cap (a head count) and its count, the turn queues it must not wake
+    # again, participants, then the one write: no transaction.
+    assert len(reply.captured_queries) == 5, [q["sql"][:60] for q in reply.captured_queries]
+
+    with CaptureQueriesContext(connection) as answer:
+        assert client.post(url, {"body": "thanks"}, format="json").status_code == 201
+    # A person after an agent: a post's 4, and the release of what the loop guard held (none)
+    assert len(answer.captured_queries) == 5, [q["sql"][:60] for q in answer.captured_queries]
