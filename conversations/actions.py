@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_insert
+from agntchat.core.compiled import compiled_first, compiled_insert
 from agntchat.core.events import publish_many, wake_agent
 from conversations import threads, turns
 from conversations.access import access_conversation, audience_user_ids
@@ -150,12 +150,20 @@ def post_message(
             "A client ref can be at most 64 characters.", fields={"ref": "Too long."}
         )
     if client_ref:
-        earlier = Message.objects.filter(
-            conversation=conversation,
-            client_ref=client_ref,
-            author_agent=agent_author,
-            author_user=None if agent_author or actor is None else actor,
-        ).first()
+        author = {
+            "author_agent_id": agent_author.id if agent_author else None,
+            "author_user_id": None if agent_author or actor is None else actor.id,
+        }
+        known = {name: value for name, value in author.items() if value is not None}
+        earlier = compiled_first(  # every bridge reply carries a ref: compiled once
+            ("post_by_ref", *known),
+            lambda conversation_id, ref, **ids: Message.objects.filter(
+                conversation_id=conversation_id, client_ref=ref, **{k: ids.get(k) for k in author}
+            ),
+            conversation_id=conversation.id,
+            ref=client_ref,
+            **known,
+        )
         if earlier is not None:
             return earlier
     payload = dict(payload or {})

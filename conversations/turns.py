@@ -367,14 +367,21 @@ def hand_on(delivery_id) -> None:
         queue_for_agents(delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True)
 
 
+# Agents after the current position of the conversation's open turn queues (every agent post
+# asks; an agent that is away leaves its queues open, so they are read in SQL, not as models).
+WAITING_AGENTS = """
+SELECT DISTINCT waiting.entry->>'agent_id'
+  FROM {turns} d, jsonb_array_elements(d.queue) WITH ORDINALITY AS waiting(entry, place)
+ WHERE d.conversation_id = %s AND d.finished_at IS NULL AND waiting.place > d.position + 1
+"""
+
+
 def waiting_agents(conversation: Conversation) -> set[str]:
     """Agents still waiting for their turn in an open queue: not to be woken twice."""
-    waiting = set()
-    for decision in TurnDecision.objects.filter(
-        conversation=conversation, finished_at__isnull=True
-    ):
-        waiting |= {entry["agent_id"] for entry in decision.queue[decision.position + 1 :]}
-    return waiting
+    turns = connection.ops.quote_name(TurnDecision._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(WAITING_AGENTS.format(turns=turns), [conversation.pk])
+        return {agent_id for (agent_id,) in cursor.fetchall()}
 
 
 def mark_done(agent, conversation: Conversation) -> None:

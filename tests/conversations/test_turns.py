@@ -111,6 +111,14 @@ class TestWhoSpeaksNext:
         ack_work(gus_delivery.id, "c2")
         assert TurnDecision.objects.get(message=message).finished_at is not None
 
+    def test_an_agent_does_not_wake_an_agent_already_waiting_for_its_turn(self, alice, cast):
+        message = post_message(alice, cast["room"], "Please review the budget numbers")
+        assert queue_names(message) == ["Rex", "Gus"]  # Rex has the turn; Gus waits for his
+        asks_gus = post_message(cast["rex"], cast["room"], "@gus can you check my sums?")
+        assert woken(asks_gus) == []
+        asks_nova = post_message(cast["rex"], cast["room"], "@nova any sources?")
+        assert woken(asks_nova) == ["Nova"]
+
     def test_turn_decisions_are_visible_with_their_reasons(self, alice, charlie, team_b, cast, api):
         post_message(alice, cast["room"], "Please review the budget numbers")
         turns_out = (
