@@ -1,4 +1,5 @@
-"""CPU per operation on the message path, in one process: a post, a one-item claim, its ack.
+"""CPU per operation on the message path, in one process: a post, a one-item claim, its ack,
+an agent's answer.
 
 The end-to-end bench (bench/pipeline.py) measures what a user sees, but on this shared 2-core
 machine its figures move by 10 % from one run to the next, more than a single cut on the hot
@@ -44,6 +45,8 @@ def main() -> None:
     from django.test import Client
 
     from agents import gateway
+    from conversations.access import access_conversation
+    from conversations.actions import post_message
     from conversations.models import Delivery
 
     scene = pipeline.create_scene(["hot"])
@@ -95,11 +98,33 @@ def main() -> None:
         claim_ms = min(claim_ms, claim_round / args.count * 1000)
         ack_ms = min(ack_ms, ack_round / args.count * 1000)
 
+    # An agent's answer, as a bridge gives it: claim the person's message, post the reply with
+    # the item's ref through the agent's access check, ack.
+    def answer(i):
+        (frame,) = gateway.claim_work(agent, "hot-connection", {"message": 8})
+        where = access_conversation(agent, conversation.id)
+        post_message(agent, where, f"re {i}", client_ref=f"work:{frame['id']}")
+        assert gateway.ack_work(frame["id"], "hot-connection")
+
+    answer_ms = float("inf")
+    for _ in range(args.rounds):
+        Delivery.objects.filter(agent=agent).update(acked_at="2026-01-01T00:00:00Z")
+        answer_round = 0.0
+        for i in range(args.count):
+            post(i)
+            time.sleep(0.005)  # as above: the post's wake-up leaves first
+            start = time.process_time()
+            answer(i)
+            answer_round += time.process_time() - start
+            time.sleep(0.005)  # and the answer's events
+        answer_ms = min(answer_ms, answer_round / args.count * 1000)
+
     print(f"CPU per operation, best of {args.rounds} rounds of {args.count}:")
     print(f"  bare DRF insert (test client)   {bare_ms:6.2f} ms")
     print(f"  post, person in a channel       {post_ms:6.2f} ms")
     print(f"  claim of one item with payload  {claim_ms:6.2f} ms")
     print(f"  ack of one item                 {ack_ms:6.2f} ms")
+    print(f"  agent's answer: claim, post, ack {answer_ms:5.2f} ms")
 
 
 if __name__ == "__main__":
