@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from agents import actions as agent_actions
+from agents.models import Agent
 from agntchat.core.exceptions import AppError
 from conversations import turns
 from conversations.access import access_conversation
@@ -49,6 +50,30 @@ def woken(message):
 
 def queue_names(message):
     return [entry["name"] for entry in TurnDecision.objects.get(message=message).queue]
+
+
+def post_at_once(posts):
+    """Run each of POSTS, (author, conversation id, text), on its own thread and database
+    connection, all released together; as the author's request would, each loads the
+    conversation itself first."""
+    start = threading.Barrier(len(posts))
+
+    def post(author, conversation_id, text):
+        try:
+            if isinstance(author, Agent):
+                mine = Conversation.objects.get(pk=conversation_id)
+            else:
+                mine = access_conversation(author, conversation_id)
+            start.wait()
+            post_message(author, mine, text)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=args) for args in posts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 class TestWhoSpeaksNext:
@@ -176,21 +201,7 @@ class TestLoopGuard:
         room = cast["room"]
         Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP - 1)
         agents = [cast["nova"], cast["rex"], cast["gus"]] * 3
-        start = threading.Barrier(8)
-
-        def chatter(agent, i):
-            try:
-                mine = Conversation.objects.get(pk=room.pk)
-                start.wait()
-                post_message(agent, mine, f"{agent.name} {i}")
-            finally:
-                connection.close()
-
-        posters = [threading.Thread(target=chatter, args=(agents[i], i)) for i in range(8)]
-        for poster in posters:
-            poster.start()
-        for poster in posters:
-            poster.join()
+        post_at_once([(agents[i], room.pk, f"{agents[i].name} {i}") for i in range(8)])
         room.refresh_from_db()
         assert room.agent_streak == turns.GROUP_CAP
         stored = Message.objects.filter(conversation=room)
@@ -205,29 +216,10 @@ class TestLoopGuard:
         agents = [cast["nova"], cast["rex"], cast["gus"]]
         for attempt in range(5):
             Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP)
-            start = threading.Barrier(4)
-
-            def speak(author, text, start):
-                try:
-                    mine = (
-                        access_conversation(author, room.pk)
-                        if author is alice
-                        else Conversation.objects.get(pk=room.pk)
-                    )
-                    start.wait()
-                    post_message(author, mine, text)
-                finally:
-                    connection.close()
-
-            speakers = [threading.Thread(target=speak, args=(alice, f"person {attempt}", start))]
-            speakers += [
-                threading.Thread(target=speak, args=(agent, f"{agent.name} {attempt}", start))
-                for agent in agents
-            ]
-            for speaker in speakers:
-                speaker.start()
-            for speaker in speakers:
-                speaker.join()
+            post_at_once(
+                [(alice, room.pk, f"person {attempt}")]
+                + [(agent, room.pk, f"{agent.name} {attempt}") for agent in agents]
+            )
             room.refresh_from_db()
             held = Message.objects.filter(conversation=room, held_at__isnull=False).count()
             # Held posts wait for a person only while agents are over the streak they count.
