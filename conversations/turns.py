@@ -12,6 +12,7 @@ are a sequential queue: only the agent holding the turn gets a delivery; acking 
 (after answering, or without answering: a pass) hands the turn on.
 """
 
+import functools
 import os
 import re
 
@@ -176,7 +177,9 @@ def is_capped(conversation: Conversation) -> bool:
     return conversation.agent_streak > 0 and conversation.agent_streak >= cap_for(conversation)
 
 
+@functools.cache
 def _tables() -> dict:
+    """Quoted table names for the SQL written here (every post formats some)."""
     return {
         name: connection.ops.quote_name(model._meta.db_table)
         for name, model in (
