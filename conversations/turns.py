@@ -186,6 +186,7 @@ def _tables() -> dict:
             ("conversations", Conversation),
             ("participants", Participant),
             ("messages", Message),
+            ("turns", TurnDecision),
         )
     }
 
@@ -331,7 +332,7 @@ SELECT acked.*, acked.holds_turn AND finished.message_id IS NULL AS hand_on
 
 def finish_last_turn() -> str:
     """FINISH_LAST_TURN, ready for ``claims.ack_many(..., then=…)``."""
-    return FINISH_LAST_TURN.format(turns=connection.ops.quote_name(TurnDecision._meta.db_table))
+    return FINISH_LAST_TURN.format(**_tables())
 
 
 def hand_on(delivery_id) -> None:
@@ -381,9 +382,8 @@ SELECT DISTINCT waiting.entry->>'agent_id'
 
 def waiting_agents(conversation: Conversation) -> set[str]:
     """Agents still waiting for their turn in an open queue: not to be woken twice."""
-    turns = connection.ops.quote_name(TurnDecision._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(WAITING_AGENTS.format(turns=turns), [conversation.pk])
+        cursor.execute(WAITING_AGENTS.format(**_tables()), [conversation.pk])
         return {agent_id for (agent_id,) in cursor.fetchall()}
 
 
