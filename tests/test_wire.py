@@ -10,7 +10,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.functional import lazy
 from djangorestframework_camel_case.util import camelize
 
-from agntchat.core.events import wire
+from agntchat.core.events import json_bytes, wire
 from conversations.models import Message
 
 
@@ -48,3 +48,11 @@ def test_wire_matches_the_json_round_trip_and_camel_case():
 def test_wire_leaves_plain_json_types_as_they_are():
     for value in ("text", 3, 2.5, True, None, [], {}, {False: "bool key"}):
         assert wire(value) == round_trip(value)
+
+
+def test_json_bytes_writes_what_orjson_refuses_and_the_same_json_otherwise():
+    data = wire({"message_id": uuid.uuid4(), "sent_at": datetime.datetime.now(datetime.UTC)})
+    assert json.loads(json_bytes(data)) == data
+    # Past 64 bits, and a lone surrogate (JSON can escape it; UTF-8 cannot hold it).
+    for odd in ({"n": 2**70}, {"text": "half a pair \ud800"}):
+        assert json.loads(json_bytes(odd)) == odd

@@ -17,6 +17,7 @@ import queue
 import threading
 import uuid
 
+import orjson
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
@@ -48,6 +49,16 @@ def wire(data):
         return [wire(item) for item in data]
     # The rest as Django's encoder writes them: datetimes, UUIDs, decimals, lazy text.
     return wire(_encoder.default(data))
+
+
+def json_bytes(data) -> bytes:
+    """The JSON of plain data (what ``wire`` gives), for every socket frame and API response.
+    orjson takes a tenth of json's time on a work frame (3 KB with its history); what it refuses
+    (integers past 64 bits, lone surrogates) is still written, by json."""
+    try:
+        return orjson.dumps(data)
+    except TypeError:
+        return json.dumps(data).encode()
 
 
 def group_name(topic: str) -> str:

@@ -5,7 +5,7 @@ import json
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agntchat.core.events import wire
+from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
 
 
@@ -17,6 +17,10 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     """Frames are JSON objects with a ``type``; a bad frame gets an error frame, never a hang-up."""
 
     handlers: dict = {}
+
+    @classmethod
+    async def encode_json(cls, content) -> str:
+        return json_bytes(content).decode()
 
     async def dispatch(self, message):
         """As channels dispatches, less its hop to Django's one sync thread before every

@@ -1,9 +1,12 @@
 """The browser live socket: who hears about new conversations."""
 
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 
 from conversations.actions import create_conversation
+from tests.conftest import client_for
 from tests.socket_helpers import frames_until, live_socket_for, next_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,3 +56,22 @@ async def test_typing_reaches_the_readers_of_the_conversation_and_no_one_else(
     assert await charlie_live.receive_nothing(timeout=0.2)
     for comm in (alice_live, bob_live, charlie_live):
         await comm.disconnect()
+
+
+async def test_a_message_reads_the_same_over_rest_and_live(alice, bob, team_a):
+    channel = await sync_to_async(create_conversation)(alice, team_a, kind="channel", title="c")
+    bob_live = await live_socket_for(bob)
+    alice_api, bob_api = (
+        await sync_to_async(client_for)(alice),
+        await sync_to_async(client_for)(bob),
+    )
+    response = await sync_to_async(alice_api.post)(
+        f"/api/v1/conversations/{channel.id}/messages/", {"body": "same everywhere"}, format="json"
+    )
+    assert response.status_code == 201
+    seen = await frames_until(bob_live, lambda f: f.get("type") == "message.created")
+    # Timestamps included: one conversion (events.wire) for the API and the sockets.
+    assert seen[-1]["message"] == json.loads(response.content)
+    history = await sync_to_async(bob_api.get)(f"/api/v1/conversations/{channel.id}/messages/")
+    assert history.json()["results"] == [seen[-1]["message"]]
+    await bob_live.disconnect()
