@@ -8,7 +8,6 @@ from contextlib import nullcontext
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import prefetch_related_objects
 from django.utils import timezone
 
 from agents import actions, directives, tasks
@@ -18,7 +17,12 @@ from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
 from conversations import turns
 from conversations.models import Delivery, Message
-from conversations.payloads import conversation_data, message_data
+from conversations.payloads import (
+    AUTHOR_UNSHOWN,
+    conversation_data,
+    message_data,
+    with_thread_cards,
+)
 
 # Columns a work payload never shows, left out of its read: each costs every push (a timestamp
 # is parsed in Python). A deferred column the payload does read would cost a query per item:
@@ -35,39 +39,7 @@ UNSHOWN = (
     "message__conversation__workspace__updated_at",
     "message__conversation__workspace__kind",
     "message__conversation__workspace__owner",
-    # An author shows its name (and handle or username) only.
-    *(
-        f"message__author_user__{name}"
-        for name in (
-            "password",
-            "last_login",
-            "date_joined",
-            "created_at",
-            "updated_at",
-            "is_superuser",
-            "is_staff",
-            "is_active",
-            "first_name",
-            "last_name",
-            "email",
-        )
-    ),
-    *(
-        f"message__author_agent__{name}"
-        for name in (
-            "created_at",
-            "updated_at",
-            "owner",
-            "role",
-            "capabilities",
-            "backend",
-            "model",
-            "base_url",
-            "visibility",
-            "personality",
-            "runtime",
-        )
-    ),
+    *(f"message__{name}" for name in AUTHOR_UNSHOWN),
     "message__turn__created_at",
     "message__turn__updated_at",
     "message__turn__finished_at",
@@ -100,15 +72,7 @@ def message_work(agent: Agent, deliveries) -> dict:
     for delivery in deliveries:
         delivery.message.history_window = delivery.history_window
         messages.append(delivery.message)
-    # Only an agent's message can open side threads: only those need their thread cards.
-    for message in messages:
-        if message.author_agent_id is None:
-            message.has_no_threads()
-    prefetch_related_objects(
-        [m for m in messages if m.author_agent_id is not None],
-        "threads__participants__agent",
-        "threads__participants__user",
-    )
+    with_thread_cards(messages)
     guidance = directives.for_messages(agent, messages)
     out = {}
     for delivery in deliveries:

@@ -1,5 +1,5 @@
-"""CPU per operation on the message path, in one process: a post, a one-item claim, its ack,
-an agent's answer.
+"""CPU per operation on the message path, in one process: a post, a page of history, a one-item
+claim, its ack, an agent's answer.
 
 The end-to-end bench (bench/pipeline.py) measures what a user sees, but on this shared 2-core
 machine its figures move by 10 % from one run to the next, more than a single cut on the hot
@@ -69,6 +69,12 @@ def main() -> None:
     post_ms = best_cpu_ms(post, args.rounds, args.count)
     bare_ms = best_cpu_ms(bare, args.rounds, args.count)
 
+    def history(i):  # what a browser or client reads on opening the conversation
+        response = client.get(path, {"limit": 50})
+        assert response.status_code == 200 and len(response.json()["results"]) == 50
+
+    history_ms = best_cpu_ms(history, args.rounds, args.count // 3)
+
     # One queued item per claim, as at low rates: post, claim it, ack it.
     claimed = []
 
@@ -122,6 +128,7 @@ def main() -> None:
     print(f"CPU per operation, best of {args.rounds} rounds of {args.count}:")
     print(f"  bare DRF insert (test client)   {bare_ms:6.2f} ms")
     print(f"  post, person in a channel       {post_ms:6.2f} ms")
+    print(f"  GET a page of 50 messages       {history_ms:6.2f} ms")
     print(f"  claim of one item with payload  {claim_ms:6.2f} ms")
     print(f"  ack of one item                 {ack_ms:6.2f} ms")
     print(f"  agent's answer: claim, post, ack {answer_ms:5.2f} ms")

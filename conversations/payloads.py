@@ -1,7 +1,46 @@
 """The shapes of conversations and messages on the wire (REST, browser events, agent work)."""
 
+from django.db.models import prefetch_related_objects
+
 from conversations.threads import thread_card
 from conversations.turns import is_capped
+
+# Author columns no message shape shows (``author_data``), left out of reads of messages with
+# their authors: each would cost every message read (a timestamp is parsed in Python).
+AUTHOR_UNSHOWN = (
+    *(
+        f"author_user__{name}"
+        for name in (
+            "password",
+            "last_login",
+            "date_joined",
+            "created_at",
+            "updated_at",
+            "is_superuser",
+            "is_staff",
+            "is_active",
+            "first_name",
+            "last_name",
+            "email",
+        )
+    ),
+    *(
+        f"author_agent__{name}"
+        for name in (
+            "created_at",
+            "updated_at",
+            "owner",
+            "role",
+            "capabilities",
+            "backend",
+            "model",
+            "base_url",
+            "visibility",
+            "personality",
+            "runtime",
+        )
+    ),
+)
 
 
 def author_data(message) -> dict | None:
@@ -12,6 +51,22 @@ def author_data(message) -> dict | None:
         user = message.author_user
         return {"type": "person", "id": user.id, "name": user.label, "username": user.username}
     return None
+
+
+def with_thread_cards(messages) -> list:
+    """MESSAGES (a list) ready for ``message_data``: the side threads of the agents' messages
+    read for the whole list at once. Only an agent's message opens side threads; the others are
+    marked as having none, which spares Django's prefetch its per-message work (a page of 50
+    people's messages took a third of its CPU there)."""
+    for message in messages:
+        if message.author_agent_id is None:
+            message.has_no_threads()
+    prefetch_related_objects(
+        [m for m in messages if m.author_agent_id is not None],
+        "threads__participants__agent",
+        "threads__participants__user",
+    )
+    return messages
 
 
 def message_data(message) -> dict:

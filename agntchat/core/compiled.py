@@ -9,8 +9,10 @@ positions. The rules stay written once, as the querysets every other caller uses
 ``compiled_insert`` does the same for the inserts of every post.
 """
 
+import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 
 from django.db import connection
@@ -69,7 +71,9 @@ def _stand_in(value):
         return uuid.uuid4()
     if isinstance(value, str):
         return f"stand-in-{uuid.uuid4().hex}"
-    raise TypeError(f"compiled SQL binds UUIDs and strings, not {type(value).__name__}")
+    if isinstance(value, datetime):  # a random microsecond of the 1900s
+        return datetime(1900, 1, 1, tzinfo=UTC) + timedelta(microseconds=secrets.randbelow(10**15))
+    raise TypeError(f"compiled SQL binds UUIDs, strings and datetimes, not {type(value).__name__}")
 
 
 def _compiled(shape, build, values: dict) -> Compiled:

@@ -12,7 +12,7 @@ from agntchat.ui.shell import is_scripted
 from artifacts.rendering import render_markdown
 from conversations.access import messages_visible_to
 from conversations.models import Participant
-from conversations.payloads import message_data
+from conversations.payloads import message_data, with_thread_cards
 
 HUES = 8
 
@@ -30,16 +30,12 @@ def initials(name: str) -> str:
 
 def visible_messages(viewer):
     """Messages of every conversation VIEWER may read, ready for rendering."""
-    return (
-        messages_visible_to(viewer)
-        .select_related("author_user", "author_agent", "conversation")
-        .prefetch_related("threads__participants__agent", "threads__participants__user")
-    )
+    return messages_visible_to(viewer).select_related("author_user", "author_agent", "conversation")
 
 
 def message_rows(messages, viewer) -> list[dict]:
     """Rows for templates/conversations/_message.html, oldest first as given."""
-    messages = list(messages)
+    messages = with_thread_cards(list(messages))
     thread_ids = [t.id for m in messages for t in m.threads.all()]
     taking_part = set(
         Participant.objects.filter(user=viewer, conversation_id__in=thread_ids).values_list(
