@@ -91,7 +91,11 @@ class ConversationDetailView(APIView):
 # A message's place in its conversation's history, as one row value: ``(created_at, id) < (…)``
 # is a bound the message_history index walk starts from, where the same test spelled as an OR
 # of two cases is only a filter (a page deep in a busy channel read every newer message).
-HISTORY_KEY = Func(F("created_at"), F("id"), function="ROW", output_field=Field())
+def history_key(created_at, message_id) -> Func:
+    return Func(created_at, message_id, function="ROW", output_field=Field())
+
+
+HISTORY_KEY = history_key(F("created_at"), F("id"))
 
 
 def history_page(direction: str, limit: int):
@@ -108,7 +112,7 @@ def history_page(direction: str, limit: int):
         )
         if direction == "newest":
             return messages.order_by("-created_at", "-id")[:limit]
-        anchor = Func(Value(anchor_at), Value(anchor_id), function="ROW", output_field=Field())
+        anchor = history_key(Value(anchor_at), Value(anchor_id))
         messages = messages.alias(key=HISTORY_KEY)
         if direction == "after":
             return messages.filter(key__gt=anchor).order_by("created_at", "id")[:limit]

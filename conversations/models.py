@@ -141,14 +141,19 @@ class Message(BaseModel):
     def author(self):
         return self.author_user or self.author_agent
 
-    def has_no_threads(self) -> None:
+    def has_no_threads(self, empty=None) -> None:
         """Known to have no side threads (just stored without any, or a person's: only an
         agent's message opens them): tell ``threads.all()`` through the prefetch cache Django
-        reads, so showing the message costs no query."""
-        # An empty result already in place, as prefetch_related leaves it: nothing to run.
-        threads = Conversation.objects.none()
-        threads._result_cache, threads._prefetch_done = [], True
-        self._prefetched_objects_cache = {"threads": threads}
+        reads, so showing the message costs no query. EMPTY: a ``no_threads()`` result to
+        share, when many messages are marked at once (each costs a queryset otherwise)."""
+        self._prefetched_objects_cache = {"threads": no_threads() if empty is None else empty}
+
+
+def no_threads():
+    """An empty, already evaluated set of threads, as prefetch_related leaves one: read only."""
+    threads = Conversation.objects.none()
+    threads._result_cache, threads._prefetch_done = [], True
+    return threads
 
 
 class Delivery(Claimable, BaseModel):

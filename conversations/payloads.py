@@ -2,6 +2,7 @@
 
 from django.db.models import prefetch_related_objects
 
+from conversations.models import no_threads
 from conversations.threads import thread_card
 from conversations.turns import is_capped
 
@@ -58,9 +59,10 @@ def with_thread_cards(messages) -> list:
     read for the whole list at once. Only an agent's message opens side threads; the others are
     marked as having none, which spares Django's prefetch its per-message work (a page of 50
     people's messages took a third of its CPU there)."""
+    empty = no_threads()
     for message in messages:
         if message.author_agent_id is None:
-            message.has_no_threads()
+            message.has_no_threads(empty)
     prefetch_related_objects(
         [m for m in messages if m.author_agent_id is not None],
         "threads__participants__agent",
