@@ -7,9 +7,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agents.exceptions import AgentRule
+from agents.exceptions import AgentRule, HandleTaken
 from agents.models import Agent, AgentKey, AgentPin, AgentSession, PersonalityRevision, TurnUsage
 from agntchat.core import crypto
+from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Membership
 
 
@@ -28,9 +29,7 @@ def create_agent(
 ) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
     if Agent.objects.filter(owner=owner, handle=handle).exists():
-        raise AgentRule(
-            "You already have an agent with this handle.", fields={"handle": "Already taken."}
-        )
+        raise HandleTaken(fields={"handle": "Already taken."})
     with transaction.atomic():
         try:
             agent = Agent.objects.create(
@@ -45,9 +44,7 @@ def create_agent(
                 runtime=runtime,
             )
         except IntegrityError:
-            raise AgentRule(
-                "You already have an agent with this handle.", fields={"handle": "Already taken."}
-            ) from None
+            raise HandleTaken(fields={"handle": "Already taken."}) from None
         if pinned_workspace_ids is not None:
             set_agent_pins(agent, pinned_workspace_ids)
     return agent
@@ -78,10 +75,8 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
             )
             missing = {str(w) for w in workspace_ids} - {str(w) for w in allowed}
             if missing:
-                raise AgentRule(
-                    "An agent can only be pinned to workspaces its owner belongs to.",
-                    fields={"pinnedWorkspaces": "Unknown workspace."},
-                )
+                # Someone else's workspace reads as no workspace at all.
+                raise WorkspaceNotFound(fields={"pinnedWorkspaces": "Unknown workspace."})
             AgentPin.objects.bulk_create([AgentPin(agent=agent, workspace_id=w) for w in allowed])
             agent.visibility = Agent.Visibility.PINNED
         agent.save(update_fields=["visibility", "updated_at"])

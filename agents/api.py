@@ -160,6 +160,8 @@ def _key_out(key: AgentKey) -> dict:
 class AgentSessionView(APIView):
     """POST with ``Authorization: Bearer agk_…``: the only place an agent key is accepted."""
 
+    statuses = {"post": (200,)}
+
     permission_classes = [AllowAny]
     authentication_classes = []
 
@@ -182,6 +184,8 @@ class AgentSessionView(APIView):
 
 class AgentSelfView(APIView):
     """GET with a session token: the agent's own configuration (the bridge reads it at start)."""
+
+    is_collection = False  # one record at a path that reads like a list
 
     def get(self, request):
         if not isinstance(request.user, Agent):
@@ -282,6 +286,7 @@ class TaskDetailView(APIView):
 
 
 class TaskCancelView(APIView):
+    statuses = {"post": (200, 202)}
     permission_classes = [IsPerson]
 
     def post(self, request, task_id):
@@ -290,6 +295,7 @@ class TaskCancelView(APIView):
 
 
 class PersonalityView(APIView):
+    is_collection = False  # one record at a path that reads like a list
     inputs = {"put": PersonalityInput}
     permission_classes = [IsPerson]
 

@@ -15,6 +15,12 @@ class AgentRule(AppError):
     code = "agent_invalid"
 
 
+class HandleTaken(AppError):
+    code = "handle_taken"
+    status = 409
+    default_message = "You already have an agent with this handle."
+
+
 class TaskNotFound(NotFound):
     code = "task_not_found"
     default_message = "Task not found."

@@ -206,6 +206,8 @@ class VersionDetailView(APIView):
 
 
 class DiffView(APIView):
+    is_collection = False  # one record at a path that reads like a list
+
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         query = validated(DiffQuery, request.query_params.dict())
@@ -233,6 +235,7 @@ class CommentListView(APIView):
 
 
 class CardActionView(APIView):
+    statuses = {"post": (200,)}
     inputs = {"post": CardActionInput}
     permission_classes = [IsPerson]
 
@@ -250,6 +253,8 @@ class CardActionView(APIView):
 
 
 class CardView(APIView):
+    is_collection = False  # one record at a path that reads like a list
+
     def get(self, request, message_id):
         message = access_message(request.user, message_id)
         if "card" not in (message.payload or {}):

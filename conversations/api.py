@@ -196,6 +196,8 @@ class ResolveInput(StrictSerializer):
 class ResolveView(APIView):
     """Any participant of a side thread resolves it with a summary (THR-4)."""
 
+    statuses = {"post": (200,)}
+
     inputs = {"post": ResolveInput}
 
     def post(self, request, conversation_id):

@@ -127,6 +127,7 @@ class TokenDetailView(APIView):
 
 
 class MeView(APIView):
+    is_collection = False  # one record at a path that reads like a list
     permission_classes = [IsPerson]
 
     def get(self, request):
@@ -172,6 +173,7 @@ class WorkspaceDetailView(APIView):
 
 
 class LeaveView(APIView):
+    statuses = {"post": (204,)}
     permission_classes = [IsPerson]
 
     def post(self, request, workspace_id):
@@ -251,6 +253,7 @@ def _invitation_out(invitation):
 
 
 class AcceptInvitationView(APIView):
+    statuses = {"post": (200,)}
     inputs = {"post": AcceptInput}
     permission_classes = [IsPerson]
 
