@@ -91,20 +91,3 @@ def agent_for_session_token(secret: str):
     if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
         return None
     return session.agent
-
-
-def tasks_visible_to(user):
-    """Tasks in the workspaces the person belongs to."""
-    from agents.models import Task
-
-    return Task.objects.filter(workspace__memberships__user=user)
-
-
-def access_task(user, task_id):
-    from agents.exceptions import TaskNotFound
-    from agents.models import Task
-
-    try:
-        return tasks_visible_to(user).get(pk=as_uuid(task_id))
-    except Task.DoesNotExist:
-        raise TaskNotFound() from None

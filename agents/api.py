@@ -8,14 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import actions, gateway, tasks
-from agents.access import (
-    access_agent,
-    access_own_agent,
-    access_task,
-    agents_visible_in,
-    agents_visible_to,
-    tasks_visible_to,
-)
+from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
 from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
@@ -293,7 +286,7 @@ class TaskListView(APIView):
     permission_classes = [IsPerson]
 
     def get(self, request):
-        found = tasks_visible_to(request.user)
+        found = tasks.tasks_visible_to(request.user)
         if request.query_params.get("workspace"):
             found = found.filter(
                 workspace=access_workspace(request.user, request.query_params["workspace"])
@@ -324,14 +317,14 @@ class TaskDetailView(APIView):
     permission_classes = [IsPerson]
 
     def get(self, request, task_id):
-        return Response(task_out(access_task(request.user, task_id), with_events=True))
+        return Response(task_out(tasks.access_task(request.user, task_id), with_events=True))
 
 
 class TaskCancelView(APIView):
     permission_classes = [IsPerson]
 
     def post(self, request, task_id):
-        task = tasks.request_cancel(access_task(request.user, task_id))
+        task = tasks.request_cancel(tasks.access_task(request.user, task_id))
         return Response(task_out(task), status=202 if task.cancel_state == "requested" else 200)
 
 
