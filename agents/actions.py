@@ -7,11 +7,21 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agents.exceptions import AgentRule, HandleTaken
-from agents.models import Agent, AgentKey, AgentPin, AgentSession, PersonalityRevision, TurnUsage
+from agents.access import agent_appears_in, owner_manages
+from agents.exceptions import AgentNotFound, AgentRule, CredentialNotForAgent, HandleTaken
+from agents.models import (
+    Agent,
+    AgentKey,
+    AgentPin,
+    AgentSession,
+    CredentialGrant,
+    PersonalityRevision,
+    TurnUsage,
+)
 from agntchat.core import crypto
+from workspaces.access import require_manager
 from workspaces.exceptions import WorkspaceNotFound
-from workspaces.models import Membership
+from workspaces.models import Credential, Membership
 
 
 def create_agent(
@@ -199,3 +209,25 @@ def record_usage(
         cost_usd=cost if isinstance(cost, (int, float)) and cost >= 0 else None,
         **counts,
     )
+
+
+def grant_credential(
+    membership: Membership, credential: Credential, agent: Agent
+) -> tuple[CredentialGrant, bool]:
+    """Let AGENT use CREDENTIAL (of MEMBERSHIP's workspace), on a manager's word. The agent must
+    appear in the workspace and its owner manage it: the secret ends up on the owner's machine.
+    Granting twice is the same grant; the bool says whether this call created it."""
+    require_manager(membership)
+    workspace_id = membership.workspace_id
+    if credential.workspace_id != workspace_id or not agent_appears_in(agent, workspace_id):
+        raise AgentNotFound()
+    if not owner_manages(agent, workspace_id):
+        raise CredentialNotForAgent(fields={"agent": CredentialNotForAgent.default_message})
+    return CredentialGrant.objects.get_or_create(
+        credential=credential, agent=agent, defaults={"granted_by": membership.user}
+    )
+
+
+def revoke_credential_grant(membership: Membership, grant: CredentialGrant) -> None:
+    require_manager(membership)
+    grant.delete()

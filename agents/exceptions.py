@@ -24,3 +24,12 @@ class HandleTaken(AppError):
 class TaskNotFound(NotFound):
     code = "task_not_found"
     default_message = "Task not found."
+
+
+class CredentialNotForAgent(AppError):
+    """A credential may go only to agents whose owner can read it (a manager of its workspace)."""
+
+    code = "credential_not_for_agent"
+    default_message = (
+        "Only agents owned by an admin or the owner of this workspace can use its credentials."
+    )

@@ -7,10 +7,10 @@ from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from agents import gateway
-from agents.access import access_agent, access_task, agents_visible_in, tasks_visible_to
-from agents.models import Agent, Task, TaskEvent
+from agents.access import access_agent, agents_visible_in
+from agents.models import Agent, TaskEvent
 from agents.scoring import DEFAULT_WEIGHTS
-from agents.tasks import task_data
+from agents.tasks import access_task, task_data, tasks_visible_to
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
 from workspaces.access import workspaces_visible_to
@@ -87,9 +87,9 @@ def agent_detail(request, membership, agent_id):
             if is_owner
             else []
         ),
-        recent_tasks=Task.objects.filter(agent=agent, workspace=membership.workspace).order_by(
-            "-created_at"
-        )[:10],
+        recent_tasks=tasks_visible_to(request.user)
+        .filter(agent=agent, workspace=membership.workspace)
+        .order_by("-created_at")[:10],
         server_url=request.build_absolute_uri("/").rstrip("/"),
         **_form_choices(request),
     )

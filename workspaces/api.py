@@ -9,7 +9,12 @@ from rest_framework.views import APIView
 
 from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
 from workspaces import actions
-from workspaces.access import access_membership, require_manager, workspaces_visible_to
+from workspaces.access import (
+    access_credential,
+    access_membership,
+    require_manager,
+    workspaces_visible_to,
+)
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
@@ -296,12 +301,7 @@ class CredentialDetailView(APIView):
 
     def delete(self, request, workspace_id, credential_id):
         membership = access_membership(request.user, workspace_id)
-        credential = Credential.objects.filter(
-            workspace=membership.workspace, id=credential_id
-        ).first()
-        if credential is None:
-            raise WorkspaceNotFound("Credential not found.")
-        actions.delete_credential(membership, credential)
+        actions.delete_credential(membership, access_credential(membership, credential_id))
         return Response(status=204)
 
 

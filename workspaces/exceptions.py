@@ -6,6 +6,11 @@ class WorkspaceNotFound(NotFound):
     default_message = "Workspace not found."
 
 
+class CredentialNotFound(NotFound):
+    code = "credential_not_found"
+    default_message = "Credential not found."
+
+
 class PersonalWorkspaceRule(AppError):
     """The personal workspace is never deleted, transferred, left or shared (WS-1)."""
 

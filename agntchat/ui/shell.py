@@ -26,6 +26,7 @@ from django.http import Http404
 
 from agents.access import agents_visible_in
 from agents.models import Agent, Task
+from agents.tasks import tasks_visible_to
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
 from conversations.models import Conversation, Message, Participant
@@ -182,9 +183,9 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "agents": [
             {"agent": a, "online": online[a.id], "mine": a.owner_id == user.id} for a in agents
         ],
-        "active_tasks": Task.objects.filter(
-            workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING]
-        ).count(),
+        "active_tasks": tasks_visible_to(user)
+        .filter(workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING])
+        .count(),
     }
 
 
