@@ -36,6 +36,9 @@ def dev_secret_key() -> str:
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = os.environ.get("SECRET_KEY") or dev_secret_key()
+# Retired secret keys (comma-separated), still accepted: rotating SECRET_KEY keeps sessions and
+# stored token hashes valid while the old key is listed here (docs/operations.md).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
