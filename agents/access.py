@@ -83,10 +83,15 @@ def access_own_agent(user, agent_id) -> Agent:
 
 
 def agent_for_session_token(secret: str):
-    session = (
-        AgentSession.objects.select_related("agent", "agent__owner", "key")
-        .filter(token_hash=crypto.hash_secret(secret), expires_at__gt=timezone.now())
-        .first()
+    session = crypto.find_by_secret(
+        lambda token_hash: (
+            AgentSession.objects.select_related("agent", "agent__owner", "key")
+            .filter(token_hash=token_hash, expires_at__gt=timezone.now())
+            .first()
+        ),
+        AgentSession.objects,
+        "token_hash",
+        secret,
     )
     if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
         return None

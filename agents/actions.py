@@ -116,10 +116,13 @@ def revoke_agent_key(key: AgentKey) -> None:
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     """Exchange a live agent key for a short-lived session token (WS-3); None if the key is bad."""
-    key = (
-        AgentKey.objects.select_related("agent__owner")
-        .filter(key_hash=crypto.hash_secret(key_secret))
-        .first()
+    key = crypto.find_by_secret(
+        lambda key_hash: (
+            AgentKey.objects.select_related("agent__owner").filter(key_hash=key_hash).first()
+        ),
+        AgentKey.objects,
+        "key_hash",
+        key_secret,
     )
     if key is None or key.revoked_at is not None or not key.agent.owner.is_active:
         return None

@@ -181,8 +181,12 @@ def post_message(
     takes_part = getattr(conversation, "takes_part", False)
     if conversational and by_person:
         conversation.agent_streak = 0  # reset (and held posts released) by settle_post
-    # An agent's post counts against the loop guard (TURN-2).
-    guard = turns.count_post(conversation) if conversational and agent_author else turns.COUNTED
+    # An agent's post counts against the loop guard (TURN-2), unless it answers a person.
+    guard = (
+        turns.count_post(conversation, agent_author, reply_to)
+        if conversational and agent_author
+        else turns.COUNTED
+    )
     held = guard == turns.HELD
     # A plain post, a person's or an agent's, writes once, in its last statement (settle_post),
     # which locks the conversation row. In a transaction, that lock would be held until this
@@ -204,7 +208,7 @@ def post_message(
             # Decided again under the row's lock: a person's post in between (release_held)
             # would otherwise leave this one held.
             turns.lock(conversation)
-            guard = turns.count_post(conversation)
+            guard = turns.count_post(conversation, agent_author)
             held = guard == turns.HELD
         message = Message(
             held_at=timezone.now() if held else None,

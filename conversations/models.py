@@ -27,7 +27,8 @@ class Conversation(BaseModel):
     )
     settings = models.JSONField(default=dict, blank=True)
     last_message_at = models.DateTimeField(null=True, blank=True)
-    # Loop guard (TURN-2): consecutive agent messages since a person last spoke.
+    # Loop guard (TURN-2): consecutive agent messages since a person last spoke, less the
+    # agents' answers to people's messages.
     agent_streak = models.PositiveIntegerField(default=0)
 
     # Side threads (THR-1…4): a thread hangs off the message that opened it.
@@ -163,6 +164,9 @@ class Delivery(Claimable, BaseModel):
     # This delivery is the agent's turn in a turn queue: its ack hands the turn on (TURN-1).
     # Known from the ack itself, so acks of other deliveries need no second query.
     holds_turn = models.BooleanField(default=False)
+    # The agent posted its answer to this (person's) message: the one answer the loop guard
+    # does not count (TURN-2, turns.ANSWER_PERSON).
+    answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(Claimable.Meta):
         constraints = [

@@ -1,6 +1,5 @@
 """REST for people, workspaces, members, invitations, tokens and credentials."""
 
-from django.contrib.auth import authenticate
 from django.urls import path
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -16,6 +15,7 @@ from workspaces.access import (
     workspaces_visible_to,
 )
 from workspaces.exceptions import WorkspaceNotFound
+from workspaces.login import authenticate_person
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
 
@@ -89,7 +89,7 @@ class TokenView(APIView):
 
     def post(self, request):
         data = validated(TokenInput, request.data)
-        user = authenticate(request, username=data["username"], password=data["password"])
+        user = authenticate_person(request, data["username"], data["password"])
         if user is None:
             return Response(
                 error_body("invalid_credentials", "Wrong username or password."), status=401

@@ -29,3 +29,19 @@ class NotAllowed(PermissionDenied):
 
 class InvitationInvalid(AppError):
     code = "invitation_invalid"
+
+
+class LoginThrottled(AppError):
+    """Too many failed sign-ins for a username or from a client address: locked for a while."""
+
+    code = "login_throttled"
+    status = 429
+
+    def __init__(self, retry_after: int):
+        if retry_after < 60:
+            wait = f"{retry_after} second{'s' if retry_after != 1 else ''}"
+        else:
+            minutes = -(-retry_after // 60)
+            wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
+        super().__init__(f"Too many failed sign-in attempts. Try again in {wait}.")
+        self.retry_after = retry_after

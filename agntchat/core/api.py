@@ -54,7 +54,10 @@ def exception_handler(exc, context):
     """Map every refusal to ``{"error": {"code", "message", "fields"}}`` with a 4xx status."""
     if isinstance(exc, AppError):
         set_rollback()
-        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response(
+            error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -14,7 +14,7 @@ from agents.models import Agent
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
 from conversations.actions import add_participant, create_conversation, post_message
-from conversations.models import Conversation
+from conversations.models import Conversation, Message
 from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
@@ -443,3 +443,54 @@ def test_people_see_each_other_type_and_publish_artifacts(orm, cast, server, bro
     alice.get_by_role("button", name="Save settings").click()
     expect(saved).to_be_visible()
     assert orm(loop_guard) == {}
+
+
+# Counts the composer's message posts in flight (each slowed a little, as on a slow network).
+COUNT_POSTS = """
+window.__posts = { inFlight: 0, most: 0 };
+const realFetch = window.fetch;
+window.fetch = async (url, options = {}) => {
+  if (options.method !== "POST" || !/\\/conversations\\/[^/]+\\/messages\\/$/.test(String(url))) {
+    return realFetch(url, options);
+  }
+  __posts.inFlight += 1;
+  __posts.most = Math.max(__posts.most, __posts.inFlight);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    return await realFetch(url, options);
+  } finally {
+    __posts.inFlight -= 1;
+  }
+};
+"""
+
+
+def test_a_quick_burst_is_stored_in_the_order_typed(orm, cast, server, browser):
+    alice_user, _, _ = cast
+
+    def team_with_a_channel():
+        team = create_team_workspace(alice_user, "Tide Lab")
+        return team, create_conversation(alice_user, team, kind="channel", title="general")
+
+    team, general = orm(team_with_a_channel)
+    page = log_in(browser, server, "alice")
+    page.context.add_init_script(COUNT_POSTS)
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
+    composer = page.get_by_label("Message #general")
+    typed = [f"thought {i}" for i in range(8)]
+    for text in typed:
+        composer.fill(text)
+        composer.press("Enter")
+    # Each shows at once, in the order typed, while they are still being sent one by one.
+    expect(page.locator(".msg--mine .msg__text")).to_have_count(8)
+    expect(page.locator(".is-pending")).to_have_count(0, timeout=WAIT)
+
+    def stored():
+        messages = Message.objects.filter(conversation=general).order_by("created_at", "id")
+        return list(messages.values_list("body", flat=True))
+
+    assert orm(stored) == typed
+    assert page.evaluate("window.__posts.most") == 1
+    texts = page.locator(".msg--mine .msg__text").all_inner_texts()
+    assert [t.strip() for t in texts] == typed
