@@ -2,6 +2,7 @@
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from agents.models import Agent
 from agntchat.core.claims import Claimable
@@ -44,8 +45,22 @@ class Conversation(BaseModel):
     summary = models.TextField(blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    # An archived channel keeps its history, readable as before, but leaves the sidebar, takes
+    # no new messages and frees its name.
+    archived_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         indexes = [models.Index(fields=["workspace", "kind"], name="conversation_kind")]
+        constraints = [
+            # Names are stored normalised (conversations/channels.py); lower() keeps rows written
+            # any other way case-insensitive too.
+            models.UniqueConstraint(
+                Lower("title"),
+                "workspace",
+                condition=Q(kind="channel", archived_at__isnull=True),
+                name="channel_name_unique_in_workspace",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"

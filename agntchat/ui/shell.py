@@ -128,8 +128,8 @@ def _with_unread(conversations, user):
 
 
 def listed_in_sidebar(user, workspace):
-    """The channels of WORKSPACE, and the conversations there USER takes part in (direct
-    messages, side threads, task conversations). A workspace collects others' side threads and
+    """The live channels of WORKSPACE, and the conversations there USER takes part in (direct
+    messages, side threads, task conversations); archived channels are left out. A workspace collects others' side threads and
     direct messages by the thousand, and the sidebar is drawn on every page: the ids come from
     two index reads (channels by workspace and kind, participations by person), and the
     conversations by key. (A subset of what USER may read: the membership is checked.)"""
@@ -146,7 +146,7 @@ def listed_in_sidebar(user, workspace):
     listed = Func(
         F("pk"), ids, template="%(expressions)s)", arg_joiner=" = ANY(", output_field=BooleanField()
     )
-    return Conversation.objects.filter(listed)
+    return Conversation.objects.filter(listed, archived_at__isnull=True)
 
 
 def sidebar(user, membership: Membership, current=None) -> dict:

@@ -4,6 +4,7 @@ docs/screenshots/ (laptop and phone widths) as the story goes.
 
 Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py."""
 
+import os
 import re
 
 import pytest
@@ -11,6 +12,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from agents import actions as agent_actions
 from agents.models import Agent
+from agents.views import bridge_program
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
 from conversations.actions import add_participant, create_conversation, post_message
@@ -20,6 +22,7 @@ from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     LAPTOP,
+    NO_CHROMIUM,
     PASSWORD,
     PHONE,
     WAIT,
@@ -34,7 +37,10 @@ from tests.ui.browser import (
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
 
 
 @pytest.fixture
@@ -110,7 +116,7 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     page.get_by_role("button", name="Create key").click()
     command = page.locator("#bridge-command")
     expect(command).to_contain_text("--key agk_")
-    assert command.inner_text().startswith(f"agntchat-bridge --url {server.url} --key agk_")
+    assert command.inner_text().startswith(f"{bridge_program()} --url {server.url} --key agk_")
     expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
     bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
     # The page notices the bridge come online by itself.

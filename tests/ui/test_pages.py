@@ -250,6 +250,23 @@ def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settin
     assert "Say hi to @scout" in response.content.decode()
 
 
+def test_the_bridge_command_shown_runs_in_a_fresh_shell(client, alice, team_a, nova):
+    import re
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    client.force_login(alice)
+    page = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
+    program = shlex.split(re.search(r'data-program="([^"]+)"', page).group(1))[0]
+    assert Path(program).is_absolute() and Path(program).name == "agntchat-bridge"
+    # Not on a fresh shell's PATH, and needing no activated virtualenv: it still runs.
+    shown = subprocess.run(
+        [program, "--help"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "--key" in shown.stdout, shown.stderr
+
+
 def test_the_task_list_shows_each_tasks_latest_progress_in_one_read(client, alice, team_a, nova):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
