@@ -19,6 +19,7 @@ from agents.models import (
     TurnUsage,
 )
 from agntchat.core import crypto
+from agntchat.core.events import publish_many
 from workspaces.access import require_manager
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Credential, Membership
@@ -105,13 +106,23 @@ def create_agent_key(agent: Agent, name: str = "") -> tuple[AgentKey, str]:
     return key, secret
 
 
+def session_topic(session_id) -> str:
+    """Where the open sockets of one agent session hear that it ended."""
+    return f"agent_session.{session_id}"
+
+
 def revoke_agent_key(key: AgentKey) -> None:
-    """Revoking a key also ends every session that was opened with it."""
+    """Revoking a key also ends every session that was opened with it, and closes their open
+    sockets on every server node."""
     with transaction.atomic():
         if key.revoked_at is None:
             key.revoked_at = timezone.now()
             key.save(update_fields=["revoked_at", "updated_at"])
-        AgentSession.objects.filter(key=key).delete()
+        sessions = AgentSession.objects.filter(key=key)
+        topics = [session_topic(session_id) for session_id in sessions.values_list("id", flat=True)]
+        sessions.delete()
+        if topics:
+            publish_many(topics, {"type": "session.ended", "reason": "revoked"})
 
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:

@@ -14,9 +14,10 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.db import close_old_connections
+from django.utils import timezone
 
 from agents import actions, gateway, tasks
-from agents.access import agent_for_session_token, workspaces_of_agent
+from agents.access import session_for_token, session_is_live, workspaces_of_agent
 from agents.models import Agent, Task
 from agntchat.core import presence
 from agntchat.core.auth import bearer_secret
@@ -53,6 +54,10 @@ def in_pool(func):
 HANDLED_WAKES: OrderedDict[str, None] = OrderedDict()
 # Open connections per agent in this process: who could have skipped a wake-up.
 LOCAL_CONNECTIONS: Counter = Counter()
+SESSION_ENDED = {
+    "revoked": "The agent key of this session was revoked.",
+    "expired": "The session expired; renew it in time with a 'session.renew' frame.",
+}
 ARTIFACT_FRAMES = {
     "artifact.publish": artifact_frames.publish_artifact,
     "artifact.update": artifact_frames.update_artifact,
@@ -71,8 +76,13 @@ def _prefetch(value) -> int:
 
 
 @database_sync_to_async
-def _agent_for(secret):
-    return agent_for_session_token(secret) if secret and secret.startswith("ags_") else None
+def _session_for(secret):
+    return session_for_token(secret) if secret and secret.startswith("ags_") else None
+
+
+@database_sync_to_async
+def _session_is_live(session_id) -> bool:
+    return session_is_live(session_id)
 
 
 @database_sync_to_async
@@ -162,15 +172,17 @@ class AgentSocket(JsonSocket):
         "card.post": "on_artifact_frame",
         "personality.get": "on_personality_get",
         "personality.set": "on_personality_set",
+        "session.renew": "on_session_renew",
     }
 
     async def connect(self):
-        self.agent = await _agent_for(bearer_secret(header(self.scope, b"authorization")))
-        if self.agent is None:
+        self.session = await _session_for(bearer_secret(header(self.scope, b"authorization")))
+        if self.session is None:
             await self.refuse(
                 "A valid agent session token is required (Authorization: Bearer ags_…)."
             )
             return
+        self.agent = self.session.agent
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = uuid.uuid4().hex
         self.held: dict[str, str] = {}  # item id → kind
@@ -182,6 +194,7 @@ class AgentSocket(JsonSocket):
         self.acker: asyncio.Task | None = None  # writes them, a batch per trip
         self.claiming = asyncio.Lock()  # one claim at a time, or two could overfill the window
         self.closing = False
+        self.released = False
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         for name, kind in (("prefetch", "message"), ("tasks", "task")):
@@ -190,6 +203,7 @@ class AgentSocket(JsonSocket):
                     self.capacity[kind] = _prefetch(query[name][0])
                 except FrameError as exc:
                     await self.send_error(exc.code, exc.message)
+        await self.follow_session(self.session)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         LOCAL_CONNECTIONS[self.agent.id] += 1
         self.counted = True
@@ -206,11 +220,37 @@ class AgentSocket(JsonSocket):
         )
         await self.fill()
 
-    async def disconnect(self, code):
-        if getattr(self, "agent", None) is None or not hasattr(self, "connection_id"):
+    async def follow_session(self, session) -> None:
+        """Serve under SESSION until it is revoked (its topic says so, on whichever node the
+        revocation happened) or expires (a timer, so an idle socket closes too)."""
+        old_group = getattr(self, "session_group", None)
+        if getattr(self, "expiry", None) is not None:
+            self.expiry.cancel()
+        self.session = session
+        self.session_group = group_name(actions.session_topic(session.id))
+        await self.channel_layer.group_add(self.session_group, self.channel_name)
+        if old_group is not None and old_group != self.session_group:
+            await self.channel_layer.group_discard(old_group, self.channel_name)
+        self.expiry = asyncio.create_task(self.end_at_expiry(session))
+
+    async def end_at_expiry(self, session) -> None:
+        await asyncio.sleep(max(0.0, (session.expires_at - timezone.now()).total_seconds()))
+        # Through the channel layer to this very socket: handled in turn, like any event.
+        await self.channel_layer.send(
+            self.channel_name, {"type": "session.ended", "reason": "expired"}
+        )
+
+    async def release(self):
+        """Stop claiming, keep what was acked, give back every unacked item at once, go offline."""
+        if getattr(self, "connection_id", None) is None or self.released:
             return
-        await self.channel_layer.group_discard(self.topic, self.channel_name)
+        self.released = True
         self.closing = True
+        if getattr(self, "expiry", None) is not None:
+            self.expiry.cancel()
+        await self.channel_layer.group_discard(self.topic, self.channel_name)
+        if getattr(self, "session_group", None) is not None:
+            await self.channel_layer.group_discard(self.session_group, self.channel_name)
         if self.acker is not None:
             await self.acker  # what the bridge acked stays acked; nothing more is claimed
         if getattr(self, "counted", False):
@@ -220,11 +260,19 @@ class AgentSocket(JsonSocket):
         released = await database_sync_to_async(gateway.release_work)(
             self.agent.id, self.connection_id, dict(self.held)
         )
+        self.held.clear()
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", work_available())
+
+    async def session_ended(self, event):
+        """The session was revoked or ran out: the socket closes now, on every node (4401)."""
+        await self.send_error(
+            "unauthorized", SESSION_ENDED.get(event.get("reason"), "The session ended.")
+        )
+        await self.hang_up(4401)
 
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
@@ -242,10 +290,12 @@ class AgentSocket(JsonSocket):
         trip. Return the lanes where a claim took all the room (more work may be waiting)."""
         async with self.claiming:
             freed = sum(1 for item_id in acks if item_id in self.held)  # once these are written
+            # Nothing new for a closing socket, nor for one whose session ran out a moment ago.
+            claim = claim and not self.closing and timezone.now() < self.session.expires_at
             rooms = {
                 kind: self.room(kind) + (freed if kind == "message" else 0)
                 for kind in self.capacity
-                if claim and only in (None, kind) and not self.closing
+                if claim and only in (None, kind)
             }
             # A lane that was full, or filled to the brim, may have more waiting: claim again
             # there when slots free up. Otherwise a free slot waits for the next wake-up event.
@@ -273,6 +323,13 @@ class AgentSocket(JsonSocket):
             # Its lease ran out and another connection has it now; the slot here is free.
             await self.send_error(NotHeld.code, NotHeld.default_message, {"id": item_id})
         return full
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if timezone.now() >= self.session.expires_at:
+            # The timer closes an idle socket; a frame that comes first is refused all the same.
+            await self.session_ended({"reason": "expired"})
+            return
+        await super().receive(text_data, bytes_data, **kwargs)
 
     # Events from the channel layer.
     async def work_available(self, event):
@@ -435,8 +492,22 @@ class AgentSocket(JsonSocket):
         )
 
     async def on_heartbeat(self, frame):
+        if not await _session_is_live(self.session.id):
+            # Its topic said so at once, unless the channel layer lost that event.
+            await self.session_ended({})
+            return
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await self.fill()
+
+    async def on_session_renew(self, frame):
+        """A newer session token of the same agent: the socket goes on under that session, so a
+        bridge renewing before expiry keeps its socket and the items its turns hold."""
+        token = frame.get("token")
+        session = await _session_for(token) if isinstance(token, str) else None
+        if session is None or session.agent_id != self.agent.id:
+            raise FrameError("A live session token of this agent is required.", code="unauthorized")
+        await self.follow_session(session)
+        await self.send_json(wire({"type": "session.renewed", "expires_at": session.expires_at}))
 
     async def on_configure(self, frame):
         capacity = dict(self.capacity)

@@ -78,6 +78,7 @@ class Bridge:
         self.token: str | None = None
         self.token_expires = 0.0
         self.ws = None
+        self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
         self.running: dict[str, asyncio.Task] = {}  # item id → its handler
         self.stopping = asyncio.Event()
@@ -137,12 +138,21 @@ class Bridge:
                     max_size=8 * 1024 * 1024,
                 ) as ws:
                     self.ws = ws
+                    self.socket_token = token
                     backoff = 1.0
                     await self.serve(ws)
             except AuthError as exc:
                 log.error("%s; retrying in %.0fs", exc, self.config.max_backoff)
                 await self.sleep(self.config.max_backoff)
             except (TimeoutError, OSError, websockets.WebSocketException, httpx.HTTPError) as exc:
+                if (
+                    isinstance(exc, websockets.ConnectionClosed)
+                    and exc.rcvd
+                    and exc.rcvd.code == 4401
+                ):
+                    self.token = (
+                        None  # the session ended (revoked or expired): exchange the key again
+                    )
                 log.warning(
                     "connection lost (%s); reconnecting in ~%.0fs", exc.__class__.__name__, backoff
                 )
@@ -177,8 +187,12 @@ class Bridge:
         while True:
             await asyncio.sleep(self.config.heartbeat_seconds)
             await self.send({"type": "heartbeat"})
-            # Refresh the session token ahead of expiry, for the next reconnect and REST calls.
-            await self.ensure_token()
+            # Refresh the session token ahead of expiry, and move the open socket onto the new
+            # session: the server closes a socket whose session expires.
+            token = await self.ensure_token()
+            if token != self.socket_token:
+                await self.send({"type": "session.renew", "token": token})
+                self.socket_token = token
 
     async def abandon_running(self) -> None:
         """The socket is gone: the server releases what we held, so stop working on it."""

@@ -1,12 +1,16 @@
 """What every WebSocket consumer shares: JSON frames, error frames, the domain-error mapping."""
 
 import json
+import logging
 
 from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
+
+log = logging.getLogger(__name__)
 
 
 class FrameError(AppError):
@@ -17,6 +21,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     """Frames are JSON objects with a ``type``; a bad frame gets an error frame, never a hang-up."""
 
     handlers: dict = {}
+    hung_up = False
 
     @classmethod
     async def encode_json(cls, content) -> str:
@@ -30,7 +35,38 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+        if message["type"] == "websocket.disconnect":
+            await handler(message)  # ends the consumer (StopConsumer), whatever happens
+            return
+        if self.hung_up:
+            return  # once hung up, nothing it receives (frame or event) is acted on
+        try:
+            await handler(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            # A bug or a failed dependency, not a bad frame: hang up as a crash would, but give
+            # back what the socket holds first (a crashed consumer never hears its disconnect).
+            log.exception("%s failed on %s", type(self).__name__, message["type"])
+            await self.hang_up(1011)
+
+    async def hang_up(self, code: int) -> None:
+        """Release what the socket holds, then close with CODE; nothing received afterwards is
+        acted on."""
+        if self.hung_up:
+            return
+        self.hung_up = True
+        try:
+            await self.release()
+        finally:
+            await self.close(code=code)
+
+    async def release(self) -> None:
+        """Give back what this socket holds (subscriptions, claimed work). Called on hang-up and
+        on disconnect, so it must be safe to call twice."""
+
+    async def disconnect(self, code):
+        await self.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         try:
@@ -71,7 +107,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         so a client can tell a refusal from a crash."""
         await self.accept()
         await self.send_error(code, message)
-        await self.close(code=close_code)
+        await self.hang_up(close_code)
 
 
 def header(scope, name: bytes) -> str:
