@@ -19,8 +19,8 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from agents.consumers import AgentSocket  # noqa: E402
 from conversations.consumers import LiveSocket  # noqa: E402
+from work.consumers import AgentSocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

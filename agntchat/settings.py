@@ -59,6 +59,10 @@ INSTALLED_APPS = [
     "agents",
     "conversations",
     "artifacts",
+    "work",
+    "routines",
+    "integrations",
+    "agntchat.ui",
 ]
 
 MIDDLEWARE = [
@@ -147,7 +151,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Keys of this deployment share one prefix so tests and several checkouts can share a server;
 # each pytest-xdist worker (and the servers its tests start) gets its own.
-REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get("PYTEST_XDIST_WORKER", "")
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
+    "PYTEST_XDIST_WORKER", ""
+)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "agntchat.core.layers.RedisLayer",
@@ -175,14 +181,12 @@ Q_CLUSTER = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "agntchat.core.auth.BearerTokenAuthentication",
+        "agents.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["agntchat.core.api.CamelCaseRenderer"],
     "DEFAULT_PARSER_CLASSES": ["agntchat.core.api.CamelCaseParser"],
-    "DEFAULT_PAGINATION_CLASS": "agntchat.core.api.CursorPagination",
-    "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "agntchat.core.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "agntchat.core.schema.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",

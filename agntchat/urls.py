@@ -8,7 +8,7 @@ from agntchat.core.health import healthz
 
 api = [
     path("", include("workspaces.api")),
-    path("", include("agents.api")),
+    path("", include("work.api")),
     path("", include("conversations.api")),
     path("", include("artifacts.api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -19,7 +19,6 @@ urlpatterns = [
     path("healthz", healthz),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
-    path("", include("workspaces.urls")),
     path("", include("agntchat.ui.urls")),
 ]
 

@@ -6,23 +6,36 @@ import re
 from django.db import transaction
 
 from agents.models import Agent
-from agents.tasks import MAX_INSTRUCTIONS, create_task
 from agntchat.core.events import publish_many
 from agntchat.core.validation import JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
-from artifacts.cards_store import card_button, is_email_action
+from artifacts.cards_store import (
+    card_button,
+    is_email_action,
+    seal_card_payload,
+    with_card_html,
+)
 from artifacts.exceptions import ActionUsed, ArtifactRule, CardActionUnavailable, CardInvalid
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
-from conversations.actions import announce_message, audience_topics, post_message
+from conversations.actions import post_message
+from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
+from conversations.tasks import MAX_INSTRUCTIONS, create_task
 
 MAX_CONTENT_BYTES = 500 * 1024
 MAX_TITLE = 200
 MAX_NOTE = 500
 MAX_COMMENT = 10_000
 LANGUAGE_RE = re.compile(r"^[A-Za-z0-9_+#.-]{0,40}$")
+
+
+def post_card(author, conversation: Conversation, card, body: str = "", client_ref: str = ""):
+    """A message carrying CARD: validated and sealed with its layout and HTML here, then posted
+    through the one pipeline. A malformed card is refused naming the field; nothing is stored."""
+    payload = seal_card_payload({"card": card})
+    return post_message(author, conversation, body, payload=payload, client_ref=client_ref)
 
 
 def _is_agent(actor) -> bool:
@@ -257,7 +270,7 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
             raise ActionUsed()
         outcome = {"status": "done", "label": f"{action['label']} ✓", "by": str(user.id)}
         outcomes[key] = outcome
-        locked.payload = {**payload, "card_outcomes": outcomes}
+        locked.payload = with_card_html({**payload, "card_outcomes": outcomes})
         locked.save(update_fields=["payload", "updated_at"])
         conversation = locked.conversation
         if is_email_action(payload, action_id):

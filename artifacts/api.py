@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
 from artifacts.access import access_artifact, access_comment, access_version
@@ -16,6 +16,7 @@ from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTem
 from artifacts.rendering import diff_versions, render_artifact
 from conversations.access import access_conversation, access_message
 from conversations.payloads import author_data, message_data
+from workspaces.access import IsPerson
 
 
 class WholeNumber(serializers.IntegerField):

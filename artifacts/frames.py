@@ -8,7 +8,6 @@ from agntchat.core.sockets import FrameError
 from artifacts import actions
 from artifacts.access import access_artifact
 from conversations.access import access_conversation
-from conversations.actions import post_message
 
 
 def _text(frame: dict, name: str, *, required: bool = True) -> str:
@@ -73,11 +72,11 @@ def post_card(agent, frame: dict) -> dict:
     conversation = access_conversation(agent, frame.get("conversationId"))
     if "card" not in frame:
         raise FrameError("card.post needs a 'card' object.", fields={"card": "Required."})
-    message = post_message(
+    message = actions.post_card(
         agent,
         conversation,
+        frame["card"],
         _text(frame, "body", required=False),
-        payload={"card": frame["card"]},
         client_ref=_text(frame, "ref", required=False),
     )
     return _with_ref({"type": "posted", "messageId": str(message.id)}, frame)

@@ -190,8 +190,3 @@ def _diff_row(kind, old_no, new_no, text):
         f'<tr class="diff-{kind}"><td class="diff-no">{old_no}</td>'
         f'<td class="diff-no">{new_no}</td><td class="diff-line">{line}</td></tr>'
     )
-
-
-def highlight_css(selector=".highlight"):
-    """Return the pygments stylesheet for the class-based code highlighting."""
-    return HtmlFormatter(style="default").get_style_defs(selector)

@@ -120,3 +120,16 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+def directives_for(agent, message) -> dict:
+    """The directives a claim would hand AGENT for MESSAGE (its history read as a claim reads it)."""
+    from conversations.models import Message
+    from work import directives
+
+    message.history_window = (
+        Message.objects.filter(pk=message.pk)
+        .values_list(directives.history_window("conversation_id"), flat=True)
+        .get()
+    )
+    return directives.for_messages(agent, [message])[message.id]

@@ -6,7 +6,6 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery
@@ -16,6 +15,7 @@ from tests.plans import (
     set_plan_cache_mode,
     table_rows_read,
 )
+from work import gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

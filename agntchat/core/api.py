@@ -1,9 +1,9 @@
-"""The REST edge shared by every app: camelCase in and out, one error shape, cursor pages."""
+"""The REST edge shared by every app: camelCase in and out, one error shape."""
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from djangorestframework_camel_case.parser import CamelCaseJSONParser
-from rest_framework import exceptions, pagination, renderers, serializers
+from rest_framework import exceptions, renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
@@ -23,13 +23,6 @@ class CamelCaseRenderer(renderers.JSONRenderer):
 
 class CamelCaseParser(CamelCaseJSONParser):
     """Every body entering the API is snake_cased here before serializers see it."""
-
-
-class CursorPagination(pagination.CursorPagination):
-    ordering = "-created_at"
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -106,22 +99,6 @@ class StrictSerializer(serializers.Serializer):
             if wrong:
                 raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
-
-
-class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
-    """A ModelSerializer that rejects unknown fields; writes still go through actions."""
-
-
-class IsPerson:
-    """Endpoints only a person may use (agents authenticate too, but act elsewhere)."""
-
-    def has_permission(self, request, view):
-        from workspaces.models import User
-
-        return isinstance(request.user, User) and request.user.is_authenticated
-
-    def has_object_permission(self, request, view, obj):
-        return True
 
 
 def validated(serializer_class, data, **context) -> dict:

@@ -163,7 +163,7 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
 ):
     """Every connection hears a wake-up; only the first with room claims. The others' claims
     would come back empty: they are not made."""
-    from agents import gateway
+    from work import gateway
 
     token = await sync_to_async(agent_session)(nova)
     claims = []
@@ -515,7 +515,7 @@ async def test_acks_that_arrive_during_a_write_are_written_together(
 async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offered_again(
     alice, channel, nova, monkeypatch
 ):
-    from agents import gateway
+    from work import gateway
 
     await post(alice, channel, "survives a failed ack")
     token = await sync_to_async(agent_session)(nova)

@@ -7,10 +7,9 @@ import time
 import pytest
 from django.db import connection, transaction
 
-from agents.models import Task
 from artifacts import actions, frames
 from artifacts.exceptions import ActionUsed
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Participant
 from tests.plans import (
     LONG_TABLES,
     executed_plan,
@@ -116,7 +116,7 @@ def test_the_sidebar_reads_what_it_lists(
 
     channel = busy_channel_among_short_ones  # 3,000 messages Bob has never read
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     agents_thread = Conversation.objects.get(kind="thread")
     bobs_dm = actions.create_conversation(
@@ -125,7 +125,7 @@ def test_the_sidebar_reads_what_it_lists(
     bobs_thread = Conversation.objects.create(
         workspace=channel.workspace, kind="thread", title="Bob's side thread"
     )
-    actions.add_participant(bobs_thread, user=bob)
+    Participant.objects.create(conversation=bobs_thread, user=bob)
     client.force_login(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
@@ -157,7 +157,7 @@ def test_the_conversation_list_reads_no_history(
 
     channel = busy_channel_among_short_ones
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     off_channel = Conversation.objects.get(kind="thread")
     dm = actions.create_conversation(

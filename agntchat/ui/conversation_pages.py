@@ -30,10 +30,10 @@ from artifacts.models import Artifact
 from artifacts.rendering import diff_versions, render_artifact
 from conversations import actions
 from conversations.access import access_conversation
+from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Participant
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
-from conversations.turns import cap_for, is_capped
 from workspaces.models import Membership
 
 PAGE = 50
