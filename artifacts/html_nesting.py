@@ -2,14 +2,17 @@
 
 The sanitiser's parser (html5ever, inside nh3) walks its stack of open elements for scope checks
 and for formatting elements to reopen, so its time grows with the number of tags times the
-depth: 300 KB of nested <div>s took 16 s. Pages nesting deeper than MAX_HTML_DEPTH are refused.
+depth (figures: docs/benchmarks.md, bench/html_pages.py). Pages nesting deeper than
+MAX_HTML_DEPTH are refused before the sanitiser sees them.
 
 The count reads tags as the HTML tokenizer does (comments, raw text, script escapes, quoted
 attributes, SVG/MathML) and follows the tree builder's stack of open elements exactly through
 what pages are made of: unclosed <p>, <li>, cells and rows, implied tbody, elements closed by
 their ancestors' end tags. Past markup it does not follow exactly (misnested formatting, select,
 forms, templates, …) it only closes an element when the parser certainly closes it, so from
-there on it may count more than the parser, never less, however the markup is arranged.
+there on it may count more than the parser, never less, however the markup is arranged; where
+it cannot tell how the parser will read what follows (raw text inside a select, a template or
+SVG past such markup), the page counts as too deep.
 """
 
 import math
@@ -17,8 +20,8 @@ import re
 from collections import defaultdict
 from functools import cache
 
-# Far deeper than pages nest (browsers stop nesting at 512); at this depth the worst arrangement
-# of the 500 KB a page may have sanitises in a fraction of a second.
+# Far deeper than pages nest (browsers stop nesting at 512), shallow enough that no arrangement
+# of the 500 KB a page may have keeps the sanitiser walking long.
 MAX_HTML_DEPTH = 256
 
 _WS = r"\t\n\f\r "
@@ -94,7 +97,7 @@ for _name in RAW_TEXT | {"script"}:
 
 
 @cache
-def _groups(key: tuple[str, bool]) -> tuple:
+def _groups(key: tuple[str, str]) -> tuple:
     """The groups an open element counts in, for finding the nearest of a kind at once."""
     name, namespace = key
     if namespace:
