@@ -24,8 +24,8 @@ from work.consumers import AgentSocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Static files are served by daphne itself in development only.
-        "http": ASGIStaticFilesHandler(django_http) if settings.DEBUG else django_http,
+        # /static/ from the app's static folders, DEBUG or not (settings.SERVE_STATIC).
+        "http": ASGIStaticFilesHandler(django_http) if settings.SERVE_STATIC else django_http,
         "websocket": URLRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.

@@ -17,7 +17,9 @@ from artifacts.cards_store import (
     with_card_html,
 )
 from artifacts.exceptions import ActionUsed, ArtifactRule, CardActionUnavailable, CardInvalid
+from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
+from artifacts.rendering import render_artifact
 from conversations.actions import post_message
 from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
@@ -75,6 +77,13 @@ def _check_content(content, kind: str) -> str:
             check_json_text(content, max_bytes=MAX_CONTENT_BYTES)
         except JSONTooDeep as exc:
             raise ArtifactRule(exc.message, fields={"content": "Nested too deeply."}) from None
+    # The sanitiser's time grows with tags times depth: measured before it ever runs.
+    if kind == Artifact.Kind.HTML and html_nesting_depth(content) > MAX_HTML_DEPTH:
+        raise ArtifactRule(
+            f"An HTML page can nest at most {MAX_HTML_DEPTH} elements deep, counting those left "
+            "unclosed. This one nests deeper, or too irregularly to tell.",
+            fields={"content": "Nested too deeply."},
+        )
     return content
 
 
@@ -124,6 +133,8 @@ def publish_artifact(
         earlier = _published_under_ref(actor, conversation, client_ref)
         if earlier is not None:
             return earlier
+    # Rendered (and sanitised) once, here, outside the transaction: reads serve the stored copy.
+    rendered = render_artifact(kind, content, language or None)
     with transaction.atomic():
         artifact = Artifact.objects.create(
             conversation=conversation,
@@ -134,7 +145,7 @@ def publish_artifact(
             created_by_agent=actor if _is_agent(actor) else None,
         )
         ArtifactVersion.objects.create(
-            artifact=artifact, number=1, content=content, **_authors(actor)
+            artifact=artifact, number=1, content=content, rendered=rendered, **_authors(actor)
         )
         artifact.message = post_message(
             actor,
@@ -170,6 +181,7 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
     Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
     content = _check_content(content, artifact.kind)
     note = _check_note(note)
+    rendered = render_artifact(artifact.kind, content, artifact.language or None)
     with transaction.atomic():
         locked = Artifact.objects.select_for_update().get(pk=artifact.pk)
         locked.current_version += 1
@@ -178,6 +190,7 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
             artifact=locked,
             number=locked.current_version,
             content=content,
+            rendered=rendered,
             note=note,
             **_authors(actor),
         )

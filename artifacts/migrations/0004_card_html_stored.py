@@ -17,7 +17,7 @@ def render_stored_cards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("artifacts", "0002_seed_card_templates"),
+        ("artifacts", "0003_artifactversion_rendered"),
         ("conversations", "0018_settle_cancel_job_moved"),
     ]
 
