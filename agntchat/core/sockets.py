@@ -16,6 +16,10 @@ from agntchat.core.limits import MAX_JSON_DEPTH, json_problem
 
 log = logging.getLogger(__name__)
 
+# The largest frame taken in: bytes of its UTF-8 text (non-ASCII sent unescaped, as JSON allows).
+# daphne is started to read more than this (Procfile), so a bigger frame gets an answer here.
+MAX_FRAME_BYTES = 1024 * 1024
+
 
 class FrameError(AppError):
     code = "bad_frame"
@@ -92,6 +96,11 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         await self.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if len((text_data or "").encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
+            await self.send_error(
+                "frame_too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes (UTF-8)."
+            )
+            return
         try:
             content = json.loads(text_data or "")
         except ValueError:
