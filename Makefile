@@ -25,9 +25,12 @@ run: $(STAMP)
 	  python manage.py seed_demo --url http://127.0.0.1:$(PORT) && \
 	  exec honcho start --no-colour -p $(PORT) web worker demo-bridge'
 
-# The whole suite on PostgreSQL (embedded when DATABASE_URL is unset) and real Redis.
+# The whole suite on PostgreSQL and real Redis: embedded ones of this run only when
+# DATABASE_URL / REDIS_URL are unset (var/test-<pid>, removed after; a running `make run` is
+# left alone). Tests that need what pip cannot install (Chromium, the claude and codex CLIs)
+# are skipped without it; -rs lists each skip with what to install.
 test: $(STAMP)
-	REDIS_PREFIX=agntchat-test-$$$$ $(BIN)/python -m agntchat.core.embedded python -m pytest $(ARGS)
+	REDIS_PREFIX=agntchat-test-$$$$ $(BIN)/python -m agntchat.core.embedded --scratch python -m pytest -rs $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

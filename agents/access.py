@@ -7,7 +7,7 @@ from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent, AgentPin, AgentSession
 from agntchat.core import crypto
 from agntchat.core.ids import as_uuid
-from workspaces.models import Membership, Workspace
+from workspaces.models import MANAGER_ROLES, Credential, Membership, Workspace
 
 
 def agents_visible_in(workspace_id):
@@ -31,6 +31,26 @@ def workspaces_of_agent(agent: Agent):
 
 def agent_appears_in(agent: Agent, workspace_id) -> bool:
     return agents_visible_in(workspace_id).filter(pk=agent.pk).exists()
+
+
+def _owner_managing(agent: Agent, workspace_id):
+    return Membership.objects.filter(
+        workspace_id=workspace_id, user_id=agent.owner_id, role__in=MANAGER_ROLES
+    )
+
+
+def owner_manages(agent: Agent, workspace_id) -> bool:
+    """AGENT's owner is an admin or the owner of WORKSPACE_ID: one who may read its credentials."""
+    return _owner_managing(agent, workspace_id).exists()
+
+
+def credentials_granted_to(agent: Agent, workspace_id):
+    """Credentials of WORKSPACE_ID that AGENT may be handed: granted to it by a manager, and its
+    owner is a manager there now (a member's agent never gets an admin-only secret, even after
+    its owner was demoted)."""
+    return Credential.objects.filter(workspace_id=workspace_id, grants__agent=agent).filter(
+        Exists(_owner_managing(agent, workspace_id))
+    )
 
 
 def agents_visible_to(user):
@@ -64,10 +84,15 @@ def access_own_agent(user, agent_id) -> Agent:
 
 def session_for_token(secret: str):
     """The live session a ``ags_`` token stands for (its agent loaded), or None."""
-    session = (
-        AgentSession.objects.select_related("agent", "agent__owner", "key")
-        .filter(token_hash=crypto.hash_secret(secret), expires_at__gt=timezone.now())
-        .first()
+    session = crypto.find_by_secret(
+        lambda token_hash: (
+            AgentSession.objects.select_related("agent", "agent__owner", "key")
+            .filter(token_hash=token_hash, expires_at__gt=timezone.now())
+            .first()
+        ),
+        AgentSession.objects,
+        "token_hash",
+        secret,
     )
     if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
         return None
@@ -87,20 +112,3 @@ def session_is_live(session_id) -> bool:
         key__revoked_at__isnull=True,
         agent__owner__is_active=True,
     ).exists()
-
-
-def tasks_visible_to(user):
-    """Tasks in the workspaces the person belongs to."""
-    from agents.models import Task
-
-    return Task.objects.filter(workspace__memberships__user=user)
-
-
-def access_task(user, task_id):
-    from agents.exceptions import TaskNotFound
-    from agents.models import Task
-
-    try:
-        return tasks_visible_to(user).get(pk=as_uuid(task_id))
-    except Task.DoesNotExist:
-        raise TaskNotFound() from None

@@ -7,11 +7,22 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agents.exceptions import AgentRule
-from agents.models import Agent, AgentKey, AgentPin, AgentSession, PersonalityRevision, TurnUsage
+from agents.access import agent_appears_in, owner_manages
+from agents.exceptions import AgentNotFound, AgentRule, CredentialNotForAgent, HandleTaken
+from agents.models import (
+    Agent,
+    AgentKey,
+    AgentPin,
+    AgentSession,
+    CredentialGrant,
+    PersonalityRevision,
+    TurnUsage,
+)
 from agntchat.core import crypto
 from agntchat.core.events import publish_many
-from workspaces.models import Membership
+from workspaces.access import require_manager
+from workspaces.exceptions import WorkspaceNotFound
+from workspaces.models import Credential, Membership
 
 
 def create_agent(
@@ -29,9 +40,7 @@ def create_agent(
 ) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
     if Agent.objects.filter(owner=owner, handle=handle).exists():
-        raise AgentRule(
-            "You already have an agent with this handle.", fields={"handle": "Already taken."}
-        )
+        raise HandleTaken(fields={"handle": "Already taken."})
     with transaction.atomic():
         try:
             agent = Agent.objects.create(
@@ -46,9 +55,7 @@ def create_agent(
                 runtime=runtime,
             )
         except IntegrityError:
-            raise AgentRule(
-                "You already have an agent with this handle.", fields={"handle": "Already taken."}
-            ) from None
+            raise HandleTaken(fields={"handle": "Already taken."}) from None
         if pinned_workspace_ids is not None:
             set_agent_pins(agent, pinned_workspace_ids)
     return agent
@@ -79,10 +86,8 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
             )
             missing = {str(w) for w in workspace_ids} - {str(w) for w in allowed}
             if missing:
-                raise AgentRule(
-                    "An agent can only be pinned to workspaces its owner belongs to.",
-                    fields={"pinnedWorkspaces": "Unknown workspace."},
-                )
+                # Someone else's workspace reads as no workspace at all.
+                raise WorkspaceNotFound(fields={"pinnedWorkspaces": "Unknown workspace."})
             AgentPin.objects.bulk_create([AgentPin(agent=agent, workspace_id=w) for w in allowed])
             agent.visibility = Agent.Visibility.PINNED
         agent.save(update_fields=["visibility", "updated_at"])
@@ -122,10 +127,13 @@ def revoke_agent_key(key: AgentKey) -> None:
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     """Exchange a live agent key for a short-lived session token (WS-3); None if the key is bad."""
-    key = (
-        AgentKey.objects.select_related("agent__owner")
-        .filter(key_hash=crypto.hash_secret(key_secret))
-        .first()
+    key = crypto.find_by_secret(
+        lambda key_hash: (
+            AgentKey.objects.select_related("agent__owner").filter(key_hash=key_hash).first()
+        ),
+        AgentKey.objects,
+        "key_hash",
+        key_secret,
     )
     if key is None or key.revoked_at is not None or not key.agent.owner.is_active:
         return None
@@ -215,3 +223,25 @@ def record_usage(
         cost_usd=cost if isinstance(cost, (int, float)) and cost >= 0 else None,
         **counts,
     )
+
+
+def grant_credential(
+    membership: Membership, credential: Credential, agent: Agent
+) -> tuple[CredentialGrant, bool]:
+    """Let AGENT use CREDENTIAL (of MEMBERSHIP's workspace), on a manager's word. The agent must
+    appear in the workspace and its owner manage it: the secret ends up on the owner's machine.
+    Granting twice is the same grant; the bool says whether this call created it."""
+    require_manager(membership)
+    workspace_id = membership.workspace_id
+    if credential.workspace_id != workspace_id or not agent_appears_in(agent, workspace_id):
+        raise AgentNotFound()
+    if not owner_manages(agent, workspace_id):
+        raise CredentialNotForAgent(fields={"agent": CredentialNotForAgent.default_message})
+    return CredentialGrant.objects.get_or_create(
+        credential=credential, agent=agent, defaults={"granted_by": membership.user}
+    )
+
+
+def revoke_credential_grant(membership: Membership, grant: CredentialGrant) -> None:
+    require_manager(membership)
+    grant.delete()

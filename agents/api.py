@@ -8,21 +8,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import actions, gateway, tasks
-from agents.access import (
-    access_agent,
-    access_own_agent,
-    access_task,
-    agents_visible_in,
-    agents_visible_to,
-    tasks_visible_to,
-)
+from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
 from agents.exceptions import AgentNotFound, AgentRule
-from agents.models import Agent, AgentKey
+from agents.models import Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
 from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
 from agntchat.core.auth import bearer_secret
 from conversations.access import access_conversation
-from workspaces.access import access_workspace
+from workspaces.access import access_credential, access_membership, access_workspace
 
 
 class AgentInput(StrictSerializer):
@@ -160,6 +153,8 @@ def _key_out(key: AgentKey) -> dict:
 class AgentSessionView(APIView):
     """POST with ``Authorization: Bearer agk_…``: the only place an agent key is accepted."""
 
+    statuses = {"post": (200,)}
+
     permission_classes = [AllowAny]
     authentication_classes = []
 
@@ -183,6 +178,8 @@ class AgentSessionView(APIView):
 class AgentSelfView(APIView):
     """GET with a session token: the agent's own configuration (the bridge reads it at start)."""
 
+    is_collection = False  # one record at a path that reads like a list
+
     def get(self, request):
         if not isinstance(request.user, Agent):
             raise AgentNotFound()
@@ -205,6 +202,52 @@ class TaskInput(StrictSerializer):
     workspace = serializers.UUIDField()
     instructions = serializers.CharField(max_length=tasks.MAX_INSTRUCTIONS)
     conversation = serializers.UUIDField(required=False, allow_null=True, default=None)
+
+
+class GrantInput(StrictSerializer):
+    agent = serializers.UUIDField()
+
+
+def grant_out(grant: CredentialGrant) -> dict:
+    return {
+        "agent_id": grant.agent_id,
+        "agent_name": grant.agent.name,
+        "granted_by_id": grant.granted_by_id,
+        "created_at": grant.created_at,
+    }
+
+
+class CredentialGrantListView(APIView):
+    """Which agents may be handed a workspace credential with their work: managers only."""
+
+    inputs = {"post": GrantInput}
+    permission_classes = [IsPerson]
+
+    def get(self, request, workspace_id, credential_id):
+        credential = access_credential(access_membership(request.user, workspace_id), credential_id)
+        grants = credential.grants.select_related("agent").order_by("created_at")
+        return Response({"results": [grant_out(g) for g in grants]})
+
+    def post(self, request, workspace_id, credential_id):
+        membership = access_membership(request.user, workspace_id)
+        credential = access_credential(membership, credential_id)
+        data = validated(GrantInput, request.data)
+        agent = access_agent(request.user, data["agent"])
+        grant, created = actions.grant_credential(membership, credential, agent)
+        return Response(grant_out(grant), status=201 if created else 200)
+
+
+class CredentialGrantDetailView(APIView):
+    permission_classes = [IsPerson]
+
+    def delete(self, request, workspace_id, credential_id, agent_id):
+        membership = access_membership(request.user, workspace_id)
+        credential = access_credential(membership, credential_id)
+        grant = credential.grants.filter(agent_id=agent_id).first()
+        if grant is None:
+            raise AgentNotFound("This agent has no grant for that credential.")
+        actions.revoke_credential_grant(membership, grant)
+        return Response(status=204)
 
 
 class PersonalityInput(StrictSerializer):
@@ -247,7 +290,7 @@ class TaskListView(APIView):
     permission_classes = [IsPerson]
 
     def get(self, request):
-        found = tasks_visible_to(request.user)
+        found = tasks.tasks_visible_to(request.user)
         if request.query_params.get("workspace"):
             found = found.filter(
                 workspace=access_workspace(request.user, request.query_params["workspace"])
@@ -278,18 +321,20 @@ class TaskDetailView(APIView):
     permission_classes = [IsPerson]
 
     def get(self, request, task_id):
-        return Response(task_out(access_task(request.user, task_id), with_events=True))
+        return Response(task_out(tasks.access_task(request.user, task_id), with_events=True))
 
 
 class TaskCancelView(APIView):
+    statuses = {"post": (200, 202)}
     permission_classes = [IsPerson]
 
     def post(self, request, task_id):
-        task = tasks.request_cancel(access_task(request.user, task_id))
+        task = tasks.request_cancel(tasks.access_task(request.user, task_id))
         return Response(task_out(task), status=202 if task.cancel_state == "requested" else 200)
 
 
 class PersonalityView(APIView):
+    is_collection = False  # one record at a path that reads like a list
     inputs = {"put": PersonalityInput}
     permission_classes = [IsPerson]
 
@@ -358,4 +403,12 @@ urlpatterns += [
     path("tasks/", TaskListView.as_view()),
     path("tasks/<uuid:task_id>/", TaskDetailView.as_view()),
     path("tasks/<uuid:task_id>/cancel/", TaskCancelView.as_view()),
+    path(
+        "workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/grants/",
+        CredentialGrantListView.as_view(),
+    ),
+    path(
+        "workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/grants/<uuid:agent_id>/",
+        CredentialGrantDetailView.as_view(),
+    ),
 ]

@@ -12,7 +12,9 @@ from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import Func, JSONField, OuterRef
 from django.db.models.functions import JSONObject
 
+from agents.access import credentials_granted_to
 from agents.models import Agent
+from agntchat.core.crypto import decrypt
 
 HISTORY_TURNS = 20
 # Only what a history entry shows (key: column): no model instances, no timestamps to parse.
@@ -109,13 +111,12 @@ CREDENTIAL_FOR_BACKEND = {"anthropic_api": "anthropic_api_key", "openai_api": "o
 
 
 def workspace_api_key(agent: Agent, workspace_id) -> str | None:
-    from agntchat.core.crypto import decrypt
-    from workspaces.models import Credential
-
+    """The workspace's key for AGENT's backend, only if a manager granted it to this agent and its
+    owner manages the workspace (agents.access.credentials_granted_to)."""
     name = CREDENTIAL_FOR_BACKEND.get(agent.backend)
     if name is None:
         return None
-    credential = Credential.objects.filter(workspace_id=workspace_id, name=name).first()
+    credential = credentials_granted_to(agent, workspace_id).filter(name=name).first()
     return decrypt(credential.ciphertext) if credential else None
 
 

@@ -15,6 +15,21 @@ class AgentRule(AppError):
     code = "agent_invalid"
 
 
+class HandleTaken(AppError):
+    code = "handle_taken"
+    status = 409
+    default_message = "You already have an agent with this handle."
+
+
 class TaskNotFound(NotFound):
     code = "task_not_found"
     default_message = "Task not found."
+
+
+class CredentialNotForAgent(AppError):
+    """A credential may go only to agents whose owner can read it (a manager of its workspace)."""
+
+    code = "credential_not_for_agent"
+    default_message = (
+        "Only agents owned by an admin or the owner of this workspace can use its credentials."
+    )

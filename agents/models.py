@@ -4,7 +4,7 @@ from django.db import models
 
 from agntchat.core.claims import Claimable
 from agntchat.core.models import BaseModel
-from workspaces.models import User, Workspace
+from workspaces.models import Credential, User, Workspace
 
 
 class Agent(BaseModel):
@@ -70,6 +70,25 @@ class AgentPin(BaseModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["agent", "workspace"], name="one_pin_per_workspace")
+        ]
+
+
+class CredentialGrant(BaseModel):
+    """A workspace manager's leave for one agent to use one of the workspace's credentials.
+
+    A credential is handed to an agent with its work only through a grant, and only while the
+    agent's owner manages the workspace too: whoever runs the agent can read what it is given.
+    """
+
+    credential = models.ForeignKey(Credential, on_delete=models.CASCADE, related_name="grants")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="credential_grants")
+    granted_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["credential", "agent"], name="one_grant_per_agent")
         ]
 
 

@@ -8,14 +8,20 @@ result arrives. Contract violations are recorded on the task and never change a 
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from agents.access import agent_appears_in
-from agents.exceptions import AgentNotFound
+from agents.exceptions import AgentNotFound, TaskNotFound
 from agents.models import Agent, Task, TaskEvent
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import publish, publish_many, wake_agent
 from agntchat.core.exceptions import AppError
+from agntchat.core.ids import as_uuid
+from conversations.access import conversations_visible_to
+from conversations.actions import audience_topics, post_message, post_notice
+from conversations.models import Conversation, Participant
+from workspaces.models import Membership
 
 CANCEL_DEADLINE = timedelta(seconds=30)
 MAX_INSTRUCTIONS = 20_000
@@ -28,8 +34,29 @@ class ProtocolError(AppError):
     status = 409
 
 
+# Task visibility lives here, not in agents/access.py: it is its conversation's, and
+# conversations.access imports agents.access.
+def tasks_visible_to(user):
+    """A task is visible exactly where the conversation it was asked in is; one asked outside any
+    conversation (REST without one, a routine) to every member of its workspace."""
+    member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
+    return Task.objects.filter(Exists(member)).filter(
+        Q(conversation__isnull=True) | Q(conversation__in=conversations_visible_to(user))
+    )
+
+
+def access_task(user, task_id) -> Task:
+    """A task the person can see, or not found (also when its conversation is hidden from them)."""
+    try:
+        return tasks_visible_to(user).get(pk=as_uuid(task_id))
+    except Task.DoesNotExist:
+        raise TaskNotFound() from None
+
+
 def task_topics(task: Task) -> list[str]:
-    """Who follows a task live: its workspace's browsers."""
+    """Who follows a task live: whoever may read it (tasks_visible_to)."""
+    if task.conversation is not None:
+        return audience_topics(task.conversation)
     return [f"workspace.{task.workspace_id}"]
 
 
@@ -124,8 +151,6 @@ def create_task(
 
 def _open_work_conversation(creator, workspace, agent: Agent, instructions: str):
     """A task's own conversation: its own history and live topic, outside the DM (THR-5)."""
-    from conversations.models import Conversation, Participant
-
     title = "Task: " + (instructions[:60] + "…" if len(instructions) > 60 else instructions)
     work = Conversation.objects.create(
         workspace=workspace, kind=Conversation.Kind.TASK, title=title
@@ -178,8 +203,6 @@ def record_event(task_id, data: dict) -> TaskEvent:
                 and data["message"].strip()
             ):
                 # Progress stays in the task's own conversation, out of the DM it came from.
-                from conversations.actions import post_notice
-
                 post_notice(
                     task.work_conversation,
                     data["message"][:2000],
@@ -230,8 +253,6 @@ def _finish(task: Task, status: str, connection_id: str, result, error: str, now
     task.save(update_fields=fields)
     _announce(task, "task.finished")
     if status == Task.Status.COMPLETED and (result or {}).get("text"):
-        from conversations.actions import post_message
-
         # The result closes the task's own conversation, and only the result is relayed back
         # to where the task was asked (THR-5). A relay wakes nobody and is not chatter.
         for where in (task.work_conversation, task.conversation):

@@ -1,19 +1,34 @@
 """Pages of agents and tasks. They only read: the page script changes things through the REST
 API (agents, keys, personality, tasks, cancel), whose actions check every rule."""
 
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
 from django.db.models import JSONField, OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from agents import gateway
-from agents.access import access_agent, access_task, agents_visible_in, tasks_visible_to
-from agents.models import Agent, Task, TaskEvent
+from agents.access import access_agent, agents_visible_in
+from agents.models import Agent, TaskEvent
 from agents.scoring import DEFAULT_WEIGHTS
-from agents.tasks import task_data
+from agents.tasks import access_task, task_data, tasks_visible_to
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
 from workspaces.access import workspaces_visible_to
+
+
+def bridge_program() -> str:
+    """How a fresh shell on this machine runs the bridge: the full path of the agntchat-bridge
+    installed with this server (a virtualenv's bin is on PATH only while it is activated), else
+    one on PATH, else the bare name (installed elsewhere with ``pip install``)."""
+    beside = Path(sys.executable).with_name("agntchat-bridge")  # the venv's bin, unresolved
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("agntchat-bridge")
+    return shlex.quote(found) if found else "agntchat-bridge"
 
 
 def _rows(agents, user):
@@ -87,10 +102,11 @@ def agent_detail(request, membership, agent_id):
             if is_owner
             else []
         ),
-        recent_tasks=Task.objects.filter(agent=agent, workspace=membership.workspace).order_by(
-            "-created_at"
-        )[:10],
+        recent_tasks=tasks_visible_to(request.user)
+        .filter(agent=agent, workspace=membership.workspace)
+        .order_by("-created_at")[:10],
         server_url=request.build_absolute_uri("/").rstrip("/"),
+        bridge_program=bridge_program(),
         **_form_choices(request),
     )
     return render(request, "agents/detail.html", context)

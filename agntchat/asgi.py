@@ -15,7 +15,6 @@ django_http = OneHopDjango()  # all our views are sync: one hop per request (see
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
@@ -31,10 +30,8 @@ application = ProtocolTypeRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.
                 path("ws/agent/", AgentSocket.as_asgi()),
-                path(
-                    "ws/live/",
-                    AllowedHostsOriginValidator(AuthMiddlewareStack(LiveSocket.as_asgi())),
-                ),
+                # The browser socket checks its Origin itself (core/origin.py): scheme, host, port.
+                path("ws/live/", AuthMiddlewareStack(LiveSocket.as_asgi())),
             ]
         ),
     }

@@ -36,6 +36,9 @@ def dev_secret_key() -> str:
 
 DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = os.environ.get("SECRET_KEY") or dev_secret_key()
+# Retired secret keys (comma-separated), still accepted: rotating SECRET_KEY keeps sessions and
+# stored token hashes valid while the old key is listed here (docs/operations.md).
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
@@ -142,8 +145,9 @@ HTTP_THREADS = env_int("HTTP_THREADS", 8)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-# Keys of this deployment share one prefix so tests and several checkouts can share a server.
-REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat")
+# Keys of this deployment share one prefix so tests and several checkouts can share a server;
+# each pytest-xdist worker (and the servers its tests start) gets its own.
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get("PYTEST_XDIST_WORKER", "")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "agntchat.core.layers.RedisLayer",
@@ -217,6 +221,16 @@ AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)
 CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
+
+# Password sign-in throttling (workspaces/login.py, in Redis): this many failures within the
+# window lock a username (or a client address) for LOGIN_LOCK_SECONDS, twice as long for each
+# further lock within a day, up to LOGIN_LOCK_MAX_SECONDS. A client address is where the
+# connection comes from: behind a proxy, run daphne with --proxy-headers.
+LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 5)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20)
+LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 15 * 60)
+LOGIN_LOCK_SECONDS = env_int("LOGIN_LOCK_SECONDS", 60)
+LOGIN_LOCK_MAX_SECONDS = env_int("LOGIN_LOCK_MAX_SECONDS", 60 * 60)
 
 # Production hardening: on whenever DEBUG is off.
 if not DEBUG:

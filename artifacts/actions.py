@@ -8,6 +8,7 @@ from django.db import transaction
 from agents.models import Agent
 from agents.tasks import MAX_INSTRUCTIONS, create_task
 from agntchat.core.events import publish_many
+from agntchat.core.validation import JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
 from artifacts.cards_store import card_button, is_email_action
@@ -46,7 +47,7 @@ def artifact_ref(artifact: Artifact, version: int | None = None) -> dict:
     }
 
 
-def _check_content(content) -> str:
+def _check_content(content, kind: str) -> str:
     if not isinstance(content, str) or not content.strip():
         raise ArtifactRule(
             "An artifact needs content.", fields={"content": "This field may not be blank."}
@@ -56,6 +57,11 @@ def _check_content(content) -> str:
             f"Artifact content can be at most {MAX_CONTENT_BYTES // 1024} KB.",
             fields={"content": "Too large."},
         )
+    if kind == Artifact.Kind.JSON:
+        try:
+            check_json_text(content, max_bytes=MAX_CONTENT_BYTES)
+        except JSONTooDeep as exc:
+            raise ArtifactRule(exc.message, fields={"content": "Nested too deeply."}) from None
     return content
 
 
@@ -100,7 +106,7 @@ def publish_artifact(
             "Invalid language name.",
             fields={"language": "Up to 40 letters, digits or _ + # . -"},
         )
-    content = _check_content(content)
+    content = _check_content(content, kind)
     if client_ref:
         earlier = _published_under_ref(actor, conversation, client_ref)
         if earlier is not None:
@@ -149,7 +155,7 @@ def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
 def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> ArtifactVersion:
     """Store CONTENT as the artifact's next version; earlier versions stay as they are (ART-2).
     Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
-    content = _check_content(content)
+    content = _check_content(content, artifact.kind)
     note = _check_note(note)
     with transaction.atomic():
         locked = Artifact.objects.select_for_update().get(pk=artifact.pk)

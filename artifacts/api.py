@@ -1,5 +1,6 @@
 """REST for artifacts (people and agents of the conversation) and for result cards."""
 
+from django.db import transaction
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -167,15 +168,18 @@ class ConversationArtifactsView(APIView):
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         data = validated(ArtifactInput, request.data)
-        artifact = actions.publish_artifact(
-            request.user,
-            conversation,
-            data["title"],
-            data["kind"],
-            data["content"],
-            language=data["language"],
-        )
-        return Response(_detail(access_artifact(request.user, artifact.id)), status=201)
+        # Stored and answered in one transaction: a request that fails leaves nothing behind.
+        with transaction.atomic():
+            artifact = actions.publish_artifact(
+                request.user,
+                conversation,
+                data["title"],
+                data["kind"],
+                data["content"],
+                language=data["language"],
+            )
+            body = _detail(access_artifact(request.user, artifact.id))
+        return Response(body, status=201)
 
 
 class ArtifactDetailView(APIView):
@@ -194,8 +198,10 @@ class VersionListView(APIView):
     def post(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         data = validated(VersionInput, request.data)
-        version = actions.update_artifact(request.user, artifact, data["content"], data["note"])
-        return Response(version_data(version, artifact, full=True), status=201)
+        with transaction.atomic():
+            version = actions.update_artifact(request.user, artifact, data["content"], data["note"])
+            body = version_data(version, artifact, full=True)
+        return Response(body, status=201)
 
 
 class VersionDetailView(APIView):
@@ -206,6 +212,8 @@ class VersionDetailView(APIView):
 
 
 class DiffView(APIView):
+    is_collection = False  # one record at a path that reads like a list
+
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         query = validated(DiffQuery, request.query_params.dict())
@@ -233,6 +241,7 @@ class CommentListView(APIView):
 
 
 class CardActionView(APIView):
+    statuses = {"post": (200,)}
     inputs = {"post": CardActionInput}
     permission_classes = [IsPerson]
 
@@ -250,6 +259,8 @@ class CardActionView(APIView):
 
 
 class CardView(APIView):
+    is_collection = False  # one record at a path that reads like a list
+
     def get(self, request, message_id):
         message = access_message(request.user, message_id)
         if "card" not in (message.payload or {}):

@@ -12,6 +12,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from agntchat.core.validation import MAX_JSON_DEPTH, json_depth
+
 LINK_REL = "noopener noreferrer nofollow"
 SAFE_URL_SCHEMES = {"http", "https", "mailto"}
 
@@ -128,6 +130,10 @@ def render_artifact(kind, content, language=None):
     if kind == "code":
         return highlight_code(content or "", language)
     if kind == "json":
+        # Only content stored before depth was limited can be this deep: shown as text, since
+        # parsing or pretty-printing it would exhaust the recursion limit.
+        if json_depth(content or "") > MAX_JSON_DEPTH:
+            return highlight_code(content, None)
         try:
             pretty = json.dumps(json.loads(content), indent=2, ensure_ascii=False)
         except (TypeError, ValueError):

@@ -1,8 +1,8 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
@@ -11,9 +11,12 @@ from agntchat.core.compiled import compiled_first, compiled_insert
 from agntchat.core.events import publish_many, wake_agent
 from conversations import threads, turns
 from conversations.access import access_conversation, audience_user_ids
-from conversations.exceptions import ConversationRule
+from conversations.channels import channel_name
+from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
 from conversations.models import Conversation, Delivery, Message, Participant
 from conversations.payloads import conversation_data, message_data
+from workspaces.access import access_membership
+from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
 
 MAX_BODY = 20_000
@@ -50,7 +53,9 @@ def create_conversation(
         raise ConversationRule(
             "Some participants are not in this workspace.", fields={"participants": sorted(unknown)}
         )
-    with transaction.atomic():
+    if kind == Conversation.Kind.CHANNEL:
+        title = _valid_channel_name(title)
+    with transaction.atomic(), _channel_name_free(title):
         conversation = Conversation.objects.create(
             workspace=workspace,
             kind=kind,
@@ -77,6 +82,68 @@ def create_conversation(
                 "event": {"type": "conversation.created", "conversation_id": conversation.id},
             },
         )
+    return conversation
+
+
+def _valid_channel_name(raw: str) -> str:
+    name = channel_name(raw)
+    if not name:
+        raise ConversationRule(
+            "A channel needs a name: letters, digits, hyphens or underscores.",
+            fields={"title": "Give the channel a name, for example “general”."},
+        )
+    return name
+
+
+@contextmanager
+def _channel_name_free(name: str):
+    """Turn the database's refusal of a second live channel of that name (the constraint
+    channel_name_unique_in_workspace, case-insensitive) into a clear 409: checked by the
+    database, two people creating "#general" at once cannot both succeed."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+        if constraint != "channel_name_unique_in_workspace":
+            raise
+        raise ChannelNameTaken(
+            f"There is already a channel named #{name} in this workspace.",
+            fields={"title": "Already taken: choose another name."},
+        ) from None
+
+
+def may_configure(user, conversation: Conversation) -> bool:
+    """Who may change a conversation's settings, rename or archive it: its creator or a
+    workspace admin (the caller has checked that USER may read it)."""
+    membership = access_membership(user, conversation.workspace_id)
+    return membership.is_manager or conversation.created_by_id == user.id
+
+
+def update_channel(
+    user, conversation: Conversation, *, title: str | None = None, archived: bool | None = None
+) -> Conversation:
+    """Rename a channel (its name normalised, unique among the workspace's live channels) and/or
+    archive or unarchive it. Its creator or a workspace admin may."""
+    if conversation.kind != Conversation.Kind.CHANNEL:
+        raise ConversationRule(
+            "Only channels are renamed or archived.", fields={"kind": "Not a channel."}
+        )
+    if not may_configure(user, conversation):
+        raise NotAllowed("Only the channel's creator or a workspace admin can change it.")
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        changed = []
+        if title is not None:
+            conversation.title = _valid_channel_name(title)
+            changed.append("title")
+        if archived is not None and archived != (conversation.archived_at is not None):
+            conversation.archived_at = timezone.now() if archived else None
+            changed.append("archived_at")
+        if changed:
+            with _channel_name_free(conversation.title):
+                conversation.save(update_fields=[*changed, "updated_at"])
+            announce_conversation(conversation, "conversation.updated")
     return conversation
 
 
@@ -166,6 +233,8 @@ def post_message(
         )
         if earlier is not None:
             return earlier
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
     payload = dict(payload or {})
     # Conversational messages go through the loop guard and the turn policy; notices, card
     # clicks and relayed results (explicit WAKE) do not.
@@ -181,8 +250,12 @@ def post_message(
     takes_part = getattr(conversation, "takes_part", False)
     if conversational and by_person:
         conversation.agent_streak = 0  # reset (and held posts released) by settle_post
-    # An agent's post counts against the loop guard (TURN-2).
-    guard = turns.count_post(conversation) if conversational and agent_author else turns.COUNTED
+    # An agent's post counts against the loop guard (TURN-2), unless it answers a person.
+    guard = (
+        turns.count_post(conversation, agent_author, reply_to)
+        if conversational and agent_author
+        else turns.COUNTED
+    )
     held = guard == turns.HELD
     # A plain post, a person's or an agent's, writes once, in its last statement (settle_post),
     # which locks the conversation row. In a transaction, that lock would be held until this
@@ -204,7 +277,7 @@ def post_message(
             # Decided again under the row's lock: a person's post in between (release_held)
             # would otherwise leave this one held.
             turns.lock(conversation)
-            guard = turns.count_post(conversation)
+            guard = turns.count_post(conversation, agent_author)
             held = guard == turns.HELD
         message = Message(
             held_at=timezone.now() if held else None,
@@ -343,11 +416,7 @@ def mark_read(user, conversation: Conversation) -> None:
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
     """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
     workspace admin may; other members may not."""
-    from workspaces.access import access_membership
-    from workspaces.exceptions import NotAllowed
-
-    membership = access_membership(user, conversation.workspace_id)
-    if not (membership.is_manager or conversation.created_by_id == user.id):
+    if not may_configure(user, conversation):
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
         )

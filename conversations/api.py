@@ -32,6 +32,16 @@ class ConversationInput(StrictSerializer):
     participants = ParticipantInput(many=True, required=False, default=list)
 
 
+class ConversationChange(StrictSerializer):
+    title = serializers.CharField(max_length=200, required=False)
+    archived = serializers.BooleanField(required=False)
+
+    def validate(self, data):
+        if not data:
+            raise serializers.ValidationError("Give a new title, or archived: true or false.")
+        return data
+
+
 class MessageInput(StrictSerializer):
     body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
     reply_to = serializers.UUIDField(required=False, allow_null=True, default=None)
@@ -76,6 +86,8 @@ class ConversationListView(APIView):
 
 
 class ConversationDetailView(APIView):
+    inputs = {"patch": ConversationChange}
+
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         out = conversation_data(conversation)
@@ -86,6 +98,17 @@ class ConversationDetailView(APIView):
             for p in conversation.participants.all()
         ]
         return Response(out)
+
+    def patch(self, request, conversation_id):
+        """Rename a channel, or archive or unarchive it."""
+        if not IsPerson().has_permission(request, self):
+            self.permission_denied(request, "Only people rename or archive channels.")
+        conversation = access_conversation(request.user, conversation_id)
+        data = validated(ConversationChange, request.data)
+        conversation = actions.update_channel(
+            request.user, conversation, title=data.get("title"), archived=data.get("archived")
+        )
+        return Response(conversation_data(conversation))
 
 
 # A message's place in its conversation's history, as one row value: ``(created_at, id) < (…)``
@@ -195,6 +218,8 @@ class ResolveInput(StrictSerializer):
 
 class ResolveView(APIView):
     """Any participant of a side thread resolves it with a summary (THR-4)."""
+
+    statuses = {"post": (200,)}
 
     inputs = {"post": ResolveInput}
 

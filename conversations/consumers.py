@@ -3,6 +3,7 @@
 from channels.db import database_sync_to_async
 
 from agntchat.core.events import group_name, publish_many
+from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
 from conversations.actions import audience_topics
@@ -40,6 +41,12 @@ class LiveSocket(JsonSocket):
     handlers = {"ping": "on_ping", "typing": "on_typing"}
 
     async def connect(self):
+        if not origin_allowed(self.scope):
+            # Checked before the cookie: a page of another origin learns nothing about the person.
+            await self.refuse(
+                "This socket serves this site's own pages only.", "forbidden_origin", 4403
+            )
+            return
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.refuse("Log in first.")

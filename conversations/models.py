@@ -2,6 +2,7 @@
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from agents.models import Agent
 from agntchat.core.claims import Claimable
@@ -27,7 +28,8 @@ class Conversation(BaseModel):
     )
     settings = models.JSONField(default=dict, blank=True)
     last_message_at = models.DateTimeField(null=True, blank=True)
-    # Loop guard (TURN-2): consecutive agent messages since a person last spoke.
+    # Loop guard (TURN-2): consecutive agent messages since a person last spoke, less the
+    # agents' answers to people's messages.
     agent_streak = models.PositiveIntegerField(default=0)
 
     # Side threads (THR-1…4): a thread hangs off the message that opened it.
@@ -43,8 +45,22 @@ class Conversation(BaseModel):
     summary = models.TextField(blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    # An archived channel keeps its history, readable as before, but leaves the sidebar, takes
+    # no new messages and frees its name.
+    archived_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         indexes = [models.Index(fields=["workspace", "kind"], name="conversation_kind")]
+        constraints = [
+            # Names are stored normalised (conversations/channels.py); lower() keeps rows written
+            # any other way case-insensitive too.
+            models.UniqueConstraint(
+                Lower("title"),
+                "workspace",
+                condition=Q(kind="channel", archived_at__isnull=True),
+                name="channel_name_unique_in_workspace",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"
@@ -163,6 +179,9 @@ class Delivery(Claimable, BaseModel):
     # This delivery is the agent's turn in a turn queue: its ack hands the turn on (TURN-1).
     # Known from the ack itself, so acks of other deliveries need no second query.
     holds_turn = models.BooleanField(default=False)
+    # The agent posted its answer to this (person's) message: the one answer the loop guard
+    # does not count (TURN-2, turns.ANSWER_PERSON).
+    answered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta(Claimable.Meta):
         constraints = [

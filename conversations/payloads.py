@@ -112,4 +112,5 @@ def conversation_data(conversation) -> dict:
         "summary": conversation.summary or None,
         "agent_streak": conversation.agent_streak,
         "capped": is_capped(conversation),
+        "archived_at": conversation.archived_at,
     }

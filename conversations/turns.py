@@ -184,6 +184,7 @@ def _tables() -> dict:
         name: connection.ops.quote_name(model._meta.db_table)
         for name, model in (
             ("conversations", Conversation),
+            ("deliveries", Delivery),
             ("participants", Participant),
             ("messages", Message),
             ("turns", TurnDecision),
@@ -198,17 +199,47 @@ UPDATE {conversations} SET agent_streak = agent_streak + 1
  WHERE id = %s AND agent_streak < %s
 RETURNING agent_streak
 """
+# An agent's answer to a person's message, which the streak does not count (TURN-2): the answer
+# replies to a person's message that was delivered to this agent, whose delivery it has not
+# acked yet, and which it has not answered before. Marking the delivery answered in the same
+# statement makes that one answer per delivery, however many posts race: an agent cannot dodge
+# the guard by replying to old messages, and the posts the streak skips are never more than the
+# person's messages the agent was given. Returns the streak as it is (the answer's row locks
+# only the delivery).
+ANSWER_PERSON = """
+WITH answered AS (
+    UPDATE {deliveries} d SET answered_at = %s
+      FROM {messages} m
+     WHERE d.agent_id = %s AND d.message_id = %s AND d.acked_at IS NULL
+       AND d.answered_at IS NULL AND m.id = d.message_id AND m.author_user_id IS NOT NULL
+    RETURNING d.id
+)
+SELECT agent_streak FROM {conversations} WHERE id = %s AND EXISTS (SELECT FROM answered)
+"""
 HELD, CAPPED, COUNTED = "held", "capped", "counted"
 
 
-def count_post(conversation: Conversation) -> str:
-    """Count an agent's post against the loop guard, before it is stored (TURN-2): COUNTED;
+def count_post(conversation: Conversation, agent=None, reply_to: Message | None = None) -> str:
+    """Count AGENT's post against the loop guard, before it is stored (TURN-2): COUNTED;
     CAPPED, counted and reaching the cap (stored and shown, but it wakes nobody); or HELD, past
     the cap (stored, shown and delivered to nobody until a person speaks). A held post is
     stored under the conversation's lock and counted again (post_message): a person's post may
-    have reset the streak in between."""
+    have reset the streak in between.
+
+    An answer to a person's message (REPLY_TO; see ANSWER_PERSON for which answers are) is not
+    counted and never held: COUNTED, or CAPPED if agents reached the cap since that person
+    spoke (shown, but it wakes nobody)."""
     cap = cap_for(conversation)
     with connection.cursor() as cursor:
+        if agent is not None and reply_to is not None and reply_to.author_user_id is not None:
+            cursor.execute(
+                ANSWER_PERSON.format(**_tables()),
+                [timezone.now(), agent.pk, reply_to.pk, conversation.pk],
+            )
+            answered = cursor.fetchone()
+            if answered is not None:
+                conversation.agent_streak = answered[0]
+                return CAPPED if answered[0] >= cap else COUNTED
         cursor.execute(COUNT_AGENT_POST.format(**_tables()), [conversation.pk, cap])
         counted = cursor.fetchone()
     if counted is None:

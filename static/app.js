@@ -300,7 +300,7 @@ const afterSubmit = {
     const panel = $("[data-secret]");
     $("[data-secret-value]", panel).textContent = result.key;
     const command = $("[data-bridge-command]", panel);
-    command.textContent = `agntchat-bridge --url ${command.dataset.server} --key ${result.key}`;
+    command.textContent = `${command.dataset.program} --url ${command.dataset.server} --key ${result.key}`;
     panel.hidden = false;
     form.reset();
     await refreshRegions("key-table");
@@ -899,11 +899,20 @@ function initConversation() {
     $("[data-failure-text]", li).textContent = message;
   };
 
-  const send = async (text, ref = newRef()) => {
+  // A person's messages are stored in the order typed: each shows at once ("Sending…"), but
+  // they are posted one at a time, the next once the server has answered the one before.
+  let posting = Promise.resolve();
+  const send = (text, ref = newRef()) => {
     const li = $$(":scope > .is-local", list).find((p) => p.dataset.ref === ref) || localItem(ref, text);
     setLocalState(li, "pending");
     toBottom();
     outbox.put(ref, text);
+    const posted = posting.then(() => post(li, text, ref));
+    posting = posted.catch(() => {});
+    return posted;
+  };
+
+  const post = async (li, text, ref) => {
     let message;
     try {
       message = await api("POST", `/api/v1/conversations/${conversationId}/messages/`, { body: text, ref });
@@ -914,8 +923,8 @@ function initConversation() {
     }
     outbox.drop(ref);
     capped.hidden = true;
-    await refresh(message.id);
-    working.expect(message);
+    // Shown while the next message is already on its way.
+    refresh(message.id).then(() => working.expect(message));
   };
 
   list.addEventListener("click", async (event) => {

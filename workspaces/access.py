@@ -1,8 +1,8 @@
 """Permission-checked fetches of workspaces. Another tenant's id is simply not found."""
 
 from agntchat.core.ids import as_uuid
-from workspaces.exceptions import NotAllowed, WorkspaceNotFound
-from workspaces.models import Membership, Workspace
+from workspaces.exceptions import CredentialNotFound, NotAllowed, WorkspaceNotFound
+from workspaces.models import Credential, Membership, Workspace
 
 
 def workspaces_visible_to(user):
@@ -38,3 +38,14 @@ def require_manager(membership: Membership) -> None:
 def require_owner(membership: Membership) -> None:
     if membership.role != "owner":
         raise NotAllowed("Only the owner of this workspace can do that.")
+
+
+def access_credential(membership: Membership, credential_id) -> Credential:
+    """A credential of MEMBERSHIP's workspace. Only its managers handle credentials (others 403)."""
+    require_manager(membership)
+    credential = Credential.objects.filter(
+        workspace_id=membership.workspace_id, pk=as_uuid(credential_id)
+    ).first()
+    if credential is None:
+        raise CredentialNotFound()
+    return credential

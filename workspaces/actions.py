@@ -83,11 +83,16 @@ def create_invitation(
 
 def accept_invitation(user: User, token: str) -> Membership:
     with transaction.atomic():
-        invitation = (
-            Invitation.objects.select_for_update()
-            .select_related("workspace")
-            .filter(token_hash=crypto.hash_secret(token or ""))
-            .first()
+        invitation = crypto.find_by_secret(
+            lambda token_hash: (
+                Invitation.objects.select_for_update()
+                .select_related("workspace")
+                .filter(token_hash=token_hash)
+                .first()
+            ),
+            Invitation.objects,
+            "token_hash",
+            token or "",
         )
         if invitation is None or invitation.revoked_at:
             raise InvitationInvalid("This invitation link is not valid.", status=404)

@@ -5,7 +5,11 @@ from django.contrib.auth.admin import UserAdmin
 
 from agntchat.core.exceptions import AppError
 from workspaces import actions
+from workspaces.forms import AdminLoginForm
 from workspaces.models import Membership, User, Workspace
+
+# The admin's login checks passwords like every other sign-in: throttled (workspaces/login.py).
+admin.site.login_form = AdminLoginForm
 
 
 @admin.register(User)

@@ -1,6 +1,5 @@
 """REST for people, workspaces, members, invitations, tokens and credentials."""
 
-from django.contrib.auth import authenticate
 from django.urls import path
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -9,8 +8,14 @@ from rest_framework.views import APIView
 
 from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
 from workspaces import actions
-from workspaces.access import access_membership, require_manager, workspaces_visible_to
+from workspaces.access import (
+    access_credential,
+    access_membership,
+    require_manager,
+    workspaces_visible_to,
+)
 from workspaces.exceptions import WorkspaceNotFound
+from workspaces.login import authenticate_person
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
 
@@ -84,7 +89,7 @@ class TokenView(APIView):
 
     def post(self, request):
         data = validated(TokenInput, request.data)
-        user = authenticate(request, username=data["username"], password=data["password"])
+        user = authenticate_person(request, data["username"], data["password"])
         if user is None:
             return Response(
                 error_body("invalid_credentials", "Wrong username or password."), status=401
@@ -127,6 +132,7 @@ class TokenDetailView(APIView):
 
 
 class MeView(APIView):
+    is_collection = False  # one record at a path that reads like a list
     permission_classes = [IsPerson]
 
     def get(self, request):
@@ -172,6 +178,7 @@ class WorkspaceDetailView(APIView):
 
 
 class LeaveView(APIView):
+    statuses = {"post": (204,)}
     permission_classes = [IsPerson]
 
     def post(self, request, workspace_id):
@@ -251,6 +258,7 @@ def _invitation_out(invitation):
 
 
 class AcceptInvitationView(APIView):
+    statuses = {"post": (200,)}
     inputs = {"post": AcceptInput}
     permission_classes = [IsPerson]
 
@@ -293,12 +301,7 @@ class CredentialDetailView(APIView):
 
     def delete(self, request, workspace_id, credential_id):
         membership = access_membership(request.user, workspace_id)
-        credential = Credential.objects.filter(
-            workspace=membership.workspace, id=credential_id
-        ).first()
-        if credential is None:
-            raise WorkspaceNotFound("Credential not found.")
-        actions.delete_credential(membership, credential)
+        actions.delete_credential(membership, access_credential(membership, credential_id))
         return Response(status=204)
 
 

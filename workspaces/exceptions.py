@@ -6,6 +6,11 @@ class WorkspaceNotFound(NotFound):
     default_message = "Workspace not found."
 
 
+class CredentialNotFound(NotFound):
+    code = "credential_not_found"
+    default_message = "Credential not found."
+
+
 class PersonalWorkspaceRule(AppError):
     """The personal workspace is never deleted, transferred, left or shared (WS-1)."""
 
@@ -24,3 +29,19 @@ class NotAllowed(PermissionDenied):
 
 class InvitationInvalid(AppError):
     code = "invitation_invalid"
+
+
+class LoginThrottled(AppError):
+    """Too many failed sign-ins for a username or from a client address: locked for a while."""
+
+    code = "login_throttled"
+    status = 429
+
+    def __init__(self, retry_after: int):
+        if retry_after < 60:
+            wait = f"{retry_after} second{'s' if retry_after != 1 else ''}"
+        else:
+            minutes = -(-retry_after // 60)
+            wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
+        super().__init__(f"Too many failed sign-in attempts. Try again in {wait}.")
+        self.retry_after = retry_after

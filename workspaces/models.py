@@ -64,6 +64,10 @@ class Role(models.TextChoices):
     MEMBER = "member"
 
 
+# Who manages a workspace: invites, credentials, hosts.
+MANAGER_ROLES = (Role.OWNER, Role.ADMIN)
+
+
 class Membership(BaseModel):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
@@ -80,7 +84,7 @@ class Membership(BaseModel):
     @property
     def is_manager(self) -> bool:
         """Admin and owner do the same day to day: invite, credentials, hosts."""
-        return self.role in (Role.OWNER, Role.ADMIN)
+        return self.role in MANAGER_ROLES
 
 
 class Invitation(BaseModel):

@@ -3,12 +3,14 @@
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.db.models import F
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
+from conversations.access import conversations_visible_to
 from conversations.models import Conversation
 from workspaces import actions
 from workspaces.access import workspaces_visible_to
@@ -37,11 +39,26 @@ def signup(request):
 
 @login_required
 def home(request):
-    """The last workspace used, else the personal one (it always exists)."""
+    """The last workspace used in this session. A first visit opens where the conversations
+    are: the person's most recently active channel or DM (a team's #general rather than an
+    empty personal workspace); with none anywhere, the personal workspace (it always exists)."""
     workspaces = list(workspaces_visible_to(request.user))
     last = request.session.get(LAST_WORKSPACE)
-    chosen = next((w for w in workspaces if str(w.id) == last), workspaces[0])
-    return redirect("workspace", workspace_id=chosen.id)
+    chosen = next((w for w in workspaces if str(w.id) == last), None)
+    if chosen is not None:
+        return redirect("workspace", workspace_id=chosen.id)
+    latest = (
+        conversations_visible_to(request.user)
+        .filter(
+            kind__in=[Conversation.Kind.CHANNEL, Conversation.Kind.DIRECT], archived_at__isnull=True
+        )
+        .order_by(F("last_message_at").desc(nulls_last=True), "-created_at")
+        .values_list("workspace_id", "id")
+        .first()
+    )
+    if latest is not None:
+        return redirect("conversation", workspace_id=latest[0], conversation_id=latest[1])
+    return redirect("workspace", workspace_id=workspaces[0].id)
 
 
 @login_required
@@ -62,8 +79,10 @@ def new_workspace(request):
 def workspace_home(request, membership):
     """Open the workspace's first channel, or explain how to start."""
     first = (
-        Conversation.objects.filter(workspace=membership.workspace, kind="channel")
-        .order_by("-last_message_at", "created_at")
+        Conversation.objects.filter(
+            workspace=membership.workspace, kind="channel", archived_at__isnull=True
+        )
+        .order_by(F("last_message_at").desc(nulls_last=True), "created_at")
         .first()
     )
     if first is not None:

@@ -94,6 +94,8 @@ class Bridge:
             "message": asyncio.Semaphore(config.chat_lanes),
             "task": asyncio.Semaphore(config.task_lanes),
         }
+        # Per conversation: its lock, and how many held items wait for it or hold it.
+        self.conversations: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self.sessions: SessionStore | None = None
 
     # --- session and configuration -------------------------------------------------------
@@ -266,7 +268,7 @@ class Bridge:
 
     async def in_lane(self, frame: dict, handler) -> None:
         try:
-            async with self.lanes[frame["kind"]]:
+            async with self.conversation_turn(frame), self.lanes[frame["kind"]]:
                 await handler(frame)
         except asyncio.CancelledError:
             raise
@@ -274,6 +276,31 @@ class Bridge:
             log.exception("work item %s failed; it will be redelivered", frame["id"])
         finally:
             self.running.pop(frame["id"], None)
+
+    @contextlib.asynccontextmanager
+    async def conversation_turn(self, frame: dict):
+        """One chat message of a conversation at a time, in the order they came: with several
+        lanes, a person's quick messages would otherwise be answered side by side and out of
+        order. asyncio.Lock serves its waiters first come, first served; other conversations
+        still run in parallel. A waiting item keeps its lease, as a running one does."""
+        if frame["kind"] != "message":
+            yield
+            return
+        conversation_id = frame["payload"]["conversation"]["id"]
+        lock, holders = self.conversations.setdefault(conversation_id, (asyncio.Lock(), [0]))
+        holders[0] += 1
+        waiting = asyncio.create_task(self.keep_alive(frame["id"])) if lock.locked() else None
+        try:
+            async with lock:
+                if waiting is not None:
+                    waiting.cancel()
+                yield
+        finally:
+            if waiting is not None:
+                waiting.cancel()
+            holders[0] -= 1
+            if not holders[0]:
+                del self.conversations[conversation_id]
 
     # --- work ------------------------------------------------------------------------------
 

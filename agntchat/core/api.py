@@ -54,7 +54,10 @@ def exception_handler(exc, context):
     """Map every refusal to ``{"error": {"code", "message", "fields"}}`` with a 4xx status."""
     if isinstance(exc, AppError):
         set_rollback()
-        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+        return Response(
+            error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=headers
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
@@ -76,6 +79,15 @@ def exception_handler(exc, context):
     return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
 
 
+def _text_where_text(field, value) -> bool:
+    """DRF would quietly turn 123 into "123"; a wrong type is an error here, in lists too."""
+    if isinstance(field, serializers.CharField):
+        return isinstance(value, str)
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        return all(item is None or _text_where_text(field.child, item) for item in value)
+    return True
+
+
 class StrictSerializer(serializers.Serializer):
     """Rejects unknown fields: a typo in a request is an error, not silently ignored."""
 
@@ -86,13 +98,10 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: "Unknown field." for name in sorted(unknown)}
                 )
-            # DRF would quietly turn 123 into "123"; a wrong type is an error here.
             wrong = {
                 name: "Must be a string."
                 for name, field in self.fields.items()
-                if isinstance(field, serializers.CharField)
-                and data.get(name) is not None
-                and not isinstance(data[name], str)
+                if data.get(name) is not None and not _text_where_text(field, data[name])
             }
             if wrong:
                 raise serializers.ValidationError(wrong)

@@ -22,15 +22,18 @@ def person_for_token(secret: str):
     SQL is compiled once (core.compiled)."""
     from workspaces.models import ApiToken, User
 
-    user = compiled_first(
-        ("person_for_token",),
-        lambda token_hash: User.objects.filter(
-            api_tokens__token_hash=token_hash,
-            api_tokens__revoked_at__isnull=True,
-            is_active=True,
-        ).annotate(token_id=F("api_tokens__id"), token_used_at=F("api_tokens__last_used_at")),
-        token_hash=crypto.hash_secret(secret),
-    )
+    def with_token(token_hash):
+        return compiled_first(
+            ("person_for_token",),
+            lambda token_hash: User.objects.filter(
+                api_tokens__token_hash=token_hash,
+                api_tokens__revoked_at__isnull=True,
+                is_active=True,
+            ).annotate(token_id=F("api_tokens__id"), token_used_at=F("api_tokens__last_used_at")),
+            token_hash=token_hash,
+        )
+
+    user = crypto.find_by_secret(with_token, ApiToken.objects, "token_hash", secret)
     if user is None:
         return None
     now = timezone.now()

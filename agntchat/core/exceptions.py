@@ -7,6 +7,7 @@ class AppError(Exception):
     code = "error"
     status = 400
     default_message = "The request was refused."
+    retry_after: int | None = None  # seconds, for a refusal that lifts by itself (429)
 
     def __init__(
         self,

@@ -1,15 +1,65 @@
-"""OpenAPI for our plain APIViews: bodies declared per method, bearer auth, stable operation ids."""
+"""OpenAPI for our plain APIViews, true to what the server answers: bodies declared per method,
+the status codes each operation returns, the one error shape for every 4xx, request constraints
+as strict as the serializers that enforce them (checked by schemathesis in `.ci/schemathesis`)."""
 
 import re
 
+from django.core.validators import RegexValidator
 from drf_spectacular import openapi
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from drf_spectacular.types import OpenApiTypes
+from rest_framework import serializers
+
+from agntchat.core.api import StrictSerializer
+
+# Success codes by method; a view whose operation answers otherwise declares
+# ``statuses = {"post": (200,)}``.
+DEFAULT_STATUSES = {"GET": (200,), "POST": (201,), "PUT": (200,), "PATCH": (200,), "DELETE": (204,)}
+
+ERROR = ResolvedComponent(
+    name="Error",
+    type=ResolvedComponent.SCHEMA,
+    object="Error",
+    schema={
+        "type": "object",
+        "description": "Every refusal, of every kind, has this shape.",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "fields": {"type": "object", "description": "Field name → what is wrong."},
+                },
+                "required": ["code", "message"],
+            }
+        },
+        "required": ["error"],
+    },
+)
+PAGE = ResolvedComponent(
+    name="Page",
+    type=ResolvedComponent.SCHEMA,
+    object="Page",
+    schema={
+        "type": "object",
+        "description": "A collection: its records under ``results``.",
+        "properties": {"results": {"type": "array", "items": {"type": "object"}}},
+        "required": ["results"],
+    },
+)
+RECORD = {"type": "object"}
+
+# Text the server accepts: no NUL (PostgreSQL cannot store it), and when blank is refused, at
+# least one character that is not whitespace (DRF trims before checking).
+NO_NUL = r"^[^\x00]*$"
+NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
 
 
 class AutoSchema(openapi.AutoSchema):
     """Views declare request bodies as ``inputs = {"post": SomeSerializer}``; responses are
-    camelCase JSON objects (see each endpoint's tests for their exact shape)."""
+    camelCase JSON objects (each endpoint's tests pin their exact shape)."""
 
     def get_request_serializer(self):
         declared = getattr(self.view, "inputs", {}).get(self.method.lower())
@@ -17,12 +67,59 @@ class AutoSchema(openapi.AutoSchema):
             return declared
         return OpenApiTypes.OBJECT if self.method in ("POST", "PUT", "PATCH") else None
 
-    def get_response_serializers(self):
-        return OpenApiTypes.OBJECT
-
     def _is_list_view(self, serializer=None):
-        # A collection path ends in a literal segment, an item path in a {parameter}.
-        return self.method == "GET" and not re.search(r"\{\w+\}/?$", self.path)
+        # A collection path ends in a literal segment, an item path in a {parameter}; its
+        # response is a Page object (built in _get_response_bodies), not a bare array.
+        return (
+            self.method == "GET"
+            and getattr(self.view, "is_collection", True)
+            and not re.search(r"\{\w+\}/?$", self.path)
+        )
+
+    def _get_response_bodies(self, direction="response"):
+        declared = getattr(self.view, "statuses", {}).get(self.method.lower())
+        body = self._ref(PAGE) if self._is_list_view() else RECORD
+        responses = {}
+        for code in declared or DEFAULT_STATUSES[self.method]:
+            if code == 204:
+                responses["204"] = {"description": "No content."}
+            else:
+                responses[str(code)] = {
+                    "content": {"application/json": {"schema": body}},
+                    "description": "",
+                }
+        responses["4XX"] = {
+            "content": {"application/json": {"schema": self._ref(ERROR)}},
+            "description": "Refused: bad input (400), not signed in (401), not allowed (403), "
+            "not found or not visible (404), conflict (409), too large (413), too many (429).",
+        }
+        return responses
+
+    def _ref(self, component: ResolvedComponent) -> dict:
+        self.registry.register_on_missing(component)
+        return component.ref
+
+    def _map_basic_serializer(self, serializer, direction):
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and isinstance(force_instance(serializer), StrictSerializer):
+            schema["additionalProperties"] = False  # unknown fields are refused
+        return schema
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if (
+            direction == "request"
+            and isinstance(field, serializers.CharField)
+            and schema.get("type") == "string"
+            and "pattern" not in schema
+            and "format" not in schema
+            and "enum" not in schema
+            and not any(isinstance(v, RegexValidator) for v in field.validators)
+        ):
+            schema["pattern"] = NO_NUL if field.allow_blank else NOT_BLANK
+            if not field.allow_blank:
+                schema.setdefault("minLength", 1)
+        return schema
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):

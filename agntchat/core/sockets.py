@@ -145,11 +145,14 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             error["fields"] = fields
         await self.send_json(wire(error))
 
-    async def refuse(self, message: str) -> None:
-        """Accept, say why, and close with 4401, so a client can tell bad credentials from a crash."""
+    async def refuse(
+        self, message: str, code: str = "unauthorized", close_code: int = 4401
+    ) -> None:
+        """Accept, say why, and close with CLOSE_CODE (4401: bad credentials, 4403: not allowed),
+        so a client can tell a refusal from a crash."""
         await self.accept()
-        await self.send_error("unauthorized", message)
-        await self.hang_up(4401)
+        await self.send_error(code, message)
+        await self.hang_up(close_code)
 
 
 def header(scope, name: bytes) -> str:

@@ -26,6 +26,7 @@ from django.http import Http404
 
 from agents.access import agents_visible_in
 from agents.models import Agent, Task
+from agents.tasks import tasks_visible_to
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
 from conversations.models import Conversation, Message, Participant
@@ -127,8 +128,8 @@ def _with_unread(conversations, user):
 
 
 def listed_in_sidebar(user, workspace):
-    """The channels of WORKSPACE, and the conversations there USER takes part in (direct
-    messages, side threads, task conversations). A workspace collects others' side threads and
+    """The live channels of WORKSPACE, and the conversations there USER takes part in (direct
+    messages, side threads, task conversations); archived channels are left out. A workspace collects others' side threads and
     direct messages by the thousand, and the sidebar is drawn on every page: the ids come from
     two index reads (channels by workspace and kind, participations by person), and the
     conversations by key. (A subset of what USER may read: the membership is checked.)"""
@@ -145,7 +146,7 @@ def listed_in_sidebar(user, workspace):
     listed = Func(
         F("pk"), ids, template="%(expressions)s)", arg_joiner=" = ANY(", output_field=BooleanField()
     )
-    return Conversation.objects.filter(listed)
+    return Conversation.objects.filter(listed, archived_at__isnull=True)
 
 
 def sidebar(user, membership: Membership, current=None) -> dict:
@@ -182,9 +183,9 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "agents": [
             {"agent": a, "online": online[a.id], "mine": a.owner_id == user.id} for a in agents
         ],
-        "active_tasks": Task.objects.filter(
-            workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING]
-        ).count(),
+        "active_tasks": tasks_visible_to(user)
+        .filter(workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING])
+        .count(),
     }
 
 

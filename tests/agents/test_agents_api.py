@@ -64,7 +64,7 @@ def test_it_rejects_bad_agent_bodies(alice, api, body, field):
 def test_handles_are_unique_per_owner(alice, bob, api):
     assert api(alice).post("/api/v1/agents/", {"name": "Nova"}, format="json").status_code == 201
     again = api(alice).post("/api/v1/agents/", {"name": "Nova"}, format="json")
-    assert again.status_code == 400 and "handle" in again.json()["error"]["fields"]
+    assert again.status_code == 409 and "handle" in again.json()["error"]["fields"]
     assert api(bob).post("/api/v1/agents/", {"name": "Nova"}, format="json").status_code == 201
 
 
@@ -89,7 +89,7 @@ def test_pinning_to_someone_elses_workspace_is_refused(alice, charlie, team_b, n
     response = api(alice).patch(
         f"/api/v1/agents/{nova.id}/", {"pinnedWorkspaces": [str(team_b.id)]}, format="json"
     )
-    assert response.status_code == 400
+    assert response.status_code == 404
     nova.refresh_from_db()
     assert nova.visibility == "all" and nova.pins.count() == 0
 

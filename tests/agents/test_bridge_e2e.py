@@ -1,6 +1,7 @@
 """A real bridge process (scripted backend) against a real daphne server: replies arrive through
 the normal pipeline; a bridge killed mid-turn loses nothing and doubles nothing."""
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -8,9 +9,12 @@ import sys
 import time
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from agents import actions as agent_actions
-from conversations.actions import post_message
+from agents.bridge.backends.scripted import ScriptedBackend
+from agents.bridge.runtime import Bridge, Config
+from conversations.actions import create_conversation, post_message
 from conversations.models import Delivery, Message
 from tests.socket_helpers import Daphne
 
@@ -165,3 +169,63 @@ def test_the_bridge_refreshes_its_session_before_it_expires(nova, tmp_path):
         assert bridge.agent["id"] == str(nova.id)
     finally:
         short.stop()
+
+
+class SlowWhenAsked(ScriptedBackend):
+    """The scripted echo, but a message saying "slow" takes a while to answer."""
+
+    async def run(self, turn):
+        if "slow" in turn.prompt:
+            await asyncio.sleep(3)
+        async for event in super().run(turn):
+            yield event
+
+
+@pytest.mark.timeout(60)
+async def test_a_persons_burst_is_answered_in_full_and_in_order(alice, team_a, nova, tmp_path):
+    """Several lanes, but one message of a conversation at a time: a slow first answer does not
+    let the next ones overtake it, nor does it hold up another conversation, and the messages
+    waiting for it keep their leases (2 s here). None is held by the loop guard (TURN-2:
+    answers to a person never count)."""
+    dm, other = [
+        await sync_to_async(create_conversation)(alice, team_a, kind="direct", agent_ids=[nova.id])
+        for _ in range(2)
+    ]
+    _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
+    server = await sync_to_async(Daphne)(extra_env={"CLAIM_LEASE_SECONDS": "2"})
+    config = Config(url=server.url, key=key, workdir=tmp_path, chat_lanes=4, extend_seconds=0.5)
+    bridge = Bridge(config, backend=SlowWhenAsked())
+    running = asyncio.create_task(bridge.run_forever())
+    try:
+        burst = ["slow one"] + [f"quick {i}" for i in range(2, 8)]  # more than the DM's cap
+        await sync_to_async(post_message)(alice, dm, burst[0])
+        # Within the bridge's window (prefetch = its 4 lanes), with the slow one.
+        elsewhere = await sync_to_async(post_message)(alice, other, "meanwhile")
+        for text in burst[1:]:
+            await sync_to_async(post_message)(alice, dm, text)
+
+        async def answers(conversation):
+            return [
+                m
+                async for m in Message.objects.filter(
+                    conversation=conversation, author_agent=nova
+                ).order_by("created_at")
+            ]
+
+        deadline = time.monotonic() + 30
+        while len(await answers(dm)) < len(burst) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        replies = await answers(dm)
+        assert [m.body for m in replies] == [f"Echo: {text}" for text in burst]
+        assert [m.held_at for m in replies] == [None] * len(burst)
+        # The other conversation was answered while the slow one ran.
+        (meanwhile,) = await answers(other)
+        assert meanwhile.reply_to_id == elsewhere.id
+        assert meanwhile.created_at < replies[0].created_at
+        # Each was worked once: no lease ran out while it waited.
+        attempts = Delivery.objects.filter(agent=nova).values_list("attempts", flat=True)
+        assert [a async for a in attempts] == [1] * (len(burst) + 1)
+    finally:
+        await bridge.stop()
+        await running
+        await sync_to_async(server.stop)()

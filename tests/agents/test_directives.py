@@ -109,7 +109,10 @@ def test_an_api_agent_gets_its_workspaces_encrypted_key_with_the_work(alice, tea
     assert directives.for_message(nova, message)["api_key"] is None  # scripted: no key
     actions.update_agent(nova, backend="anthropic_api")
     assert directives.for_message(nova, message)["api_key"] is None  # no credential yet
-    create_credential(team_a.memberships.get(user=alice), "anthropic_api_key", "sk-ant-team-a")
+    owner = team_a.memberships.get(user=alice)
+    credential = create_credential(owner, "anthropic_api_key", "sk-ant-team-a")
+    assert directives.for_message(nova, message)["api_key"] is None  # not granted to Nova yet
+    actions.grant_credential(owner, credential, nova)
     out = directives.for_message(nova, message)
     assert out["api_key"] == "sk-ant-team-a"
     # The bridge passes it to the backend's turn.

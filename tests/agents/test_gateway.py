@@ -376,8 +376,9 @@ async def test_the_live_socket_shows_new_messages_to_members_only(
         "/ws/live/",
         headers=[(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1")],
     )
-    connected, _ = await evil.connect()
-    assert not connected
+    await evil.connect()
+    assert (await next_frame(evil))["code"] == "forbidden_origin"
+    assert (await evil.receive_output())["code"] == 4403
     # Refused sockets are disconnected too: a consumer left waiting would keep the shared
     # channel layer's receive lock on this test's event loop.
     for comm in (bob_live, charlie_live, agent, anon, evil):

@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 import pytest
 
 from agntchat.core.exceptions import AppError
+from agntchat.core.validation import MAX_JSON_DEPTH
 from artifacts import actions, frames
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion
 from conversations import actions as conversation_actions
@@ -175,6 +176,58 @@ def test_it_rejects_bad_artifacts_and_writes_nothing(alice, channel, api):
     assert response.status_code == 400 and set(response.json()["error"]["fields"]) == {"note"}
     assert counts() == before
     assert Artifact.objects.get(pk=artifact_id).current_version == 1
+
+
+DEEP_JSON = [
+    "[" * 10_000 + "]" * 10_000,
+    '{"a": ' * 10_000 + "1" + "}" * 10_000,
+    "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1),
+]
+
+
+@pytest.mark.parametrize("content", DEEP_JSON)
+def test_it_refuses_json_artifacts_nested_too_deeply_and_writes_nothing(
+    alice, channel, nova, api, content
+):
+    artifact_id = publish(api(alice), channel, kind="json", content="[1]").json()["id"]
+    before = counts()
+    published = publish(api(alice), channel, kind="json", content=content)
+    edited = api(alice).post(
+        f"/api/v1/artifacts/{artifact_id}/versions/", {"content": content}, format="json"
+    )
+    for response in (published, edited):
+        assert response.status_code == 400, response.content[:200]
+        assert response.json()["error"]["code"] == "artifact_invalid"
+        assert response.json()["error"]["fields"] == {"content": "Nested too deeply."}
+    frame = {"conversationId": str(channel.id), "title": "T", "kind": "json", "content": content}
+    with pytest.raises(AppError) as refused:
+        frames.publish_artifact(nova, {"type": "artifact.publish", **frame})
+    assert refused.value.code == "artifact_invalid"
+    assert counts() == before
+    assert Artifact.objects.get(pk=artifact_id).current_version == 1
+
+
+def test_it_stores_json_artifacts_nested_up_to_the_limit(alice, channel, api):
+    content = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    published = publish(api(alice), channel, kind="json", content=content)
+    assert published.status_code == 201
+    artifact_id = published.json()["id"]
+    for path in ("", "versions/", "versions/1/"):
+        assert api(alice).get(f"/api/v1/artifacts/{artifact_id}/{path}").status_code == 200
+
+
+def test_a_publish_that_fails_while_answering_leaves_nothing_behind(
+    alice, channel, api, monkeypatch
+):
+    def broken(artifact):
+        raise RuntimeError("the answer could not be built")
+
+    monkeypatch.setattr("artifacts.api.artifact_data", broken)
+    client = api(alice)
+    client.raise_request_exception = False
+    before = counts()
+    assert publish(client, channel).status_code == 500
+    assert counts() == before
 
 
 def test_it_hides_artifacts_from_outsiders_on_every_endpoint(

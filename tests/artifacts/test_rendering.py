@@ -224,3 +224,10 @@ def test_diff_versions_of_identical_texts_is_empty():
 
 def test_diff_versions_escapes_labels():
     assert "<script>" not in diff_versions("a", "b", "<script>", "new")["html"]
+
+
+def test_render_artifact_shows_json_nested_beyond_the_limit_as_text():
+    # Only rows stored before the limit can be this deep; reading them must still work.
+    deep = "[" * 10_000 + "]" * 10_000
+    rendered = render_artifact("json", deep)
+    assert rendered.startswith("<pre><code>[[[") and "highlight" not in rendered

@@ -262,6 +262,86 @@ class TestLoopGuard:
         assert woken(last) == []
 
 
+class TestAnswersToPeople:
+    """TURN-2: an agent's answer to a person's message never counts toward the streak."""
+
+    def test_a_persons_quick_burst_is_answered_in_full(self, alice, team_a, cast):
+        nova = cast["nova"]
+        dm = create_conversation(alice, team_a, kind="direct", agent_ids=[nova.id])
+        burst = [post_message(alice, dm, f"question {i}") for i in range(10)]
+        assert [woken(m) for m in burst] == [["Nova"]] * 10
+        answers = [post_message(nova, dm, f"answer {i}", reply_to=m) for i, m in enumerate(burst)]
+        assert [a.held_at for a in answers] == [None] * 10
+        dm.refresh_from_db()
+        assert dm.agent_streak == 0 and not turns.is_capped(dm)
+
+    def test_an_answer_while_agents_are_at_the_cap_is_shown_but_wakes_nobody(self, alice, cast):
+        room, nova, rex = cast["room"], cast["nova"], cast["rex"]
+        question = post_message(alice, room, "@nova what does the literature say?")
+        for i in range(turns.GROUP_CAP):
+            post_message(rex, room, f"chatter {i}")
+        answer = post_message(nova, room, "@rex see the literature", reply_to=question)
+        assert answer.held_at is None and woken(answer) == []
+        room.refresh_from_db()
+        assert room.agent_streak == turns.GROUP_CAP
+
+    def test_only_the_first_answer_to_a_message_delivered_to_the_agent_is_free(
+        self, alice, team_a, cast
+    ):
+        from agents.gateway import ack_work
+
+        room, nova, rex, gus = cast["room"], cast["nova"], cast["rex"], cast["gus"]
+        to_nova = post_message(alice, room, "@nova what does the literature say?")
+        to_rex = post_message(alice, room, "@rex and the budget?")
+        acked = post_message(alice, room, "@gus anything else?")
+        gus_delivery = Delivery.objects.get(message=acked, agent=gus)
+        Delivery.objects.filter(pk=gus_delivery.pk).update(claimed_by="c1")
+        ack_work(gus_delivery.id, "c1")  # Gus passed
+        by_agent = post_message(rex, room, "a thought of my own")
+        dodges = [
+            (nova, to_nova),  # its one free answer...
+            (nova, to_nova),  # ...but not twice
+            (nova, to_rex),  # a person's message given to another agent
+            (gus, acked),  # a message the agent already acked
+            (nova, by_agent),  # an agent's message
+            (rex, None),  # no reply at all
+        ]
+        streaks = []
+        for agent, reply_to in dodges:
+            post_message(agent, room, "reply", reply_to=reply_to)
+            room.refresh_from_db()
+            streaks.append(room.agent_streak)
+        # The streak started at 1 (Rex's own thought); only Nova's first answer was free.
+        assert streaks == [1, 2, 3, 4, 5, 6]
+        assert post_message(rex, room, "reply", reply_to=to_rex).held_at is None  # Rex's own
+        assert post_message(rex, room, "again", reply_to=to_rex).held_at is not None
+
+    @pytest.mark.django_db(transaction=True)
+    def test_answers_racing_to_the_same_message_are_free_once(self, alice, team_a, cast):
+        nova = cast["nova"]
+        dm = create_conversation(alice, team_a, kind="direct", agent_ids=[nova.id])
+        question = post_message(alice, dm, "question")
+        start = threading.Barrier(6)
+
+        def answer(i):
+            try:
+                mine = Conversation.objects.get(pk=dm.pk)
+                reply_to = Message.objects.get(pk=question.pk)
+                start.wait()
+                post_message(nova, mine, f"answer {i}", reply_to=reply_to)
+            finally:
+                connection.close()
+
+        racers = [threading.Thread(target=answer, args=(i,)) for i in range(6)]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
+        dm.refresh_from_db()
+        assert dm.agent_streak == turns.DIRECT_CAP  # 5 counted, capped at 4
+        assert Message.objects.filter(conversation=dm, held_at__isnull=False).count() == 1
+
+
 class TestDone:
     def test_done_suppresses_wakeups_until_something_new(self, alice, cast):
         room, nova = cast["room"], cast["nova"]

@@ -4,6 +4,7 @@ docs/screenshots/ (laptop and phone widths) as the story goes.
 
 Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py."""
 
+import os
 import re
 
 import pytest
@@ -11,15 +12,17 @@ from playwright.sync_api import expect, sync_playwright
 
 from agents import actions as agent_actions
 from agents.models import Agent
+from agents.views import bridge_program
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
 from conversations.actions import add_participant, create_conversation, post_message
-from conversations.models import Conversation
+from conversations.models import Conversation, Message
 from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     LAPTOP,
+    NO_CHROMIUM,
     PASSWORD,
     PHONE,
     WAIT,
@@ -34,7 +37,10 @@ from tests.ui.browser import (
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
 
 
 @pytest.fixture
@@ -110,7 +116,7 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     page.get_by_role("button", name="Create key").click()
     command = page.locator("#bridge-command")
     expect(command).to_contain_text("--key agk_")
-    assert command.inner_text().startswith(f"agntchat-bridge --url {server.url} --key agk_")
+    assert command.inner_text().startswith(f"{bridge_program()} --url {server.url} --key agk_")
     expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
     bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
     # The page notices the bridge come online by itself.
@@ -443,3 +449,54 @@ def test_people_see_each_other_type_and_publish_artifacts(orm, cast, server, bro
     alice.get_by_role("button", name="Save settings").click()
     expect(saved).to_be_visible()
     assert orm(loop_guard) == {}
+
+
+# Counts the composer's message posts in flight (each slowed a little, as on a slow network).
+COUNT_POSTS = """
+window.__posts = { inFlight: 0, most: 0 };
+const realFetch = window.fetch;
+window.fetch = async (url, options = {}) => {
+  if (options.method !== "POST" || !/\\/conversations\\/[^/]+\\/messages\\/$/.test(String(url))) {
+    return realFetch(url, options);
+  }
+  __posts.inFlight += 1;
+  __posts.most = Math.max(__posts.most, __posts.inFlight);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    return await realFetch(url, options);
+  } finally {
+    __posts.inFlight -= 1;
+  }
+};
+"""
+
+
+def test_a_quick_burst_is_stored_in_the_order_typed(orm, cast, server, browser):
+    alice_user, _, _ = cast
+
+    def team_with_a_channel():
+        team = create_team_workspace(alice_user, "Tide Lab")
+        return team, create_conversation(alice_user, team, kind="channel", title="general")
+
+    team, general = orm(team_with_a_channel)
+    page = log_in(browser, server, "alice")
+    page.context.add_init_script(COUNT_POSTS)
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
+    composer = page.get_by_label("Message #general")
+    typed = [f"thought {i}" for i in range(8)]
+    for text in typed:
+        composer.fill(text)
+        composer.press("Enter")
+    # Each shows at once, in the order typed, while they are still being sent one by one.
+    expect(page.locator(".msg--mine .msg__text")).to_have_count(8)
+    expect(page.locator(".is-pending")).to_have_count(0, timeout=WAIT)
+
+    def stored():
+        messages = Message.objects.filter(conversation=general).order_by("created_at", "id")
+        return list(messages.values_list("body", flat=True))
+
+    assert orm(stored) == typed
+    assert page.evaluate("window.__posts.most") == 1
+    texts = page.locator(".msg--mine .msg__text").all_inner_texts()
+    assert [t.strip() for t in texts] == typed

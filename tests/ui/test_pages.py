@@ -202,6 +202,71 @@ def test_home_opens_the_last_workspace_used(client, alice, team_a):
     assert client.get("/")["Location"] == f"/w/{team_a.id}/"
 
 
+def test_a_first_visit_opens_the_most_recently_active_conversation(
+    client, alice, bob, charlie, team_a, team_b, nova, channel
+):
+    from conversations.actions import create_conversation
+
+    older = create_conversation(alice, team_a, kind="channel", title="older")
+    post_message(alice, older, "yesterday's news")
+    post_message(bob, channel, "fresh news")
+    create_conversation(alice, team_a, kind="channel", title="empty")  # newest, never used
+    alone = create_conversation(alice, team_a, kind="direct", agent_ids=[nova.id])
+    post_message(alice, alone, "a word with Nova")
+    for person, expected in ((bob, channel), (alice, alone)):
+        # Bob cannot see Alice's DM: his newest is #general. Neither lands in an empty
+        # personal workspace.
+        client.force_login(person)
+        assert client.get("/")["Location"] == f"/w/{team_a.id}/c/{expected.id}/", person
+    # With no conversation anywhere: the personal workspace.
+    client.force_login(charlie)
+    personal = Workspace.objects.get(owner=charlie, kind="personal")
+    assert client.get("/")["Location"] == f"/w/{personal.id}/"
+
+
+def test_a_workspace_opens_its_most_recently_active_channel(client, alice, team_a, channel):
+    from conversations.actions import create_conversation
+
+    post_message(alice, channel, "hello")
+    create_conversation(alice, team_a, kind="channel", title="general-2")  # newer, but empty
+    client.force_login(alice)
+    assert client.get(f"/w/{team_a.id}/")["Location"] == f"/w/{team_a.id}/c/{channel.id}/"
+
+
+def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from workspaces.management.commands.seed_demo import demo_password
+
+    settings.VAR_DIR = tmp_path  # the demo's password and key files
+    call_command("seed_demo", stdout=StringIO())
+    response = client.post(
+        "/login/", {"username": "demo", "password": demo_password()}, follow=True
+    )
+    general = Conversation.objects.get(title="general", workspace__name="Demo team")
+    assert response.redirect_chain[-1][0] == f"/w/{general.workspace_id}/c/{general.id}/"
+    assert "Say hi to @scout" in response.content.decode()
+
+
+def test_the_bridge_command_shown_runs_in_a_fresh_shell(client, alice, team_a, nova):
+    import re
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    client.force_login(alice)
+    page = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
+    program = shlex.split(re.search(r'data-program="([^"]+)"', page).group(1))[0]
+    assert Path(program).is_absolute() and Path(program).name == "agntchat-bridge"
+    # Not on a fresh shell's PATH, and needing no activated virtualenv: it still runs.
+    shown = subprocess.run(
+        [program, "--help"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "--key" in shown.stdout, shown.stderr
+
+
 def test_the_task_list_shows_each_tasks_latest_progress_in_one_read(client, alice, team_a, nova):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

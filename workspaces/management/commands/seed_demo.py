@@ -8,7 +8,7 @@ from django.db import transaction
 
 from agents.actions import create_agent, create_agent_key
 from agents.models import Agent, AgentKey
-from agntchat.core.crypto import hash_secret
+from agntchat.core.crypto import find_by_secret
 from conversations.actions import create_conversation, post_message
 from conversations.models import Conversation
 from workspaces.actions import create_team_workspace
@@ -85,9 +85,14 @@ class Command(BaseCommand):
         path = settings.VAR_DIR / "demo_agent_key"
         if path.exists():
             secret = path.read_text().strip()
-            key = AgentKey.objects.filter(
-                key_hash=hash_secret(secret), agent=agent, revoked_at__isnull=True
-            ).first()
+            key = find_by_secret(
+                lambda key_hash: AgentKey.objects.filter(
+                    key_hash=key_hash, agent=agent, revoked_at__isnull=True
+                ).first(),
+                AgentKey.objects,
+                "key_hash",
+                secret,
+            )
             if key is not None:
                 return
         _, secret = create_agent_key(agent, name="demo bridge")
