@@ -12,7 +12,7 @@ from djangorestframework_camel_case.util import camel_to_underscore
 from agntchat.core.api import _flatten as error_fields
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
-from agntchat.core.limits import MAX_JSON_DEPTH, json_problem
+from agntchat.core.validation import check_json_text, json_value_problem
 
 log = logging.getLogger(__name__)
 
@@ -96,25 +96,20 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         await self.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        if len((text_data or "").encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-            await self.send_error(
-                "frame_too_large", f"A frame may be at most {MAX_FRAME_BYTES} bytes (UTF-8)."
-            )
-            return
         try:
+            # Size and depth on the text, before the parser (it recurses once per level).
+            check_json_text(text_data or "", max_bytes=MAX_FRAME_BYTES)
             content = json.loads(text_data or "")
+        except AppError as exc:
+            await self.send_error(exc.code, exc.message)
+            return
         except ValueError:
             await self.send_error("bad_frame", "Frames must be JSON text.")
-            return
-        except RecursionError:
-            await self.send_error(
-                "bad_frame", f"JSON may be nested at most {MAX_JSON_DEPTH} levels deep."
-            )
             return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error("bad_frame", "A frame is a JSON object with a string 'type'.")
             return
-        problem = json_problem(content)
+        problem = json_value_problem(content)
         if problem is not None:
             await self.send_error("bad_frame", problem, content)
             return
@@ -139,7 +134,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
                 value = frame.get(echo)
                 # Echoed so a client can match the error to what it sent; only a plain token.
                 if isinstance(value, (str, int)) and len(str(value)) <= 100:
-                    if json_problem(value) is None:
+                    if json_value_problem(value) is None:
                         error[echo] = value
         if fields:
             error["fields"] = fields

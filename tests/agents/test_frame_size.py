@@ -55,8 +55,8 @@ async def test_a_frame_over_the_limit_gets_an_error_frame_and_the_socket_stays_o
         error = json.loads(await ws.recv())
         assert error == {
             "type": "error",
-            "code": "frame_too_large",
-            "message": f"A frame may be at most {MAX_FRAME_BYTES} bytes (UTF-8).",
+            "code": "too_large",
+            "message": f"JSON can be at most {MAX_FRAME_BYTES} bytes; this is {MAX_FRAME_BYTES + 1}.",
         }
         # A frame of exactly the limit is read (its body is then too long for a message).
         await ws.send(post_of_size(channel, MAX_FRAME_BYTES, char="日"))
