@@ -23,16 +23,15 @@ from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
-from agntchat.core.sockets import FrameError, JsonSocket, header
+from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
 from conversations.models import Message, Task
 from conversations.usage import record_usage
-from work import gateway
+from work import frames, gateway
 
-MAX_PREFETCH = 100
 log = logging.getLogger(__name__)
 
 
@@ -67,16 +66,6 @@ ARTIFACT_FRAMES = {
 }
 
 
-def _prefetch(value) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise FrameError("prefetch must be a whole number from 1 to 100.") from None
-    if not 1 <= number <= MAX_PREFETCH:
-        raise FrameError("prefetch must be a whole number from 1 to 100.")
-    return number
-
-
 @database_sync_to_async
 def _session_for(secret):
     return session_for_token(secret) if secret and secret.startswith("ags_") else None
@@ -88,21 +77,16 @@ def _session_is_live(session_id) -> bool:
 
 
 @database_sync_to_async
-def _post(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
-    reply_to = access_message(agent, frame["replyTo"]) if frame.get("replyTo") else None
-    body = frame.get("body")
-    if not isinstance(body, str):
-        raise FrameError("post needs a string 'body'.")
-    kind = Message.Kind.NOTICE if frame.get("notice") is True else Message.Kind.TEXT
-    ref = frame.get("ref")
+def _post(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
+    reply_to = access_message(agent, data["reply_to"]) if data["reply_to"] else None
     return conversation_actions.post_message(
         agent,
         conversation,
-        body,
+        data["body"],
         reply_to=reply_to,
-        kind=kind,
-        client_ref=ref if isinstance(ref, str) else "",
+        kind=Message.Kind.NOTICE if data["notice"] else Message.Kind.TEXT,
+        client_ref=data["ref"],
     )
 
 
@@ -122,18 +106,16 @@ def _announce_presence(agent) -> None:
 
 
 @database_sync_to_async
-def _done(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
+def _done(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
     turns.mark_done(agent, conversation)
+    return conversation
 
 
 @database_sync_to_async
-def _resolve(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
-    summary = frame.get("summary")
-    if not isinstance(summary, str):
-        raise FrameError("thread.resolve needs a string 'summary'.")
-    return threads.resolve_thread(agent, conversation, summary)
+def _resolve(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
+    return threads.resolve_thread(agent, conversation, data["summary"])
 
 
 @database_sync_to_async
@@ -146,11 +128,8 @@ def _record_task_usage(agent, task_id, usage):
 
 
 @database_sync_to_async
-def _personality_set(agent, frame):
-    text = frame.get("text")
-    if not isinstance(text, str):
-        raise FrameError("personality.set needs a string 'text'.")
-    return actions.set_personality(agent, text, author=agent)
+def _personality_set(agent, data):
+    return actions.set_personality(agent, data["text"], author=agent)
 
 
 @database_sync_to_async
@@ -159,22 +138,24 @@ def _personality_get(agent):
 
 
 class AgentSocket(JsonSocket):
+    # Frame type → handler, and the serializer that validates the frame before it is used.
     handlers = {
-        "ack": "on_ack",
-        "heartbeat": "on_heartbeat",
-        "extend": "on_extend",
-        "event": "on_event",
-        "result": "on_result",
-        "post": "on_post",
-        "configure": "on_configure",
-        "done": "on_done",
-        "thread.resolve": "on_thread_resolve",
+        "ack": ("on_ack", frames.AckFrame),
+        "heartbeat": ("on_heartbeat", frames.EmptyFrame),
+        "extend": ("on_extend", frames.ItemFrame),
+        "event": ("on_event", frames.EventFrame),
+        "result": ("on_result", frames.ResultFrame),
+        "post": ("on_post", frames.PostFrame),
+        "configure": ("on_configure", frames.ConfigureFrame),
+        "done": ("on_done", frames.ConversationFrame),
+        "thread.resolve": ("on_thread_resolve", frames.ResolveFrame),
+        # Validated by the artifacts app's own frame functions.
         "artifact.publish": "on_artifact_frame",
         "artifact.update": "on_artifact_frame",
         "card.post": "on_artifact_frame",
-        "personality.get": "on_personality_get",
-        "personality.set": "on_personality_set",
-        "session.renew": "on_session_renew",
+        "personality.get": ("on_personality_get", frames.EmptyFrame),
+        "personality.set": ("on_personality_set", frames.PersonalitySetFrame),
+        "session.renew": ("on_session_renew", frames.SessionRenewFrame),
     }
 
     async def connect(self):
@@ -199,12 +180,10 @@ class AgentSocket(JsonSocket):
         self.released = False
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
-        for name, kind in (("prefetch", "message"), ("tasks", "task")):
-            if name in query:
-                try:
-                    self.capacity[kind] = _prefetch(query[name][0])
-                except FrameError as exc:
-                    await self.send_error(exc.code, exc.message)
+        try:
+            self.configure(frame_data(frames.ConfigureFrame, {k: v[0] for k, v in query.items()}))
+        except FrameError as exc:
+            await self.send_error(exc.code, exc.message, fields=exc.fields)
         await self.follow_session(self.session)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         LOCAL_CONNECTIONS[self.agent.id] += 1
@@ -253,7 +232,7 @@ class AgentSocket(JsonSocket):
         await self.channel_layer.group_discard(self.topic, self.channel_name)
         if getattr(self, "session_group", None) is not None:
             await self.channel_layer.group_discard(self.session_group, self.channel_name)
-        if self.acker is not None:
+        if self.acker is not None and self.acker is not asyncio.current_task():
             await self.acker  # what the bridge acked stays acked; nothing more is claimed
         if getattr(self, "counted", False):
             LOCAL_CONNECTIONS[self.agent.id] -= 1
@@ -356,9 +335,9 @@ class AgentSocket(JsonSocket):
         if self.held.get(event["taskId"]) == "task":
             await self.send_json({"type": "cancel", "id": event["taskId"]})
 
-    # Frames from the bridge.
-    async def on_ack(self, frame):
-        item_id = str(frame.get("id", ""))
+    # Frames from the bridge, each validated by its serializer (see ``handlers``).
+    async def on_ack(self, data):
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None:
             if item_id in self.recently_acked:
@@ -366,8 +345,8 @@ class AgentSocket(JsonSocket):
             raise FrameError("This connection does not hold that item.", code="not_held")
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
-        if frame.get("done") is True or frame.get("usage") is not None:
-            await self.ack_reporting(item_id, frame)
+        if data["done"] or data["usage"] is not None:
+            await self.ack_reporting(item_id, data)
             return
         if item_id in self.acking:
             return
@@ -387,17 +366,14 @@ class AgentSocket(JsonSocket):
                 # bridge reconnects and whatever was not acked is offered again.
                 log.exception("writing acks failed")
                 self.acking.clear()
-                await self.close(code=1011)
+                await self.hang_up(1011)
                 return
 
-    async def ack_reporting(self, item_id: str, frame: dict):
+    async def ack_reporting(self, item_id: str, data: dict):
         """An ack with the turn's usage or "done": written on its own, with what it reports."""
         try:
             await in_pool(gateway.ack_work)(
-                item_id,
-                self.connection_id,
-                frame.get("done") is True,
-                frame.get("usage"),
+                item_id, self.connection_id, data["done"], data["usage"]
             )
         except NotHeld:
             # Its lease ran out and another connection has it now: free the slot here.
@@ -414,54 +390,50 @@ class AgentSocket(JsonSocket):
         if len(self.recently_acked) > 1000:
             self.recently_acked.popitem(last=False)
 
-    async def on_event(self, frame):
+    async def on_event(self, data):
         """Progress of an item; it also extends the item's lease (the run is alive)."""
-        item_id = str(frame.get("id", ""))
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None and self.recently_acked.get(item_id) == "task":
             # An event after the terminal result breaks the contract: recorded, refused.
-            await database_sync_to_async(tasks.record_event)(item_id, frame.get("event") or {})
+            await database_sync_to_async(tasks.record_event)(item_id, data["event"])
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
-        if not isinstance(frame.get("event"), dict):
-            raise FrameError("An event frame carries an 'event' object.")
         await database_sync_to_async(gateway.extend_work)(kind, item_id, self.connection_id)
         if kind == "task":
-            await database_sync_to_async(tasks.record_event)(item_id, frame["event"])
+            await database_sync_to_async(tasks.record_event)(item_id, data["event"])
 
-    async def on_result(self, frame):
+    async def on_result(self, data):
         """The one terminal result of a task."""
-        item_id = str(frame.get("id", ""))
+        item_id = data["id"]
         if self.held.get(item_id) != "task" and self.recently_acked.get(item_id) != "task":
             raise FrameError("This connection does not hold that task.", code="not_held")
-        result = frame.get("result") if isinstance(frame.get("result"), dict) else {}
-        error = frame.get("error") if isinstance(frame.get("error"), str) else ""
         try:
             await database_sync_to_async(tasks.record_result)(
                 item_id,
-                frame.get("status"),
+                data["status"],
                 connection_id=self.connection_id,
-                result=result,
-                error=error,
+                result=data["result"],
+                error=data["error"],
             )
         except NotHeld:
             self.held.pop(item_id, None)
             await self.fill()
             raise
-        if isinstance(frame.get("usage"), dict):
-            await _record_task_usage(self.agent, item_id, frame["usage"])
+        if data["usage"] is not None:
+            await _record_task_usage(self.agent, item_id, data["usage"])
         self.held.pop(item_id, None)
         self.remember_done(item_id, "task")
         await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill("task")
 
-    async def on_done(self, frame):
+    async def on_done(self, data):
         """The agent is done in a conversation: not woken there until something new (TURN-3)."""
-        await _done(self.agent, frame)
-        await self.send_json({"type": "done.noted", "conversationId": frame["conversationId"]})
+        conversation = await _done(self.agent, data)
+        await self.send_json({"type": "done.noted", "conversationId": str(conversation.id)})
 
-    async def on_thread_resolve(self, frame):
-        thread = await _resolve(self.agent, frame)
+    async def on_thread_resolve(self, data):
+        thread = await _resolve(self.agent, data)
         await self.send_json({"type": "thread.resolved", "conversationId": str(thread.id)})
 
     async def on_artifact_frame(self, frame):
@@ -469,16 +441,16 @@ class AgentSocket(JsonSocket):
         handler = ARTIFACT_FRAMES[frame["type"]]
         await self.send_json(wire(await database_sync_to_async(handler)(self.agent, frame)))
 
-    async def on_personality_get(self, frame):
+    async def on_personality_get(self, data):
         text = await _personality_get(self.agent)
         await self.send_json({"type": "personality", "text": text})
 
-    async def on_personality_set(self, frame):
-        revision = await _personality_set(self.agent, frame)
+    async def on_personality_set(self, data):
+        revision = await _personality_set(self.agent, data)
         await self.send_json({"type": "personality.saved", "revisionId": str(revision.id)})
 
-    async def on_extend(self, frame):
-        item_id = str(frame.get("id", ""))
+    async def on_extend(self, data):
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
@@ -493,7 +465,7 @@ class AgentSocket(JsonSocket):
             {"type": "extended", "id": item_id, "leaseExpiresAt": expires.isoformat()}
         )
 
-    async def on_heartbeat(self, frame):
+    async def on_heartbeat(self, data):
         if not await _session_is_live(self.session.id):
             # Its topic said so at once, unless the channel layer lost that event.
             await self.session_ended({})
@@ -501,32 +473,36 @@ class AgentSocket(JsonSocket):
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await self.fill()
 
-    async def on_session_renew(self, frame):
+    async def on_session_renew(self, data):
         """A newer session token of the same agent: the socket goes on under that session, so a
         bridge renewing before expiry keeps its socket and the items its turns hold."""
-        token = frame.get("token")
-        session = await _session_for(token) if isinstance(token, str) else None
+        session = await _session_for(data["token"])
         if session is None or session.agent_id != self.agent.id:
             raise FrameError("A live session token of this agent is required.", code="unauthorized")
         await self.follow_session(session)
         await self.send_json(wire({"type": "session.renewed", "expires_at": session.expires_at}))
 
-    async def on_configure(self, frame):
-        capacity = dict(self.capacity)
+    def configure(self, data: dict) -> None:
         for name, kind in (("prefetch", "message"), ("tasks", "task")):
-            if name in frame:
-                capacity[kind] = _prefetch(frame[name])
-        self.capacity = capacity
+            if name in data:
+                self.capacity[kind] = data[name]
+
+    async def on_configure(self, data):
+        self.configure(data)
         await self.send_json(
-            {"type": "configured", "prefetch": capacity["message"], "tasks": capacity["task"]}
+            {
+                "type": "configured",
+                "prefetch": self.capacity["message"],
+                "tasks": self.capacity["task"],
+            }
         )
         await self.fill()
 
-    async def on_post(self, frame):
-        message = await _post(self.agent, frame)
+    async def on_post(self, data):
+        message = await _post(self.agent, data)
         reply = {"type": "posted", "messageId": str(message.id)}
-        if frame.get("ref") is not None:
-            reply["ref"] = frame["ref"]
+        if data["ref"]:
+            reply["ref"] = data["ref"]
         if message.held_at is not None:
             # Posted, but held by the loop guard until a person speaks: ack as usual.
             reply["held"] = True

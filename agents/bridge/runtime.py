@@ -28,6 +28,14 @@ from .backends.base import Backend, BackendError, Event, Turn, make_backend, run
 log = logging.getLogger("agntchat.bridge")
 
 
+# The server's limit on a frame: bytes of its UTF-8 text (docs/protocol.md §2).
+MAX_FRAME_BYTES = 1024 * 1024
+
+
+class FrameTooLarge(ValueError):
+    """A frame the server would refuse for its size: not sent."""
+
+
 class AuthError(Exception):
     """The key was refused: retrying will not help until someone fixes it."""
 
@@ -210,7 +218,12 @@ class Bridge:
     async def send(self, frame: dict) -> None:
         if self.ws is None:
             raise ConnectionError("not connected")
-        await self.ws.send(json.dumps(frame))
+        # UTF-8 as it is: \uXXXX escapes would make non-ASCII up to three times larger, and the
+        # frame limit counts bytes.
+        text = json.dumps(frame, ensure_ascii=False)
+        if len(text.encode()) > MAX_FRAME_BYTES:
+            raise FrameTooLarge(f"a {frame.get('type')} frame over {MAX_FRAME_BYTES} bytes")
+        await self.ws.send(text)
 
     async def call(self, frame: dict, key: str, timeout: float = 30) -> dict:
         """Send FRAME and wait for the server's answer matched by KEY (a ref or an item id)."""

@@ -300,15 +300,14 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_open(alice, chan
         ('{"type": "configure", "prefetch": 0}', "bad_frame"),
         ('{"type": "post", "conversationId": "nope", "body": "x"}', "conversation_not_found"),
         (f'{{"type": "post", "conversationId": "{channel.id}", "body": 5}}', "bad_frame"),
-        (
-            f'{{"type": "post", "conversationId": "{channel.id}", "body": "   "}}',
-            "conversation_invalid",
-        ),
+        (f'{{"type": "post", "conversationId": "{channel.id}", "body": "   "}}', "bad_frame"),
     ]
     for raw, code in cases:
         await comm.send_to(text_data=raw)
         frame = await next_frame(comm)
         assert frame["type"] == "error" and frame["code"] == code, (raw, frame)
+    # A refused field is named, as REST names it.
+    assert frame["fields"] == {"body": "This field may not be blank."}
     assert await Message.objects.acount() == 0
     await comm.send_json_to({"type": "configure", "prefetch": 2})
     assert (await next_frame(comm)) == {"type": "configured", "prefetch": 2, "tasks": 1}

@@ -453,7 +453,7 @@ def test_it_refuses_bad_artifact_frames_and_stores_nothing(alice, team_a, channe
     for change, code in [
         ({"title": 7}, "bad_frame"),
         ({"content": None}, "bad_frame"),
-        ({"kind": "exe"}, "artifact_invalid"),
+        ({"kind": "exe"}, "bad_frame"),
         ({"content": "x" * (actions.MAX_CONTENT_BYTES + 1)}, "artifact_invalid"),
         ({"conversationId": str(dm.id)}, "conversation_not_found"),
         ({"conversationId": "nope"}, "conversation_not_found"),
