@@ -147,7 +147,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Keys of this deployment share one prefix so tests and several checkouts can share a server;
 # each pytest-xdist worker (and the servers its tests start) gets its own.
-REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get("PYTEST_XDIST_WORKER", "")
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
+    "PYTEST_XDIST_WORKER", ""
+)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "agntchat.core.layers.RedisLayer",

@@ -3,7 +3,10 @@
 Alice owns team workspace A, Bob is a member of A, Charlie is an outsider with his own team B.
 """
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from workspaces import actions as workspace_actions
@@ -120,3 +123,24 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+class Clock:
+    """The server's time as a test moves it: ``timezone.now()`` is the real time plus whatever
+    the test has advanced it by, so a lease or an expiry runs out when the test says, not after
+    a sleep."""
+
+    def __init__(self):
+        self.offset = timedelta(0)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The clock of this process's server code (the ASGI app, actions, claims); server
+    subprocesses keep their own."""
+    moved, real_now = Clock(), timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + moved.offset)
+    return moved

@@ -1,6 +1,8 @@
-"""The claim statement itself, on two real database connections (core.claims)."""
+"""The claim statement itself (core.claims): on two real database connections, across
+workspaces, and as its leases run out at the times the tests pass."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -75,6 +77,34 @@ def test_claims_take_the_least_recently_served_workspace_first_then_oldest(alice
     # Whichever workspace goes first, the other is served next; each in its own order.
     assert set(bodies[:2]) & {"personal 0"}, bodies
     assert [b for b in bodies if b.startswith("team")] == ["team 0", "team 1", "team 2"]
+
+
+def test_a_lease_runs_out_at_its_expiry_and_the_item_is_offered_again(alice, channel, nova):
+    actions.post_message(alice, channel, "slow one")
+    start = timezone.now()
+    (item,) = claims.claim(Delivery, nova.id, "holder", 1, start, 60)
+    # Up to its expiry the lease holds: nobody else gets the item.
+    assert claims.claim(Delivery, nova.id, "other", 1, start + timedelta(seconds=60), 60) == []
+    later = start + timedelta(seconds=61)
+    assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]
+    assert Delivery.objects.get(pk=item).attempts == 2
+    with pytest.raises(claims.NotHeld):
+        claims.ack(Delivery, item, "holder", later)  # too late: no longer the holder's
+    assert claims.ack(Delivery, item, "other", later) == {"id": item}
+
+
+def test_extending_keeps_an_item_past_its_first_lease(alice, channel, nova):
+    actions.post_message(alice, channel, "long turn")
+    start = timezone.now()
+    (item,) = claims.claim(Delivery, nova.id, "holder", 1, start, 60)
+    for seconds in (50, 100, 150):
+        claims.extend(Delivery, item, "holder", start + timedelta(seconds=seconds), 60)
+    assert claims.claim(Delivery, nova.id, "other", 1, start + timedelta(seconds=209), 60) == []
+    with pytest.raises(claims.NotHeld):
+        claims.extend(Delivery, item, "other", start + timedelta(seconds=209), 60)
+    # The last extension's lease runs out like any other.
+    later = start + timedelta(seconds=211)
+    assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]
 
 
 def _claim_plan(agent_id, limit: int, read=None) -> dict:
