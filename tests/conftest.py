@@ -7,12 +7,26 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from workspaces import actions as workspace_actions
 from workspaces.models import User
+
+
+class QuickPasswordHasher(PBKDF2PasswordHasher):
+    """PBKDF2 as in production, with few rounds: a million rounds per person made is most of
+    what building the cast costs. Same algorithm name, so the servers that tests start (with
+    the production hasher) still check these passwords."""
+
+    iterations = 1000
+
+
+def pytest_configure(config):
+    settings.PASSWORD_HASHERS = ["tests.conftest.QuickPasswordHasher"]
 
 
 def make_person(username: str) -> User:
