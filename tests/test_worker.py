@@ -18,7 +18,7 @@ from conversations.models import Conversation
 from tests.socket_helpers import database_url
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_the_worker_abandons_an_idle_thread(alice, team_a):

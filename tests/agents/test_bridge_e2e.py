@@ -22,7 +22,7 @@ from conversations.models import Delivery, Message
 from tests.socket_helpers import Daphne
 from tests.waiting import until, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from tests.socket_helpers import Daphne
 from tests.waiting import until
 from workspaces.actions import issue_api_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
