@@ -39,6 +39,7 @@ from workspaces.models import Workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
 ]
 
