@@ -156,7 +156,10 @@ PERSONALITY_GUARD_MIN = 200
 
 
 class PersonalityShrink(AgentRule):
+    """The document as it stands makes this write look like a mistake: a conflict, not bad input."""
+
     code = "personality_shrink"
+    status = 409
 
 
 def set_personality(agent: Agent, text: str, *, author, force: bool = False) -> PersonalityRevision:

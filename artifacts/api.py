@@ -50,23 +50,26 @@ class CommentInput(StrictSerializer):
     version = WholeNumber(min_value=1, required=False, allow_null=True, default=None)
     parent = serializers.UUIDField(required=False, allow_null=True, default=None)
 
-    def _row(self, lookup, value):
-        # A version or parent that is not this artifact's is a bad field, not a missing page.
+    def _row(self, lookup, name, value):
+        # An id that names nothing of this artifact is a 404, like any id naming nothing visible;
+        # the field says which one.
         if value is None:
             return None
         try:
             return lookup(self.context["artifact"], value)
         except NotFound as exc:
-            raise serializers.ValidationError(exc.message) from None
+            raise type(exc)(fields={name: exc.message}) from None
 
     def validate_version(self, value):
-        return self._row(access_version, value)
+        return self._row(access_version, "version", value)
 
     def validate_parent(self, value):
-        return self._row(access_comment, value)
+        return self._row(access_comment, "parent", value)
 
 
-class DiffQuery(StrictSerializer):
+class DiffQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
     to = serializers.IntegerField(min_value=1)
 
     def get_fields(self):
@@ -214,6 +217,7 @@ class VersionDetailView(APIView):
 
 class DiffView(APIView):
     is_collection = False  # one record at a path that reads like a list
+    queries = {"get": DiffQuery}
 
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)

@@ -13,7 +13,7 @@ from artifacts.cards import (
     resolve_layout,
     validate_card,
 )
-from artifacts.exceptions import CardActionRule, CardInvalid
+from artifacts.exceptions import CardActionNotFound, CardActionRule, CardInvalid, CardNotFound
 from artifacts.models import CardTemplate
 
 EMAIL_DRAFT = "email_draft"
@@ -69,15 +69,15 @@ def card_json(payload: dict) -> dict:
 
 
 def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
-    """The item and the action a click names, as the card shows them; CardActionRule otherwise."""
+    """The item and the action a click names, as the card shows them; 404 otherwise."""
     card = payload.get("card")
     if not isinstance(card, dict):
-        raise CardActionRule("This message carries no card.")
+        raise CardNotFound()
     items = card["items"]
     if isinstance(item_index, bool) or not isinstance(item_index, int):
         raise CardActionRule("itemIndex must be a whole number.", fields={"itemIndex": "Invalid."})
     if not 0 <= item_index < len(items):
-        raise CardActionRule(
+        raise CardActionNotFound(
             "The card has no such item.", fields={"itemIndex": f"Must be 0 to {len(items) - 1}."}
         )
     item = items[item_index]
@@ -88,7 +88,7 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
     for action in shown[0]["actions"] if shown else []:
         if action["id"] == action_id:
             return item, {k: v for k, v in action.items() if k != "outcome"}
-    raise CardActionRule(
+    raise CardActionNotFound(
         "The item has no such button.", fields={"actionId": "Not an action of this item."}
     )
 

@@ -33,13 +33,9 @@ class ConversationInput(StrictSerializer):
 
 
 class ConversationChange(StrictSerializer):
+    min_fields = 1
     title = serializers.CharField(max_length=200, required=False)
     archived = serializers.BooleanField(required=False)
-
-    def validate(self, data):
-        if not data:
-            raise serializers.ValidationError("Give a new title, or archived: true or false.")
-        return data
 
 
 class MessageInput(StrictSerializer):
@@ -49,7 +45,9 @@ class MessageInput(StrictSerializer):
     ref = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
-class HistoryQuery(StrictSerializer):
+class HistoryQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
     after = serializers.UUIDField(required=False)
     before = serializers.UUIDField(required=False)
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
@@ -146,6 +144,7 @@ def history_page(direction: str, limit: int):
 
 class MessageListView(APIView):
     inputs = {"post": MessageInput}
+    queries = {"get": HistoryQuery}
 
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.access import agents_visible_in
-from agntchat.core.exceptions import AppError, PermissionDenied
+from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
 from conversations import actions, live
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Message, Participant
@@ -110,7 +110,7 @@ def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
             fields={"summary": "This field may not be blank."},
         )
     if thread.kind != Conversation.Kind.THREAD:
-        raise AppError("Only a side thread can be resolved.", code="not_a_thread")
+        raise Conflict("Only a side thread can be resolved.", code="not_a_thread")
     # Agents resolve threads they take part in; people, threads they can read (those hanging
     # off a conversation they are in).
     if not conversations_visible_to(actor).filter(pk=thread.pk).exists():

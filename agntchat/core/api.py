@@ -103,29 +103,45 @@ def exception_handler(exc, context):
     return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
 
 
-def _text_where_text(field, value) -> bool:
-    """DRF would quietly turn 123 into "123"; a wrong type is an error here, in lists too."""
-    if isinstance(field, serializers.CharField):
-        return isinstance(value, str)
+def _wrong_type(field, value) -> str | None:
+    """What VALUE should have been for FIELD, or None when its JSON type is right. DRF would
+    quietly turn 123 into "123", 0 into False and false into a UUID; a wrong type is an error."""
+    if value is None:
+        return None
+    if isinstance(field, (serializers.CharField, serializers.UUIDField)):
+        return None if isinstance(value, str) else "Must be a string."
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "Must be true or false."
+    if isinstance(field, serializers.IntegerField):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return None if whole else "Must be a whole number."
     if isinstance(field, serializers.ListField) and isinstance(value, list):
-        return all(item is None or _text_where_text(field.child, item) for item in value)
-    return True
+        return next((w for w in (_wrong_type(field.child, v) for v in value) if w), None)
+    return None
 
 
 class StrictSerializer(serializers.Serializer):
-    """Rejects unknown fields: a typo in a request is an error, not silently ignored."""
+    """Rejects unknown fields (a typo in a request is an error, not silently ignored) and values
+    of the wrong JSON type. ``min_fields``: how many fields a body must name at least (a PATCH
+    that changes nothing is refused); the schema says so too."""
+
+    min_fields = 0
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
+            if len(data) < self.min_fields:
+                raise serializers.ValidationError(
+                    {"non_field_errors": ["Nothing to change: name a field to change."]}
+                )
             unknown = set(data) - set(self.fields)
             if unknown:
                 raise serializers.ValidationError(
                     {name: "Unknown field." for name in sorted(unknown)}
                 )
             wrong = {
-                name: "Must be a string."
+                name: problem
                 for name, field in self.fields.items()
-                if data.get(name) is not None and not _text_where_text(field, data[name])
+                if (problem := _wrong_type(field, data.get(name)))
             }
             if wrong:
                 raise serializers.ValidationError(wrong)

@@ -70,7 +70,7 @@ def test_a_large_shrink_is_refused_unless_the_owner_forces_it(alice, nova, api):
     refused = api(alice).put(
         f"/api/v1/agents/{nova.id}/personality/", {"text": "Be brief."}, format="json"
     )
-    assert refused.status_code == 400 and refused.json()["error"]["code"] == "personality_shrink"
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "personality_shrink"
     nova.refresh_from_db()
     assert nova.personality == long_text
     forced = api(alice).put(

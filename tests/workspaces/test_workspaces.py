@@ -87,7 +87,7 @@ class TestPersonalWorkspace:
         personal = Workspace.objects.get(owner=alice, kind="personal")
         before = snapshot()
         response = api(alice).delete(f"/api/v1/workspaces/{personal.id}/")
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert response.json()["error"]["code"] == "personal_workspace"
         assert snapshot() == before
 
@@ -97,13 +97,13 @@ class TestPersonalWorkspace:
         response = api(alice).post(
             f"/api/v1/workspaces/{personal.id}/invitations/", {}, format="json"
         )
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert snapshot() == before
 
     def test_its_owner_cannot_leave_it(self, alice, api):
         personal = Workspace.objects.get(owner=alice, kind="personal")
         response = api(alice).post(f"/api/v1/workspaces/{personal.id}/leave/")
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert Membership.objects.filter(workspace=personal, user=alice).exists()
 
     def test_the_admin_cannot_delete_it(self, client, alice):
@@ -188,7 +188,7 @@ class TestTeamWorkspaces:
                 {"role": "member"},
                 format="json",
             ).status_code
-            == 400
+            == 409
         )
         assert (
             client.patch(
@@ -199,9 +199,9 @@ class TestTeamWorkspaces:
             == 400
         )
         assert (
-            client.delete(f"/api/v1/workspaces/{team_a.id}/members/{alice.id}/").status_code == 400
+            client.delete(f"/api/v1/workspaces/{team_a.id}/members/{alice.id}/").status_code == 409
         )
-        assert client.post(f"/api/v1/workspaces/{team_a.id}/leave/").status_code == 400
+        assert client.post(f"/api/v1/workspaces/{team_a.id}/leave/").status_code == 409
         assert snapshot() == before
 
     def test_admin_and_owner_invite_members_do_not(self, alice, bob, team_a, api):
