@@ -6,16 +6,17 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
 from artifacts.access import access_artifact, access_comment, access_version
 from artifacts.cards_store import card_html, card_json
 from artifacts.exceptions import CardNotFound
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
-from artifacts.rendering import diff_versions, render_artifact
+from artifacts.rendering import diff_versions
 from conversations.access import access_conversation, access_message
 from conversations.payloads import author_data, message_data
+from workspaces.access import IsPerson
 
 
 class WholeNumber(serializers.IntegerField):
@@ -114,14 +115,14 @@ def version_data(version: ArtifactVersion, artifact: Artifact, *, full: bool = F
         "created_at": version.created_at,
     }
     if full:
-        rendered = render_artifact(artifact.kind, version.content, artifact.language or None)
         is_page = artifact.kind == Artifact.Kind.HTML
         out |= {
             "content": version.content,
-            # Pages are never shown inline: `srcdoc` is for an <iframe sandbox> (no scripts, no
-            # same origin), on top of the sanitiser. Everything else is safe to place in the page.
-            "html": None if is_page else rendered,
-            "srcdoc": rendered if is_page else None,
+            # Rendered when stored. Pages are never shown inline: `srcdoc` is for an <iframe
+            # sandbox> (no scripts, no same origin), on top of the sanitiser. Everything else is
+            # safe to place in the page.
+            "html": None if is_page else version.rendered,
+            "srcdoc": version.rendered if is_page else None,
         }
     return out
 

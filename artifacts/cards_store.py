@@ -1,7 +1,8 @@
 """Cards in messages: sealing a posted card with its layout, and rendering it from the seal.
 
 A message payload with a card holds `card` (the validated result), `card_layout` (the layout
-resolved when the message was saved) and, once buttons are used, `card_outcomes`.
+resolved when the message was saved), `card_html` (rendered here whenever the card changes, so
+conversations show it without knowing cards) and, once buttons are used, `card_outcomes`.
 """
 
 from artifacts.cards import (
@@ -36,8 +37,16 @@ def seal_card_payload(payload: dict) -> dict:
         raise CardInvalid(f"Invalid card: {exc.message}", fields={where: exc.message}) from None
     sealed = resolve_layout(card["type"], card.get("template"), lookup=template_lookup)
     # Outcomes are the server's record of button use; a poster cannot pre-fill them.
-    rest = {k: v for k, v in payload.items() if k not in ("card", "card_layout", "card_outcomes")}
-    return {**rest, "card": card, "card_layout": sealed}
+    rest = {k: v for k, v in payload.items() if k not in CARD_KEYS}
+    return with_card_html({**rest, "card": card, "card_layout": sealed})
+
+
+CARD_KEYS = ("card", "card_layout", "card_outcomes", "card_html")
+
+
+def with_card_html(payload: dict) -> dict:
+    """PAYLOAD with its card rendered as stored HTML: every change of a card goes through here."""
+    return {**payload, "card_html": card_html(payload)}
 
 
 def _sealed(payload: dict) -> dict:

@@ -13,7 +13,7 @@ from artifacts import actions
 from artifacts.access import access_artifact
 from artifacts.api import ArtifactInput, VersionInput
 from conversations.access import access_conversation
-from conversations.actions import MAX_BODY, post_message
+from conversations.actions import MAX_BODY
 
 ID = {"max_length": 64}
 REF = {"max_length": 64, "required": False, "allow_blank": True, "default": ""}
@@ -79,11 +79,7 @@ def post_card(agent, frame: dict) -> dict:
     ``card_invalid`` naming the field; nothing is stored."""
     data = frame_data(CardFrame, frame)
     conversation = access_conversation(agent, data["conversation_id"])
-    message = post_message(
-        agent,
-        conversation,
-        data["body"],
-        payload={"card": data["card"]},
-        client_ref=data["ref"],
+    message = actions.post_card(
+        agent, conversation, data["card"], data["body"], client_ref=data["ref"]
     )
     return _with_ref({"type": "posted", "messageId": str(message.id)}, data)

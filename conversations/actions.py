@@ -8,13 +8,12 @@ from django.utils import timezone
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_first, compiled_insert
-from agntchat.core.events import publish_many, wake_agent
-from conversations import threads, turns
-from conversations.access import access_conversation, audience_user_ids
+from agntchat.core.events import publish_many
+from conversations import deliveries, live, tasks, threads, turns
+from conversations.access import access_conversation
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
-from conversations.models import Conversation, Delivery, Message, Participant
-from conversations.payloads import conversation_data, message_data
+from conversations.models import Conversation, Message, Participant
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
@@ -71,7 +70,7 @@ def create_conversation(
         Participant.objects.bulk_create(rows)
         # A channel is news for every member of the workspace; anything else for its people.
         topics = (
-            audience_topics(conversation)
+            live.audience_topics(conversation)
             if kind == Conversation.Kind.CHANNEL
             else [f"user.{u}" for u in members]
         )
@@ -143,15 +142,8 @@ def update_channel(
         if changed:
             with _channel_name_free(conversation.title):
                 conversation.save(update_fields=[*changed, "updated_at"])
-            announce_conversation(conversation, "conversation.updated")
+            live.announce_conversation(conversation, "conversation.updated")
     return conversation
-
-
-def add_participant(conversation: Conversation, *, user=None, agent=None) -> Participant:
-    participant, _ = Participant.objects.get_or_create(
-        conversation=conversation, user=user, agent=agent
-    )
-    return participant
 
 
 def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) -> Participant:
@@ -168,7 +160,7 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
             conversation=conversation, agent=agent
         )
         if created:
-            announce_conversation(conversation, "conversation.updated")
+            live.announce_conversation(conversation, "conversation.updated")
     return participant
 
 
@@ -191,12 +183,10 @@ def post_message(
     retrying, never doubles a reply.
 
     WAKE, when given, is the exact list of agent ids to queue the message for (a card button
-    sends its click to the card's author only); otherwise the conversation decides."""
-    if payload and "card" in payload:
-        # Imported here: artifacts builds on conversations, not the other way round.
-        from artifacts.cards_store import seal_card_payload
+    sends its click to the card's author only); otherwise the conversation decides.
 
-        payload = seal_card_payload(payload)
+    PAYLOAD is the server's own data, never a client's unvetted: a card arrives sealed and
+    rendered by artifacts (``artifacts.actions.post_card``), which builds on this pipeline."""
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -303,28 +293,26 @@ def post_message(
             rows += [decision] if decision else []
             holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.
-        deliveries = new_deliveries(
+        queued = deliveries.new_deliveries(
             message, wake or [], holds_turn=holds_turn, visible=conversational
         )
         settled = turns.settle_post(
-            conversation, message, rows + deliveries, by_person=conversational and by_person
+            conversation, message, rows + queued, by_person=conversational and by_person
         )
-        wake_agents(deliveries)
+        deliveries.wake_agents(queued)
         # What needs the message stored: threads hang off it.
         if planned_threads:
             threads.open_threads(message, planned_threads)
         else:
             message.has_no_threads()
         if delegation is not None:
-            from agents.tasks import create_task
-
             agent, instructions = delegation
-            create_task(
+            tasks.create_task(
                 actor, conversation.workspace, agent, instructions, conversation=conversation
             )
         for released in settled:
-            announce_message(released, "message.created")
-        announce_message(message, "message.created")
+            live.announce_message(released, "message.created")
+        live.announce_message(message, "message.created")
         if payload.get("dm_error"):
             post_notice(
                 conversation,
@@ -334,77 +322,9 @@ def post_message(
     return message
 
 
-def queue_for_agents(
-    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
-) -> list[Delivery]:
-    """One delivery per agent that appears in the workspace (VISIBLE: the caller checked),
-    announced on commit (MSG-2). HOLDS_TURN: each delivery is a turn with others waiting after
-    it (TURN-1)."""
-    deliveries = new_deliveries(message, agent_ids, holds_turn=holds_turn, visible=visible)
-    if deliveries:
-        compiled_insert(*deliveries, ignore_conflicts=True)
-        wake_agents(deliveries)
-    return deliveries
-
-
-def new_deliveries(
-    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
-) -> list[Delivery]:
-    """queue_for_agents' deliveries, not yet stored."""
-    if not agent_ids:
-        return []
-    conversation = message.conversation
-    allowed = (
-        set(agent_ids)
-        if visible
-        else set(
-            agents_visible_in(conversation.workspace_id)
-            .filter(pk__in=list(agent_ids))
-            .values_list("id", flat=True)
-        )
-    )
-    return [
-        Delivery(
-            agent_id=a,
-            workspace_id=conversation.workspace_id,
-            message=message,
-            holds_turn=holds_turn,
-        )
-        for a in allowed
-    ]
-
-
-def wake_agents(deliveries) -> None:
-    """Wake the agents of DELIVERIES once they are stored: on commit, or now when the statement
-    that stored them was its own transaction."""
-    for delivery in deliveries:
-        wake_agent(delivery.agent_id, "message")
-
-
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:
     """A short system notice: visible to people, never queued for agents."""
     return post_message(None, conversation, body, kind=Message.Kind.NOTICE, payload=payload)
-
-
-def announce_message(message: Message, event_type: str) -> None:
-    """Send a message event to every browser that may read its conversation. With the
-    conversation's kind: a side thread reaches everyone who may read its origin, but a sidebar
-    lists only the threads one takes part in."""
-    event = {
-        "type": event_type,
-        "message": message_data(message),
-        "conversation_kind": message.conversation.kind,
-    }
-    publish_many(audience_topics(message.conversation), {"type": "live.event", "event": event})
-
-
-def audience_topics(conversation: Conversation) -> list[str]:
-    """Live topics of every browser that may read CONVERSATION."""
-    if conversation.kind == Conversation.Kind.THREAD and conversation.parent_message_id:
-        return audience_topics(conversation.parent_message.conversation)
-    if conversation.kind == Conversation.Kind.CHANNEL:
-        return [f"workspace.{conversation.workspace_id}"]
-    return [f"user.{u}" for u in audience_user_ids(conversation)]
 
 
 def mark_read(user, conversation: Conversation) -> None:
@@ -431,15 +351,5 @@ def update_settings(user, conversation: Conversation, changes: dict) -> Conversa
                 settings[key] = value
         conversation.settings = settings
         conversation.save(update_fields=["settings", "updated_at"])
-        announce_conversation(conversation, "conversation.updated")
+        live.announce_conversation(conversation, "conversation.updated")
     return conversation
-
-
-def announce_conversation(conversation: Conversation, event_type: str) -> None:
-    publish_many(
-        audience_topics(conversation),
-        {
-            "type": "live.event",
-            "event": {"type": event_type, "conversation": conversation_data(conversation)},
-        },
-    )

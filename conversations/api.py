@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.compiled import compiled_objects
 from conversations import actions, threads
 from conversations.access import access_conversation, access_message, conversations_visible_to
@@ -17,7 +17,7 @@ from conversations.payloads import (
     message_data,
     with_thread_cards,
 )
-from workspaces.access import access_workspace
+from workspaces.access import IsPerson, access_workspace
 
 
 class ParticipantInput(StrictSerializer):

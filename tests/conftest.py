@@ -3,11 +3,30 @@
 Alice owns team workspace A, Bob is a member of A, Charlie is an outsider with his own team B.
 """
 
+from datetime import timedelta
+from types import SimpleNamespace
+
 import pytest
+from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.core.management import call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from workspaces import actions as workspace_actions
 from workspaces.models import User
+
+
+class QuickPasswordHasher(PBKDF2PasswordHasher):
+    """PBKDF2 as in production, with few rounds: a million rounds per person made is most of
+    what building the cast costs. Same algorithm name, so the servers that tests start (with
+    the production hasher) still check these passwords."""
+
+    iterations = 1000
+
+
+def pytest_configure(config):
+    settings.PASSWORD_HASHERS = ["tests.conftest.QuickPasswordHasher"]
 
 
 def make_person(username: str) -> User:
@@ -31,13 +50,17 @@ def charlie(db):
     return make_person("charlie")
 
 
-@pytest.fixture
-def team_a(alice, bob):
+def make_team_a(alice, bob):
     workspace = workspace_actions.create_team_workspace(alice, "Team A")
     owner = workspace.memberships.get(user=alice)
     _, token = workspace_actions.create_invitation(owner)
     workspace_actions.accept_invitation(bob, token)
     return workspace
+
+
+@pytest.fixture
+def team_a(alice, bob):
+    return make_team_a(alice, bob)
 
 
 @pytest.fixture
@@ -67,9 +90,7 @@ def agent_session(agent) -> str:
     return token
 
 
-@pytest.fixture
-def nova(alice):
-    """Alice's agent, visible in all her workspaces."""
+def make_nova(alice):
     from agents import actions as agent_actions
 
     return agent_actions.create_agent(
@@ -78,8 +99,12 @@ def nova(alice):
 
 
 @pytest.fixture
-def channel(alice, team_a, nova):
-    """#general in team A with Alice, Bob and Nova taking part."""
+def nova(alice):
+    """Alice's agent, visible in all her workspaces."""
+    return make_nova(alice)
+
+
+def make_general(alice, team_a, nova):
     from conversations.actions import create_conversation
 
     return create_conversation(
@@ -90,6 +115,41 @@ def channel(alice, team_a, nova):
         user_ids=[team_a.memberships.get(role="member").user_id],
         agent_ids=[nova.id],
     )
+
+
+@pytest.fixture
+def channel(alice, team_a, nova):
+    """#general in team A with Alice, Bob and Nova taking part."""
+    return make_general(alice, team_a, nova)
+
+
+def make_cast() -> SimpleNamespace:
+    """Alice, Bob, team A, Nova and #general, as the fixtures above make them: for data built
+    once per module (``built_once``), where the function-scoped fixtures cannot be used."""
+    alice, bob = make_person("alice"), make_person("bob")
+    team_a = make_team_a(alice, bob)
+    nova = make_nova(alice)
+    return SimpleNamespace(
+        alice=alice, bob=bob, team_a=team_a, nova=nova, channel=make_general(alice, team_a, nova)
+    )
+
+
+def built_once(django_db_blocker, build):
+    """For a module-scoped fixture (``yield from``): what BUILD makes, in rows committed once for
+    the whole module and flushed away when the module is done, as a transactional test's rows
+    are after it.
+
+    The module's tests must each run in a transaction that is rolled back (plain ``django_db``,
+    not ``transaction=True``, whose flush would take the rows away after the first test), and
+    take the cast from what BUILD made, not from the function-scoped fixtures: each then sees
+    the rows, none sees another's changes."""
+    try:
+        with django_db_blocker.unblock():
+            made = build()
+        yield made
+    finally:
+        with django_db_blocker.unblock():
+            call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -120,3 +180,37 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+def directives_for(agent, message) -> dict:
+    """The directives a claim would hand AGENT for MESSAGE (its history read as a claim reads it)."""
+    from conversations.models import Message
+    from work import directives
+
+    message.history_window = (
+        Message.objects.filter(pk=message.pk)
+        .values_list(directives.history_window("conversation_id"), flat=True)
+        .get()
+    )
+    return directives.for_messages(agent, [message])[message.id]
+
+
+class Clock:
+    """The server's time as a test moves it: ``timezone.now()`` is the real time plus whatever
+    the test has advanced it by, so a lease or an expiry runs out when the test says, not after
+    a sleep."""
+
+    def __init__(self):
+        self.offset = timedelta(0)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The clock of this process's server code (the ASGI app, actions, claims); server
+    subprocesses keep their own."""
+    moved, real_now = Clock(), timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() + moved.offset)
+    return moved

@@ -6,11 +6,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 from channels.testing import WebsocketCommunicator
 
 from agntchat.asgi import application
+from tests.waiting import wait_until
 
 
 def agent_communicator(token: str, query: str = "") -> WebsocketCommunicator:
@@ -84,17 +84,18 @@ class Daphne:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("daphne exited: " + self.proc.stderr.read().decode()[-2000:])
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    break
-            except OSError:
-                time.sleep(0.1)
+        wait_until(self.listening, timeout=30, what=f"daphne listening on {self.port}")
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
+
+    def listening(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError("daphne exited: " + self.proc.stderr.read().decode()[-2000:])
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return True
+        except OSError:
+            return False
 
     def stop(self):
         self.proc.terminate()

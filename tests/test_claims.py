@@ -1,21 +1,16 @@
-"""The claim statement itself, on two real database connections (core.claims)."""
+"""The claim statement itself (core.claims): on two real database connections, across
+workspaces, and as its leases run out at the times the tests pass."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery
-from tests.plans import (
-    add_short_conversations,
-    executed_plan,
-    set_plan_cache_mode,
-    table_rows_read,
-)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,63 +72,29 @@ def test_claims_take_the_least_recently_served_workspace_first_then_oldest(alice
     assert [b for b in bodies if b.startswith("team")] == ["team 0", "team 1", "team 2"]
 
 
-def _claim_plan(agent_id, limit: int, read=None) -> dict:
-    """The claim statement (with READ, as claims.claim takes it): its executed plan."""
-    sql, params = claims.claim_statement(Delivery, agent_id, "c", limit, timezone.now(), 60, read)
-    return executed_plan(sql, params)
+def test_a_lease_runs_out_at_its_expiry_and_the_item_is_offered_again(alice, channel, nova):
+    actions.post_message(alice, channel, "slow one")
+    start = timezone.now()
+    (item,) = claims.claim(Delivery, nova.id, "holder", 1, start, 60)
+    # Up to its expiry the lease holds: nobody else gets the item.
+    assert claims.claim(Delivery, nova.id, "other", 1, start + timedelta(seconds=60), 60) == []
+    later = start + timedelta(seconds=61)
+    assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]
+    assert Delivery.objects.get(pk=item).attempts == 2
+    with pytest.raises(claims.NotHeld):
+        claims.ack(Delivery, item, "holder", later)  # too late: no longer the holder's
+    assert claims.ack(Delivery, item, "other", later) == {"id": item}
 
 
-@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_a_claim_reads_no_other_rows_however_long_the_history(
-    alice, channel, nova, plan_cache_mode
-):
-    # One workspace where another agent has a deep open queue, and Nova a long acked history and
-    # one new item. Statistics taken while the history was still open mislead the planner (as
-    # after any burst); the claim must still go straight to what it takes, not walk the table.
-    from agents import actions as agent_actions
-    from conversations.models import Message
-
-    other = agent_actions.create_agent(alice, name="Other", backend="scripted")
-    messages = Message.objects.bulk_create(
-        Message(conversation=channel, author_user=alice, body=str(i)) for i in range(3000)
-    )
-    Delivery.objects.bulk_create(
-        Delivery(agent=agent, workspace_id=channel.workspace_id, message=m)
-        for agent, batch in ((other, messages[:1500]), (nova, messages[1500:]))
-        for m in batch
-    )
-    # Newer than all of those, other conversations' messages: the channel's history window must
-    # not walk past them.
-    others = [
-        actions.create_conversation(alice, channel.workspace, kind="channel", title=f"c{i}")
-        for i in range(10)
-    ]
-    Message.objects.bulk_create(
-        Message(conversation=others[i % 10], author_user=alice, body=str(i)) for i in range(1000)
-    )
-    # And, as in any real workspace, many short conversations: PostgreSQL's estimate of a
-    # conversation's length is their average, a few messages, yet the window must not read the
-    # whole busy channel to find its newest 21.
-    add_short_conversations(alice, channel.workspace, 600)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE conversations_delivery")
-        cursor.execute("ANALYZE conversations_message")  # current, as autovacuum keeps them
-    Delivery.objects.filter(agent=nova).update(acked_at=timezone.now())
-    set_plan_cache_mode(plan_cache_mode)
-    try:
-        # A handful of index probes per workspace, plus the rows taken: never the history.
-        assert table_rows_read(_claim_plan(nova.id, 8)) <= 10  # nothing queued
-        actions.post_message(alice, channel, "new")
-        plan = _claim_plan(nova.id, 8)
-        assert plan["Actual Rows"] == 1
-        assert table_rows_read(plan) <= 10
-        assert table_rows_read(_claim_plan(other.id, 8)) <= 10 + 3 * 8  # a deep queue
-        # With the work payload read in the same statement: the rows taken, what they join
-        # (message, conversation, workspace, author, turn) and the history window's 21 messages
-        # with their authors.
-        read = gateway.message_read()
-        plan = _claim_plan(nova.id, 8, (read.sql, read.params({})))
-        assert plan["Actual Rows"] == 1
-        assert table_rows_read(plan) <= 10 + 5 + 2 * 21
-    finally:
-        set_plan_cache_mode(None)
+def test_extending_keeps_an_item_past_its_first_lease(alice, channel, nova):
+    actions.post_message(alice, channel, "long turn")
+    start = timezone.now()
+    (item,) = claims.claim(Delivery, nova.id, "holder", 1, start, 60)
+    for seconds in (50, 100, 150):
+        claims.extend(Delivery, item, "holder", start + timedelta(seconds=seconds), 60)
+    assert claims.claim(Delivery, nova.id, "other", 1, start + timedelta(seconds=209), 60) == []
+    with pytest.raises(claims.NotHeld):
+        claims.extend(Delivery, item, "other", start + timedelta(seconds=209), 60)
+    # The last extension's lease runs out like any other.
+    later = start + timedelta(seconds=211)
+    assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]

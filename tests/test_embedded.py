@@ -16,6 +16,8 @@ import redis
 
 from agntchat.core.embedded import postgres_running, stop_postgres
 
+pytestmark = pytest.mark.slow
+
 # What a command under the launcher sees; with "serve" it then waits, as `make run` would,
 # until Ctrl-C.
 PROBE = """

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,8 +16,9 @@ from agents import actions as agent_actions
 from conversations.actions import create_conversation, post_message
 from conversations.models import Conversation
 from tests.socket_helpers import database_url
+from tests.waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_the_worker_abandons_an_idle_thread(alice, team_a):
@@ -40,12 +40,11 @@ def test_the_worker_abandons_an_idle_thread(alice, team_a):
     )
     try:
         async_task("conversations.jobs.abandon_threads", task_name="test-abandon")
-        deadline = time.monotonic() + 30
-        while (
-            time.monotonic() < deadline and not Success.objects.filter(name="test-abandon").exists()
-        ):
-            time.sleep(0.2)
-        done = Success.objects.get(name="test-abandon")
+        done = wait_until(
+            lambda: Success.objects.filter(name="test-abandon").first(),
+            timeout=30,
+            what="the worker to run the job",
+        )
         assert done.result == 1
         assert Conversation.objects.get(kind="thread").thread_status == "abandoned"
     finally:

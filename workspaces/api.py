@@ -6,9 +6,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
+from agntchat.core.api import StrictSerializer, error_body, validated
 from workspaces import actions
 from workspaces.access import (
+    IsPerson,
     access_credential,
     access_membership,
     require_manager,

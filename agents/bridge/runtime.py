@@ -100,9 +100,11 @@ class Bridge:
 
     # --- session and configuration -------------------------------------------------------
 
-    async def ensure_token(self) -> str:
-        """A session token valid for at least another minute (refreshed before expiry)."""
-        if self.token and time.time() < self.token_expires - 60:
+    async def ensure_token(self, now: float | None = None) -> str:
+        """A session token valid for at least another minute after NOW (a Unix time; by default
+        the current one), refreshed before expiry."""
+        now = time.time() if now is None else now
+        if self.token and now < self.token_expires - 60:
             return self.token
         async with httpx.AsyncClient(base_url=self.config.url, timeout=15) as client:
             response = await client.post(

@@ -1,14 +1,18 @@
-"""The REST edge shared by every app: camelCase in and out, one error shape, cursor pages."""
+"""The REST edge shared by every app: camelCase in and out, one error shape."""
 
+import io
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from djangorestframework_camel_case.parser import CamelCaseJSONParser
-from rest_framework import exceptions, pagination, renderers, serializers
+from rest_framework import exceptions, renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
+from agntchat.core.validation import check_json_text
 
 
 class CamelCaseRenderer(renderers.JSONRenderer):
@@ -22,14 +26,16 @@ class CamelCaseRenderer(renderers.JSONRenderer):
 
 
 class CamelCaseParser(CamelCaseJSONParser):
-    """Every body entering the API is snake_cased here before serializers see it."""
+    """Every body entering the API is checked for size and depth (before anything parses it:
+    the parser recurses once per level) and snake_cased here before serializers see it."""
 
-
-class CursorPagination(pagination.CursorPagination):
-    ordering = "-created_at"
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
+    def parse(self, stream, media_type=None, parser_context=None):
+        # DRF hands over the body Django read (and refused past the limit: a 413 from
+        # urls.handler400); were it a stream, a byte past the limit tells a body over it.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        body = stream.read(limit + 1)
+        check_json_text(body, max_bytes=limit)
+        return super().parse(io.BytesIO(body), media_type, parser_context)
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -37,6 +43,24 @@ def error_body(code: str, message: str, fields: dict | None = None) -> dict:
     if fields:
         body["fields"] = fields
     return {"error": body}
+
+
+# What answers an API request that failed before (or outside) any view: by HTTP status.
+HTTP_ERRORS = {
+    400: ("bad_request", "The request could not be understood."),
+    403: ("permission_denied", "You do not have permission to do this."),
+    404: ("not_found", "Not found."),
+    413: ("too_large", "The request body is larger than this server accepts."),
+    500: ("server_error", "Something went wrong on our side. It has been logged."),
+}
+
+
+def error_response(status: int) -> HttpResponse:
+    """The error shape for STATUS, for Django's error handlers (no DRF view was reached)."""
+    code, message = HTTP_ERRORS[status]
+    return HttpResponse(
+        json_bytes(error_body(code, message)), status=status, content_type="application/json"
+    )
 
 
 def _flatten(detail):
@@ -106,22 +130,6 @@ class StrictSerializer(serializers.Serializer):
             if wrong:
                 raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
-
-
-class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
-    """A ModelSerializer that rejects unknown fields; writes still go through actions."""
-
-
-class IsPerson:
-    """Endpoints only a person may use (agents authenticate too, but act elsewhere)."""
-
-    def has_permission(self, request, view):
-        from workspaces.models import User
-
-        return isinstance(request.user, User) and request.user.is_authenticated
-
-    def has_object_permission(self, request, view, obj):
-        return True
 
 
 def validated(serializer_class, data, **context) -> dict:

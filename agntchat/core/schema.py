@@ -123,7 +123,7 @@ class AutoSchema(openapi.AutoSchema):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "agntchat.core.auth.BearerTokenAuthentication"
+    target_class = "agents.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):

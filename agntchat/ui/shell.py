@@ -25,11 +25,11 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from agents.access import agents_visible_in
-from agents.models import Agent, Task
-from agents.tasks import tasks_visible_to
+from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
-from conversations.models import Conversation, Message, Participant
+from conversations.models import Conversation, Message, Participant, Task
+from conversations.tasks import tasks_visible_to
 from workspaces.access import access_membership, workspaces_visible_to
 from workspaces.models import Membership
 

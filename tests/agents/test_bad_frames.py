@@ -8,15 +8,16 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from agents import gateway, tasks
-from agents.models import PersonalityRevision, Task, TaskEvent, TurnUsage
+from agents.models import PersonalityRevision
 from agntchat.core import presence
 from agntchat.core.validation import MAX_JSON_DEPTH
 from artifacts.models import Artifact
+from conversations import tasks
 from conversations.actions import post_message
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task, TaskEvent, TurnUsage
 from tests.conftest import agent_session
 from tests.socket_helpers import agent_communicator, next_frame
+from work import gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,21 +8,24 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db.models import F
 
 from agents import actions as agent_actions
-from agents import tasks
 from agents.bridge.backends.scripted import ScriptedBackend
 from agents.bridge.runtime import Bridge, Config
-from agents.models import Task
+from conversations import tasks
 from conversations.actions import create_conversation, post_message
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
 from tests.socket_helpers import Daphne
+from tests.waiting import until, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "bridge" / "fake_bin" / "claude"
 
@@ -53,16 +56,6 @@ def start_bridge(server, agent, tmp_path, options="{}", **extra_env):
     )
 
 
-def wait_for(predicate, timeout=20, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def agent_replies(conversation, agent):
     return list(
         Message.objects.filter(conversation=conversation, author_agent=agent).order_by("created_at")
@@ -75,17 +68,17 @@ def test_a_person_posts_and_the_bridge_replies_through_the_pipeline(
     bridge = start_bridge(server, nova, tmp_path)
     try:
         question = post_message(alice, channel, "What is the plan?")
-        replies = wait_for(lambda: agent_replies(channel, nova), what="the agent's reply")
+        replies = wait_until(lambda: agent_replies(channel, nova), what="the agent's reply")
         assert [r.body for r in replies] == ["Echo: What is the plan?"]
         assert replies[0].reply_to_id == question.id and replies[0].kind == "text"
-        wait_for(
+        wait_until(
             lambda: Delivery.objects.filter(acked_at__isnull=False).count() == 1, what="the ack"
         )
         # Usage of the turn is recorded.
         assert nova.usage.count() == 1 and nova.usage.get().backend == "scripted"
         # A backend failure is visible as a notice, never silence.
         post_message(alice, channel, "please [[fail]]")
-        notice = wait_for(
+        notice = wait_until(
             lambda: Message.objects.filter(conversation=channel, kind="notice").first(),
             what="a notice",
         )
@@ -100,18 +93,18 @@ def test_a_person_posts_and_the_bridge_replies_through_the_pipeline(
 def test_a_bridge_killed_mid_turn_redoes_the_work_once(alice, channel, nova, server, tmp_path):
     bridge = start_bridge(server, nova, tmp_path, '{"delay_ms": 4000}')
     post_message(alice, channel, "slow question")
-    wait_for(lambda: Delivery.objects.filter(claimed_by__isnull=False).exists(), what="the claim")
-    time.sleep(0.5)  # mid-turn
+    wait_until(lambda: Delivery.objects.filter(claimed_by__isnull=False).exists(), what="the claim")
+    time.sleep(0.5)  # the behaviour under test: killed half a second into its 4 s turn
     os.kill(bridge.pid, signal.SIGKILL)
     bridge.wait()
     assert agent_replies(channel, nova) == []
     restarted = start_bridge(server, nova, tmp_path, '{"delay_ms": 200}')
     try:
-        replies = wait_for(lambda: agent_replies(channel, nova), what="the redone reply")
-        wait_for(
+        replies = wait_until(lambda: agent_replies(channel, nova), what="the redone reply")
+        wait_until(
             lambda: Delivery.objects.filter(acked_at__isnull=False).count() == 1, what="the ack"
         )
-        time.sleep(0.5)
+        # The bridge posts before it acks, and the killed one posts nothing: this is final.
         assert [r.body for r in agent_replies(channel, nova)] == ["Echo: slow question"]
         assert Delivery.objects.get().attempts == 2
         assert replies
@@ -142,7 +135,7 @@ def test_a_turn_that_hangs_is_stopped_at_the_agents_time_limit(
         post_message(alice, channel, "first")
         post_message(alice, channel, "second")
         task = tasks.create_task(alice, team_a, nova, "Summarise the quarter")
-        notices = wait_for(
+        notices = wait_until(
             lambda: (
                 found
                 if len(found := list(Message.objects.filter(kind="notice", author_agent=nova))) == 2
@@ -151,15 +144,15 @@ def test_a_turn_that_hangs_is_stopped_at_the_agents_time_limit(
             what="two notices",
         )
         assert [n.body for n in notices] == [f"Nova could not answer: {reason}"] * 2
-        wait_for(lambda: Delivery.objects.filter(acked_at__isnull=True).count() == 0, what="acks")
-        task = wait_for(
+        wait_until(lambda: Delivery.objects.filter(acked_at__isnull=True).count() == 0, what="acks")
+        task = wait_until(
             lambda: Task.objects.filter(pk=task.pk, status="failed").first(), what="the task"
         )
         assert task.error == reason
         runs = [json.loads(line) for line in cli_log.read_text().splitlines()]
         assert len(runs) == 3
         pids = [pid for run in runs for pid in (run["pid"], run["child_pid"])]
-        wait_for(lambda: not any(map(alive, pids)), timeout=3, what="the CLIs to be gone")
+        wait_until(lambda: not any(map(alive, pids)), timeout=3, what="the CLIs to be gone")
     finally:
         bridge.terminate()
         output = bridge.communicate(timeout=10)[0]
@@ -181,12 +174,12 @@ def test_the_bridge_survives_a_server_restart(alice, channel, nova, tmp_path):
     bridge = start_bridge(first, nova, tmp_path)
     try:
         post_message(alice, channel, "before")
-        wait_for(lambda: len(agent_replies(channel, nova)) == 1, what="first reply")
+        wait_until(lambda: len(agent_replies(channel, nova)) == 1, what="first reply")
         first.stop()
         post_message(alice, channel, "while the server is down")
         second = Daphne(port=port)
         try:
-            wait_for(
+            wait_until(
                 lambda: len(agent_replies(channel, nova)) == 2,
                 timeout=40,
                 what="reply after restart",
@@ -207,38 +200,33 @@ def test_the_bridge_imports_nothing_from_django():
     assert out == "False"
 
 
-def test_the_bridge_refreshes_its_session_before_it_expires(nova, tmp_path):
-    """Sessions last AGENT_SESSION_TTL; the bridge renews when less than a minute is left."""
-    import asyncio
+def test_the_bridge_refreshes_its_session_before_it_expires(nova, server, tmp_path):
+    """The bridge renews its session when less than a minute of it is left."""
+    _, key = agent_actions.create_agent_key(nova)
+    bridge = Bridge(Config(url=server.url, key=key, workdir=tmp_path))
 
-    from agents.bridge.runtime import Bridge, Config
+    async def tokens():
+        first = await bridge.ensure_token()
+        expires = bridge.token_expires
+        again = await bridge.ensure_token(now=expires - 61)  # more than a minute left
+        renewed = await bridge.ensure_token(now=expires - 59)
+        return first, again, renewed
 
-    short = Daphne(extra_env={"AGENT_SESSION_TTL": "66"})
-    try:
-        _, key = agent_actions.create_agent_key(nova)
-        bridge = Bridge(Config(url=short.url, key=key, workdir=tmp_path))
-
-        async def tokens():
-            first = await bridge.ensure_token()
-            again = await bridge.ensure_token()  # about 66 s left: still good
-            # Wait until less than a minute is left, then it must renew.
-            await asyncio.sleep(max(0.0, bridge.token_expires - 60 - time.time()) + 0.2)
-            renewed = await bridge.ensure_token()
-            return first, again, renewed
-
-        first, again, renewed = asyncio.run(tokens())
-        assert first == again and renewed != first and renewed.startswith("ags_")
-        assert bridge.agent["id"] == str(nova.id)
-    finally:
-        short.stop()
+    first, again, renewed = asyncio.run(tokens())
+    assert first == again and renewed != first and renewed.startswith("ags_")
+    assert bridge.agent["id"] == str(nova.id)
 
 
 class SlowWhenAsked(ScriptedBackend):
-    """The scripted echo, but a message saying "slow" takes a while to answer."""
+    """The scripted echo, but a message saying "slow" is answered only once the test lets it."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = asyncio.Event()
 
     async def run(self, turn):
         if "slow" in turn.prompt:
-            await asyncio.sleep(3)
+            await self.release.wait()
         async for event in super().run(turn):
             yield event
 
@@ -247,16 +235,17 @@ class SlowWhenAsked(ScriptedBackend):
 async def test_a_persons_burst_is_answered_in_full_and_in_order(alice, team_a, nova, tmp_path):
     """Several lanes, but one message of a conversation at a time: a slow first answer does not
     let the next ones overtake it, nor does it hold up another conversation, and the messages
-    waiting for it keep their leases (2 s here). None is held by the loop guard (TURN-2:
-    answers to a person never count)."""
+    waiting for it keep their leases. None is held by the loop guard (TURN-2: answers to a
+    person never count)."""
     dm, other = [
         await sync_to_async(create_conversation)(alice, team_a, kind="direct", agent_ids=[nova.id])
         for _ in range(2)
     ]
     _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
-    server = await sync_to_async(Daphne)(extra_env={"CLAIM_LEASE_SECONDS": "2"})
+    server = await sync_to_async(Daphne)()
     config = Config(url=server.url, key=key, workdir=tmp_path, chat_lanes=4, extend_seconds=0.5)
-    bridge = Bridge(config, backend=SlowWhenAsked())
+    backend = SlowWhenAsked()
+    bridge = Bridge(config, backend=backend)
     running = asyncio.create_task(bridge.run_forever())
     try:
         burst = ["slow one"] + [f"quick {i}" for i in range(2, 8)]  # more than the DM's cap
@@ -274,17 +263,35 @@ async def test_a_persons_burst_is_answered_in_full_and_in_order(alice, team_a, n
                 ).order_by("created_at")
             ]
 
-        deadline = time.monotonic() + 30
-        while len(await answers(dm)) < len(burst) and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        replies = await answers(dm)
+        # The other conversation is answered while the slow one runs.
+        (meanwhile,) = await until(lambda: answers(other), what="the other conversation's answer")
+        assert meanwhile.reply_to_id == elsewhere.id
+        assert await answers(dm) == []
+        # The DM's items in the bridge's window, the slow one and those waiting for it, have
+        # their leases extended (past what their claim gave them) while they wait: none runs
+        # out, however long the slow one takes.
+        held = Delivery.objects.filter(
+            agent=nova, message__conversation=dm, acked_at__isnull=True, claimed_by__isnull=False
+        )
+        extended = held.filter(
+            lease_expires_at__gt=F("claimed_at") + timedelta(seconds=settings.CLAIM_LEASE_SECONDS)
+        )
+
+        async def all_extended():
+            count = await held.acount()  # the slow one and at least one waiting
+            return count >= 2 and await extended.acount() == count
+
+        await until(all_extended, what="the leases of the held items extended")
+        backend.release.set()
+
+        async def whole_burst():
+            found = await answers(dm)
+            return found if len(found) >= len(burst) else None
+
+        replies = await until(whole_burst, what="every message of the burst answered")
         assert [m.body for m in replies] == [f"Echo: {text}" for text in burst]
         assert [m.held_at for m in replies] == [None] * len(burst)
-        # The other conversation was answered while the slow one ran.
-        (meanwhile,) = await answers(other)
-        assert meanwhile.reply_to_id == elsewhere.id
-        assert meanwhile.created_at < replies[0].created_at
-        # Each was worked once: no lease ran out while it waited.
+        # Each was worked once.
         attempts = Delivery.objects.filter(agent=nova).values_list("attempts", flat=True)
         assert [a async for a in attempts] == [1] * (len(burst) + 1)
     finally:

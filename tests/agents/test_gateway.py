@@ -1,11 +1,10 @@
 """The agent socket: claims, acks, leases, release on close, catch-up, fairness, bad frames."""
 
-import asyncio
-
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.db import transaction
 
 from agents import actions as agent_actions
@@ -22,6 +21,7 @@ from tests.socket_helpers import (
     live_socket_for,
     next_frame,
 )
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,7 +164,7 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
 ):
     """Every connection hears a wake-up; only the first with room claims. The others' claims
     would come back empty: they are not made."""
-    from agents import gateway
+    from work import gateway
 
     token = await sync_to_async(agent_session)(nova)
     claims = []
@@ -177,10 +177,7 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
 
     monkeypatch.setattr(gateway, "claim_work", counted)
     sockets = [(await connect(token, "prefetch=4"))[0] for _ in range(4)]
-    for _ in range(250):  # the catch-up claims each connection makes on connect
-        if len(claims) == 4:
-            break
-        await asyncio.sleep(0.02)
+    await until(lambda: len(claims) == 4, what="the catch-up claim each connection makes")
     assert claims == [0, 0, 0, 0]
     claims.clear()
     await post(alice, channel, "one")
@@ -193,15 +190,14 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
         await sock.disconnect()
 
 
-async def test_a_silent_holder_loses_its_item_after_the_lease(alice, channel, nova, settings):
-    settings.CLAIM_LEASE_SECONDS = 1
+async def test_a_silent_holder_loses_its_item_after_the_lease(alice, channel, nova, clock):
     token = await sync_to_async(agent_session)(nova)
     holder, _ = await connect(token)
     message = await post(alice, channel, "slow one")
     work = await next_frame(holder)
     other, _ = await connect(token)
     assert await other.receive_nothing(timeout=0.3)  # still leased to the holder
-    await asyncio.sleep(1.1)
+    clock.advance(settings.CLAIM_LEASE_SECONDS + 1)
     # A heartbeat does not extend the holder's lease, and makes the other connection look again.
     await holder.send_json_to({"type": "heartbeat"})
     await other.send_json_to({"type": "heartbeat"})
@@ -216,15 +212,14 @@ async def test_a_silent_holder_loses_its_item_after_the_lease(alice, channel, no
     await other.disconnect()
 
 
-async def test_extend_keeps_an_item_past_its_lease(alice, channel, nova, settings):
-    settings.CLAIM_LEASE_SECONDS = 1
+async def test_extend_keeps_an_item_past_its_lease(alice, channel, nova, clock):
     token = await sync_to_async(agent_session)(nova)
     holder, _ = await connect(token)
     await post(alice, channel, "long turn")
     work = await next_frame(holder)
     other, _ = await connect(token)
-    for _ in range(3):
-        await asyncio.sleep(0.5)
+    for _ in range(3):  # three half leases: past the first lease by half
+        clock.advance(settings.CLAIM_LEASE_SECONDS / 2)
         await holder.send_json_to({"type": "extend", "id": work["id"]})
         assert (await next_frame(holder))["type"] == "extended"
         await other.send_json_to({"type": "heartbeat"})
@@ -495,16 +490,17 @@ async def test_acks_that_arrive_during_a_write_are_written_together(
 
     def slow_ack_many(model, ids, *args, **kwargs):  # the real statement, after a pause
         batches.append(len(ids))
-        time.sleep(0.3)
+        time.sleep(0.3)  # a slow write: the behaviour under test is what arrives meanwhile
         return real_ack_many(model, ids, *args, **kwargs)
 
     monkeypatch.setattr(claims, "ack_many", slow_ack_many)
     for frame in held:
         await comm.send_json_to({"type": "ack", "id": frame["id"]})
-    for _ in range(100):
-        if await Delivery.objects.filter(acked_at__isnull=False).acount() == 4:
-            break
-        await asyncio.sleep(0.05)
+
+    async def all_acked():
+        return await Delivery.objects.filter(acked_at__isnull=False).acount() == 4
+
+    await until(all_acked, what="the four acks")
     assert batches == [1, 3]
     assert await Delivery.objects.filter(acked_at__isnull=True).acount() == 0
     await comm.send_json_to({"type": "ack", "id": held[3]["id"]})  # again: still idempotent
@@ -515,7 +511,7 @@ async def test_acks_that_arrive_during_a_write_are_written_together(
 async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offered_again(
     alice, channel, nova, monkeypatch
 ):
-    from agents import gateway
+    from work import gateway
 
     await post(alice, channel, "survives a failed ack")
     token = await sync_to_async(agent_session)(nova)
@@ -549,7 +545,7 @@ async def test_an_ack_sent_just_before_closing_is_kept(alice, channel, nova, mon
     real_ack_many = claims.ack_many
 
     def slow_ack_many(*args, **kwargs):  # the real statement, after a pause
-        time.sleep(0.3)
+        time.sleep(0.3)  # a slow write: the socket closes while it is still under way
         return real_ack_many(*args, **kwargs)
 
     monkeypatch.setattr(claims, "ack_many", slow_ack_many)

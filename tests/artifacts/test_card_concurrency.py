@@ -2,15 +2,14 @@
 the agent. Real threads, each on its own database connection."""
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
 
-from agents.models import Task
 from artifacts import actions, frames
 from artifacts.exceptions import ActionUsed
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,9 +63,7 @@ def test_two_concurrent_clicks_make_exactly_one_work_item(
         Message.objects.select_for_update().get(pk=message.pk)
         for thread in clickers:
             thread.start()
-        deadline = time.monotonic() + 10
-        while waiting_on_locks() < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: waiting_on_locks() >= 2, what="both clicks waiting on the lock")
         assert waiting_on_locks() == 2
     for thread in clickers:
         thread.join(timeout=20)

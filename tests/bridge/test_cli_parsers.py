@@ -10,6 +10,7 @@ import pytest
 from agents.bridge.backends import BackendError, Event, Result, Turn, make_backend, run_to_result
 from agents.bridge.backends.claude_cli import parse_claude_line
 from agents.bridge.backends.codex_cli import parse_codex_line, usage_delta
+from tests.waiting import until
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
@@ -290,8 +291,8 @@ async def test_closing_the_stream_kills_the_cli_and_its_children(fake, tmp_path,
     await asyncio.wait_for(gen.aclose(), 3)  # the fake sleeps 60s: only a kill ends it this fast
     record = fake()[0]
     assert not alive(record["pid"])
-    await asyncio.sleep(0.1)  # the orphaned child is killed by the same signal, give it a moment
-    assert not alive(record["child_pid"])
+    # The orphaned child is killed by the same signal, which takes effect a moment later.
+    await until(lambda: not alive(record["child_pid"]), timeout=5, what="the child killed")
 
 
 async def test_cancelling_the_task_kills_the_cli(fake, tmp_path, monkeypatch):
@@ -300,10 +301,7 @@ async def test_cancelling_the_task_kills_the_cli(fake, tmp_path, monkeypatch):
     task = asyncio.create_task(
         run_to_result(backend, Turn("", "", "hi", [], workdir=workdir(tmp_path)))
     )
-    for _ in range(100):
-        if fake():
-            break
-        await asyncio.sleep(0.05)
+    await until(fake, what="the CLI started")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 3)

@@ -9,6 +9,8 @@ from agents.bridge.backends import Turn, make_backend, run_to_result
 
 from .standins import StandinServer, responses_prompt_tokens
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def server():

@@ -92,6 +92,7 @@ def server():
     daphne.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 async def test_a_real_server_opens_the_socket_for_its_pages_and_closes_4403_for_others(
     alice, server

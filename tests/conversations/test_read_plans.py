@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Participant
+from tests.conftest import built_once, make_cast
 from tests.plans import (
     LONG_TABLES,
     executed_plan,
@@ -21,14 +22,22 @@ from tests.plans import (
     table_rows_read,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test in a transaction rolled back around the history, built once for the module (on
+# one xdist worker: `make test` hands out whole modules).
+pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def busy_channel_among_short_ones(alice, channel, nova):
-    """CHANNEL with 3,000 messages, each answered by Nova, among 600 short conversations."""
-    fill_long_history(alice, channel, nova, messages=3000, short=600)
-    return channel
+@pytest.fixture(scope="module")
+def busy(django_db_setup, django_db_blocker):
+    """The cast, with #general holding 3,000 messages, each answered by Nova, among 600 short
+    conversations."""
+
+    def build():
+        cast = make_cast()
+        fill_long_history(cast.alice, cast.channel, cast.nova, messages=3000, short=600)
+        return cast
+
+    yield from built_once(django_db_blocker, build)
 
 
 def _is_page_read(sql: str) -> bool:
@@ -38,10 +47,8 @@ def _is_page_read(sql: str) -> bool:
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_a_page_of_a_busy_channel_reads_about_a_page(
-    alice, api, client, busy_channel_among_short_ones, plan_cache_mode
-):
-    channel = busy_channel_among_short_ones
+def test_a_page_of_a_busy_channel_reads_about_a_page(api, client, busy, plan_cache_mode):
+    alice, channel = busy.alice, busy.channel
     url = f"/api/v1/conversations/{channel.id}/messages/"
     middle = Message.objects.get(conversation=channel, body="busy 1500")
     api_client = api(alice)
@@ -74,14 +81,12 @@ def test_a_page_of_a_busy_channel_reads_about_a_page(
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_a_post_in_a_busy_channel_reads_none_of_its_history(
-    alice, api, nova, busy_channel_among_short_ones, plan_cache_mode
-):
+def test_a_post_in_a_busy_channel_reads_none_of_its_history(api, busy, plan_cache_mode):
     # After an agent's answer, so the person's post also ends the agents' streak (and releases
     # whatever the loop guard held back: here nothing).
     from conversations import actions
 
-    channel = busy_channel_among_short_ones
+    alice, nova, channel = busy.alice, busy.nova, busy.channel
     client = api(alice)
     url = f"/api/v1/conversations/{channel.id}/messages/"
 
@@ -104,9 +109,7 @@ def test_a_post_in_a_busy_channel_reads_none_of_its_history(
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_the_sidebar_reads_what_it_lists(
-    alice, bob, client, nova, busy_channel_among_short_ones, plan_cache_mode
-):
+def test_the_sidebar_reads_what_it_lists(client, busy, plan_cache_mode):
     """Channels, and what Bob takes part in: not every conversation of the workspace (600
     others' direct messages here, and side threads that collect by the thousand), and a long
     unread history counted only up to its cap."""
@@ -114,9 +117,10 @@ def test_the_sidebar_reads_what_it_lists(
     from agntchat.ui.shell import UNREAD_CAP
     from conversations import actions
 
-    channel = busy_channel_among_short_ones  # 3,000 messages Bob has never read
+    alice, bob, nova = busy.alice, busy.bob, busy.nova
+    channel = busy.channel  # 3,000 messages Bob has never read
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     agents_thread = Conversation.objects.get(kind="thread")
     bobs_dm = actions.create_conversation(
@@ -125,7 +129,7 @@ def test_the_sidebar_reads_what_it_lists(
     bobs_thread = Conversation.objects.create(
         workspace=channel.workspace, kind="thread", title="Bob's side thread"
     )
-    actions.add_participant(bobs_thread, user=bob)
+    Participant.objects.create(conversation=bobs_thread, user=bob)
     client.force_login(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
@@ -147,17 +151,15 @@ def test_the_sidebar_reads_what_it_lists(
 
 
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
-def test_the_conversation_list_reads_no_history(
-    alice, bob, api, nova, busy_channel_among_short_ones, plan_cache_mode
-):
+def test_the_conversation_list_reads_no_history(api, busy, plan_cache_mode):
     """Which side threads Bob may read depends on where each hangs off: looked up per thread,
     not by joining every message of the database to find out."""
     from agents.actions import create_agent
     from conversations import actions
 
-    channel = busy_channel_among_short_ones
+    alice, bob, nova, channel = busy.alice, busy.bob, busy.nova, busy.channel
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     off_channel = Conversation.objects.get(kind="thread")
     dm = actions.create_conversation(

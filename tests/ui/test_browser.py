@@ -12,11 +12,11 @@ from playwright.sync_api import expect, sync_playwright
 
 from agents import actions as agent_actions
 from agents.models import Agent
-from agents.views import bridge_program
+from agntchat.ui.agent_pages import bridge_program
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
-from conversations.actions import add_participant, create_conversation, post_message
-from conversations.models import Conversation, Message
+from conversations.actions import create_conversation, post_message
+from conversations.models import Conversation, Message, Participant
 from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
@@ -39,6 +39,7 @@ from workspaces.models import Workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
 ]
 
@@ -230,7 +231,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     bob.wait_for_timeout(600)  # a sidebar refetch waits 250 ms for more of the same
     assert sidebar_fetches == []
     # Alice takes part in it: she opens it inline and resolves it; Bob's card follows live.
-    orm(add_participant, thread, user=alice_user)
+    orm(Participant.objects.create, conversation=thread, user=alice_user)
     page.reload()
     card.get_by_role("button", name=re.compile("Nova ↔ Rex")).click()
     expect(card.locator(".msg", has_text="Can you verify the tides?")).to_be_visible()
@@ -243,7 +244,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     assert orm(lambda: Conversation.objects.get(pk=thread.pk).thread_status) == "resolved"
 
     # A result card renders; its button sends the click to Nova, whose follow-up arrives live.
-    cards = orm(post_message, nova, general, "", payload={"card": hotel_card()})
+    cards = orm(artifact_actions.post_card, nova, general, hotel_card())
     result = page.locator(f'[data-message-id="{cards.id}"]')
     expect(result.locator(".cards")).to_contain_text("Memmo Alfama", timeout=WAIT)
     expect(bob.locator(f'[data-message-id="{cards.id}"] .cards')).to_contain_text("Memmo Alfama")

@@ -5,7 +5,15 @@ from django.core.management import call_command
 from django.db import connection
 
 from workspaces import actions
-from workspaces.models import ApiToken, Credential, Invitation, Membership, User, Workspace
+from workspaces.models import (
+    ApiToken,
+    Credential,
+    Invitation,
+    Membership,
+    User,
+    Workspace,
+    ensure_personal_workspace,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +80,7 @@ class TestPersonalWorkspace:
     def test_saving_again_does_not_create_a_second_one(self, alice):
         alice.display_name = "Alice"
         alice.save()
-        actions.ensure_personal_workspace(alice)
+        ensure_personal_workspace(alice)
         assert Workspace.objects.filter(owner=alice, kind="personal").count() == 1
 
     def test_it_cannot_be_deleted(self, alice, api):

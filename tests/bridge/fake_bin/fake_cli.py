@@ -38,5 +38,5 @@ if env.get("FAKE_CLI_FIXTURE"):
 if env.get("FAKE_CLI_STDERR"):
     print(env["FAKE_CLI_STDERR"], file=sys.stderr, flush=True)
 if env.get("FAKE_CLI_HANG"):
-    time.sleep(60)
+    time.sleep(60)  # a CLI that hangs: the behaviour under test is that only a kill ends it
 sys.exit(int(env.get("FAKE_CLI_EXIT", "0")))

@@ -16,19 +16,21 @@ from channels.db import database_sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
-from agents import actions, frames, gateway, tasks
+from agents import actions
 from agents.access import session_for_token, session_is_live, workspaces_of_agent
-from agents.models import Agent, Task
+from agents.auth import bearer_secret
+from agents.models import Agent
 from agntchat.core import presence
-from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
 from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
-from conversations import threads, turns
+from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
-from conversations.models import Message
+from conversations.models import Message, Task
+from conversations.usage import record_usage
+from work import frames, gateway
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +122,7 @@ def _resolve(agent, data):
 def _record_task_usage(agent, task_id, usage):
     """Usage reported with a task's result (RUN-8)."""
     task = Task.objects.get(pk=task_id)
-    actions.record_usage(
+    record_usage(
         agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
     )
 

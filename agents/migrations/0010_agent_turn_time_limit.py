@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0008_credential_grant'),
+        ('agents', '0009_move_tasks_to_conversations'),
     ]
 
     operations = [

@@ -7,10 +7,10 @@ an unknown one is "not found" (or "not held"), as in a REST path.
 
 from rest_framework import serializers
 
-from agents.api import PersonalityInput
-from agents.models import Task
 from agntchat.core.api import StrictSerializer
 from conversations.api import MessageInput, ResolveInput
+from conversations.models import Task
+from work.api import PersonalityInput
 
 ID = {"max_length": 64}
 COUNT = {"min_value": 0, "max_value": 2**31 - 1, "required": False}

@@ -12,13 +12,14 @@ from django.http import Http404
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from agents import gateway
 from agents.access import access_agent, agents_visible_in
-from agents.models import Agent, TaskEvent
-from agents.scoring import DEFAULT_WEIGHTS
-from agents.tasks import access_task, task_data, tasks_visible_to
+from agents.models import Agent
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
+from conversations import scoring
+from conversations.models import TaskEvent
+from conversations.scoring import DEFAULT_WEIGHTS
+from conversations.tasks import access_task, task_data, tasks_visible_to
 from workspaces.access import workspaces_visible_to
 
 
@@ -33,7 +34,7 @@ def bridge_program() -> str:
 
 def _rows(agents, user):
     online = agent_presence(agents)
-    loads = gateway.agent_loads([a.id for a in agents])
+    loads = scoring.agent_loads([a.id for a in agents])
     return [
         {
             "agent": a,
@@ -91,7 +92,7 @@ def agent_detail(request, membership, agent_id):
         agent=agent,
         is_agent_owner=is_owner,
         online=online,
-        load=gateway.agent_loads([agent.id])[agent.id],
+        load=scoring.agent_loads([agent.id])[agent.id],
         appears_here=agents_visible_in(membership.workspace_id).filter(pk=agent.pk).exists(),
         pinned_ids={str(p.workspace_id) for p in agent.pins.all()},
         keys=agent.keys.order_by("-created_at") if is_owner else [],

@@ -7,15 +7,16 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import actions, gateway, tasks
+from agents import actions
 from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
+from agents.auth import bearer_secret
 from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import DEFAULT_TURN_TIME_LIMIT, Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
-from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
-from agntchat.core.auth import bearer_secret
+from agntchat.core.api import StrictSerializer, error_body, validated
+from conversations import scoring, tasks
 from conversations.access import access_conversation
-from workspaces.access import access_credential, access_membership, access_workspace
+from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
 
 
 class AgentInput(StrictSerializer):
@@ -101,7 +102,7 @@ class AgentDetailView(APIView):
     def get(self, request, agent_id):
         agent = access_agent(request.user, agent_id)
         out = agent_out(agent)
-        out["load"] = gateway.agent_loads([agent.id])[agent.id]
+        out["load"] = scoring.agent_loads([agent.id])[agent.id]
         return Response(out)
 
     def patch(self, request, agent_id):
