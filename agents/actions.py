@@ -10,6 +10,7 @@ from django.utils.text import slugify
 from agents.access import agent_appears_in, owner_manages
 from agents.exceptions import AgentNotFound, AgentRule, CredentialNotForAgent, HandleTaken
 from agents.models import (
+    DEFAULT_TURN_TIME_LIMIT,
     Agent,
     AgentKey,
     AgentPin,
@@ -35,6 +36,7 @@ def create_agent(
     model: str = "",
     base_url: str = "",
     runtime=Agent.Runtime.LOCAL,
+    turn_time_limit_seconds: int = DEFAULT_TURN_TIME_LIMIT,
     pinned_workspace_ids=None,
 ) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
@@ -52,6 +54,7 @@ def create_agent(
                 model=model,
                 base_url=base_url,
                 runtime=runtime,
+                turn_time_limit_seconds=turn_time_limit_seconds,
             )
         except IntegrityError:
             raise HandleTaken(fields={"handle": "Already taken."}) from None
@@ -62,7 +65,16 @@ def create_agent(
 
 def update_agent(agent: Agent, **changes) -> Agent:
     fields = []
-    for name in ("name", "role", "capabilities", "backend", "model", "base_url", "runtime"):
+    for name in (
+        "name",
+        "role",
+        "capabilities",
+        "backend",
+        "model",
+        "base_url",
+        "runtime",
+        "turn_time_limit_seconds",
+    ):
         if name in changes:
             setattr(agent, name, changes[name])
             fields.append(name)

@@ -5,6 +5,9 @@ from django.db import models
 from agntchat.core.models import BaseModel
 from workspaces.models import Credential, User, Workspace
 
+# How long one turn (a backend call for one work item) may run before the bridge stops it.
+DEFAULT_TURN_TIME_LIMIT = 10 * 60
+
 
 class Agent(BaseModel):
     """One identity and one work queue, wherever the agent appears (AGT-2)."""
@@ -30,6 +33,8 @@ class Agent(BaseModel):
     base_url = models.URLField(blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.ALL)
     personality = models.TextField(blank=True)
+    # Past it the bridge kills the turn (a hung CLI or model call) and reports it failed (RUN-2).
+    turn_time_limit_seconds = models.PositiveIntegerField(default=DEFAULT_TURN_TIME_LIMIT)
 
     class Runtime(models.TextChoices):
         LOCAL = "local", "On my machine"

@@ -480,6 +480,7 @@ class AgentSocket(JsonSocket):
         if session is None or session.agent_id != self.agent.id:
             raise FrameError("A live session token of this agent is required.", code="unauthorized")
         await self.follow_session(session)
+        self.agent = session.agent  # read afresh: its configuration may have changed since
         await self.send_json(wire({"type": "session.renewed", "expires_at": session.expires_at}))
 
     def configure(self, data: dict) -> None:

@@ -84,6 +84,7 @@ def message_work(agent: Agent, deliveries) -> dict:
             "conversation": conversation_data(conversation),
             "workspace": {"id": conversation.workspace_id, "name": conversation.workspace.name},
             "attempt": delivery.attempts,
+            "time_limit_seconds": agent.turn_time_limit_seconds,
             "directives": guidance[message.id],
         }
     return out
@@ -109,6 +110,7 @@ def task_work(agent: Agent, claimed_tasks) -> dict:
             "task": tasks.task_data(task),
             "workspace": {"id": task.workspace_id, "name": task.workspace.name},
             "attempt": task.attempts,
+            "time_limit_seconds": agent.turn_time_limit_seconds,
             "directives": directives.for_task(agent, task),
         }
     return out

@@ -335,7 +335,12 @@ class Bridge:
         extender = asyncio.create_task(self.keep_alive(frame["id"]))
         try:
             try:
-                result = await run_to_result(self.backend, self.turn_for(directives))
+                # The agent's limit on one turn comes with each item (a hung CLI stops there).
+                result = await run_to_result(
+                    self.backend,
+                    self.turn_for(directives),
+                    time_limit=payload.get("timeLimitSeconds"),
+                )
             except BackendError as exc:
                 # Visible, never silent: a short notice in the conversation.
                 await self.post(
@@ -388,7 +393,12 @@ class Bridge:
 
         status, result, error, usage = "completed", {}, "", None
         try:
-            outcome = await run_to_result(self.backend, self.turn_for(directives), on_event)
+            outcome = await run_to_result(
+                self.backend,
+                self.turn_for(directives),
+                on_event,
+                time_limit=frame["payload"].get("timeLimitSeconds"),
+            )
             self.sessions.put(directives["sessionKey"], outcome.session_id, outcome.cli_state)
             result = {"text": outcome.text, "blocks": outcome.blocks}
             usage = {

@@ -50,6 +50,7 @@ async def test_it_pushes_a_message_to_the_connected_agent_and_acks_it(alice, cha
     assert work["payload"]["conversation"]["id"] == str(channel.id)
     assert work["payload"]["workspace"]["id"] == str(channel.workspace_id)
     assert "directives" in work["payload"]
+    assert work["payload"]["timeLimitSeconds"] == 600  # the agent's limit on this turn
     await comm.send_json_to({"type": "ack", "id": work["id"]})
     await comm.send_json_to({"type": "ack", "id": work["id"]})  # idempotent: no error
     assert await comm.receive_nothing(timeout=0.3)
