@@ -45,7 +45,7 @@ def check_json_text(text: str | bytes, *, max_bytes: int, max_depth: int = MAX_J
     it is parsed. Raises JSONTooLarge (413) or JSONTooDeep (400)."""
     size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
     if size > max_bytes:
-        raise JSONTooLarge(f"JSON can be at most {max_bytes} bytes.")
+        raise JSONTooLarge(f"JSON can be at most {max_bytes} bytes; this is {size}.")
     if json_depth(text) > max_depth:
         raise JSONTooDeep(f"JSON can be nested at most {max_depth} levels deep.")
 
