@@ -7,10 +7,13 @@ Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py.
 import re
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from agents import actions as agent_actions
-from agents.models import Agent
+from agents import tasks
+from agents.models import Agent, Task
+from agntchat.core import claims
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
 from conversations.actions import add_participant, create_conversation, post_message
@@ -495,3 +498,40 @@ def test_a_quick_burst_is_stored_in_the_order_typed(orm, cast, server, browser):
     assert page.evaluate("window.__posts.most") == 1
     texts = page.locator(".msg--mine .msg__text").all_inner_texts()
     assert [t.strip() for t in texts] == typed
+
+
+def test_a_live_page_fetches_what_changed_before_its_socket_listened(orm, cast, server, browser):
+    """Events published between a page's rendering and its live socket listening reach nobody:
+    on connecting, the page fetches what it shows again. Here a task finishes in between."""
+    alice_user, _, _ = cast
+
+    def a_claimed_task():
+        team = create_team_workspace(alice_user, "Tide Lab")
+        nova = agent_actions.create_agent(alice_user, name="Nova", backend="scripted")
+        task = tasks.create_task(alice_user, team, nova, "Summarise the tides.")
+        claims.claim(Task, nova.id, "bridge-1", 1, timezone.now(), 60)
+        tasks.mark_started(task.id)
+        return team, task
+
+    team, task = orm(a_claimed_task)
+    page = log_in(browser, server, "alice")
+    finished, tries = [], []
+
+    def live_socket(route):
+        tries.append(route.url)
+        if finished:
+            route.connect_to_server()
+        else:
+            route.close()  # not reachable yet: the page tries again a moment later
+
+    page.route_web_socket(re.compile(r"/ws/live/$"), live_socket)
+    page.goto(f"/w/{team.id}/tasks/{task.id}/")
+    status = page.locator("[data-task-status]")
+    expect(status).to_contain_text("Running")
+    page.wait_for_function("document.body.dataset.live === 'offline'")  # a try has failed
+    assert tries
+    result = {"text": "High tide at 06:12."}
+    orm(tasks.record_result, task.id, "completed", connection_id="bridge-1", result=result)
+    finished.append(True)
+    live(page)
+    expect(status).to_contain_text("Completed", timeout=WAIT)
