@@ -27,7 +27,8 @@ run: $(STAMP)
 
 # The whole suite on PostgreSQL and real Redis: embedded ones of this run only when
 # DATABASE_URL / REDIS_URL are unset (var/test-<pid>, removed after; a running `make run` is
-# left alone). TEST_WORKERS pytest-xdist workers, each with its own test database and Redis
+# left alone). Tests that need what pip cannot install (Chromium, the claude and codex CLIs)
+# are skipped without it; -rs lists each skip with what to install. TEST_WORKERS pytest-xdist workers, each with its own test database and Redis
 # prefix; two by default, one per core here: each worker also drives servers, bridges and a
 # browser, and shares the one PostgreSQL, so more workers than cores only queue (0: serial).
 # Whole modules go to one worker, so a module's fixtures are built once.
@@ -35,9 +36,10 @@ run: $(STAMP)
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	REDIS_PREFIX=agntchat-test-$$$$ $(BIN)/python -m agntchat.core.embedded --scratch \
-	  python -m pytest -n $(TEST_WORKERS) --dist loadscope $(ARGS)
+	  python -m pytest -rs -n $(TEST_WORKERS) --dist loadscope $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/lint-imports

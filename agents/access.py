@@ -82,7 +82,8 @@ def access_own_agent(user, agent_id) -> Agent:
     return agent
 
 
-def agent_for_session_token(secret: str):
+def session_for_token(secret: str):
+    """The live session a ``ags_`` token stands for (its agent loaded), or None."""
     session = crypto.find_by_secret(
         lambda token_hash: (
             AgentSession.objects.select_related("agent", "agent__owner", "key")
@@ -95,4 +96,19 @@ def agent_for_session_token(secret: str):
     )
     if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
         return None
-    return session.agent
+    return session
+
+
+def agent_for_session_token(secret: str):
+    session = session_for_token(secret)
+    return session.agent if session is not None else None
+
+
+def session_is_live(session_id) -> bool:
+    """Whether a session still opens doors: not expired, its key not revoked, its owner active."""
+    return AgentSession.objects.filter(
+        pk=session_id,
+        expires_at__gt=timezone.now(),
+        key__revoked_at__isnull=True,
+        agent__owner__is_active=True,
+    ).exists()

@@ -10,15 +10,16 @@ from django.utils.text import slugify
 from agents.access import agent_appears_in, owner_manages
 from agents.exceptions import AgentNotFound, AgentRule, CredentialNotForAgent, HandleTaken
 from agents.models import (
+    DEFAULT_TURN_TIME_LIMIT,
     Agent,
     AgentKey,
     AgentPin,
     AgentSession,
     CredentialGrant,
     PersonalityRevision,
-    TurnUsage,
 )
 from agntchat.core import crypto
+from agntchat.core.events import publish_many
 from workspaces.access import require_manager
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Credential, Membership
@@ -35,6 +36,7 @@ def create_agent(
     model: str = "",
     base_url: str = "",
     runtime=Agent.Runtime.LOCAL,
+    turn_time_limit_seconds: int = DEFAULT_TURN_TIME_LIMIT,
     pinned_workspace_ids=None,
 ) -> Agent:
     handle = handle or slugify(name)[:40] or "agent"
@@ -52,6 +54,7 @@ def create_agent(
                 model=model,
                 base_url=base_url,
                 runtime=runtime,
+                turn_time_limit_seconds=turn_time_limit_seconds,
             )
         except IntegrityError:
             raise HandleTaken(fields={"handle": "Already taken."}) from None
@@ -62,7 +65,16 @@ def create_agent(
 
 def update_agent(agent: Agent, **changes) -> Agent:
     fields = []
-    for name in ("name", "role", "capabilities", "backend", "model", "base_url", "runtime"):
+    for name in (
+        "name",
+        "role",
+        "capabilities",
+        "backend",
+        "model",
+        "base_url",
+        "runtime",
+        "turn_time_limit_seconds",
+    ):
         if name in changes:
             setattr(agent, name, changes[name])
             fields.append(name)
@@ -105,13 +117,23 @@ def create_agent_key(agent: Agent, name: str = "") -> tuple[AgentKey, str]:
     return key, secret
 
 
+def session_topic(session_id) -> str:
+    """Where the open sockets of one agent session hear that it ended."""
+    return f"agent_session.{session_id}"
+
+
 def revoke_agent_key(key: AgentKey) -> None:
-    """Revoking a key also ends every session that was opened with it."""
+    """Revoking a key also ends every session that was opened with it, and closes their open
+    sockets on every server node."""
     with transaction.atomic():
         if key.revoked_at is None:
             key.revoked_at = timezone.now()
             key.save(update_fields=["revoked_at", "updated_at"])
-        AgentSession.objects.filter(key=key).delete()
+        sessions = AgentSession.objects.filter(key=key)
+        topics = [session_topic(session_id) for session_id in sessions.values_list("id", flat=True)]
+        sessions.delete()
+        if topics:
+            publish_many(topics, {"type": "session.ended", "reason": "revoked"})
 
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
@@ -146,7 +168,10 @@ PERSONALITY_GUARD_MIN = 200
 
 
 class PersonalityShrink(AgentRule):
+    """The document as it stands makes this write look like a mistake: a conflict, not bad input."""
+
     code = "personality_shrink"
+    status = 409
 
 
 def set_personality(agent: Agent, text: str, *, author, force: bool = False) -> PersonalityRevision:
@@ -180,38 +205,6 @@ def set_personality(agent: Agent, text: str, *, author, force: bool = False) -> 
             author_user=None if isinstance(author, Agent) else author,
             author_agent=author if isinstance(author, Agent) else None,
         )
-
-
-USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "latency_ms",
-)
-
-
-def record_usage(
-    agent: Agent, workspace_id, usage: dict, *, conversation_id=None, task_id=None
-) -> TurnUsage | None:
-    """Store what one turn cost (RUN-8). Unknown or negative figures are dropped, not trusted."""
-    if not isinstance(usage, dict):
-        return None
-    counts = {}
-    for name in USAGE_FIELDS:
-        value = usage.get(name, 0)
-        counts[name] = value if isinstance(value, int) and 0 <= value < 2**31 else 0
-    cost = usage.get("cost_usd")
-    return TurnUsage.objects.create(
-        agent=agent,
-        workspace_id=workspace_id,
-        conversation_id=conversation_id,
-        task_id=task_id,
-        backend=str(usage.get("backend", agent.backend))[:20],
-        model=str(usage.get("model", agent.model))[:100],
-        cost_usd=cost if isinstance(cost, (int, float)) and cost >= 0 else None,
-        **counts,
-    )
 
 
 def grant_credential(

@@ -1,10 +1,12 @@
-"""Agents: identity, model configuration, where they appear, keys and session tokens."""
+"""Agents as identities: model configuration, where they appear, keys and session tokens."""
 
 from django.db import models
 
-from agntchat.core.claims import Claimable
 from agntchat.core.models import BaseModel
 from workspaces.models import Credential, User, Workspace
+
+# How long one turn (a backend call for one work item) may run before the bridge stops it.
+DEFAULT_TURN_TIME_LIMIT = 10 * 60
 
 
 class Agent(BaseModel):
@@ -31,6 +33,8 @@ class Agent(BaseModel):
     base_url = models.URLField(blank=True)
     visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.ALL)
     personality = models.TextField(blank=True)
+    # Past it the bridge kills the turn (a hung CLI or model call) and reports it failed (RUN-2).
+    turn_time_limit_seconds = models.PositiveIntegerField(default=DEFAULT_TURN_TIME_LIMIT)
 
     class Runtime(models.TextChoices):
         LOCAL = "local", "On my machine"
@@ -128,109 +132,3 @@ class PersonalityRevision(BaseModel):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     forced = models.BooleanField(default=False)
-
-
-class Task(Claimable, BaseModel):
-    """A unit of work for one agent (TASK-1), claimed like every other kind of work (MSG-6).
-
-    The run streams events and ends with exactly one terminal result (TASK-3); once terminal,
-    the status never changes again.
-    """
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        COMPLETED = "completed"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
-
-    class Cancel(models.TextChoices):
-        NONE = ""
-        REQUESTED = "requested"
-        CONFIRMED = "confirmed"
-        UNKNOWN = "unknown"
-
-    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
-
-    instructions = models.TextField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
-    cancel_state = models.CharField(
-        max_length=10, choices=Cancel.choices, default=Cancel.NONE, blank=True
-    )
-    cancel_requested_at = models.DateTimeField(null=True, blank=True)
-    created_by_user = models.ForeignKey(
-        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_by_agent = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    conversation = models.ForeignKey(
-        "conversations.Conversation",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="tasks",
-    )
-    result = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    protocol_errors = models.JSONField(default=list, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    event_count = models.PositiveIntegerField(default=0)
-    # A task delegated in a direct message works in its own conversation (THR-5).
-    work_conversation = models.ForeignKey(
-        "conversations.Conversation",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    # How the owner was chosen when nobody named one (TASK-2): every candidate's parts.
-    owner_scores = models.JSONField(default=dict, blank=True)
-
-    class Meta(Claimable.Meta):
-        pass
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in self.TERMINAL
-
-
-class TaskEvent(BaseModel):
-    """One progress event of a task run, in order."""
-
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
-    seq = models.PositiveIntegerField()
-    data = models.JSONField(default=dict)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="one_event_per_seq")]
-
-
-class TurnUsage(BaseModel):
-    """What one turn cost (RUN-8): tokens, cache, money when known, latency."""
-
-    # Indexed with the time (below): an agent's turns are read newest first, a window at a time.
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage", db_index=False)
-    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
-    conversation = models.ForeignKey(
-        "conversations.Conversation",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
-    )
-    backend = models.CharField(max_length=20, blank=True)
-    model = models.CharField(max_length=100, blank=True)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    cache_read_tokens = models.PositiveIntegerField(default=0)
-    cache_write_tokens = models.PositiveIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
-    latency_ms = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        indexes = [models.Index(fields=["agent", "created_at"], name="usage_history")]

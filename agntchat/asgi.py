@@ -19,13 +19,13 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from agents.consumers import AgentSocket  # noqa: E402
 from conversations.consumers import LiveSocket  # noqa: E402
+from work.consumers import AgentSocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # Static files are served by daphne itself in development only.
-        "http": ASGIStaticFilesHandler(django_http) if settings.DEBUG else django_http,
+        # /static/ from the app's static folders, DEBUG or not (settings.SERVE_STATIC).
+        "http": ASGIStaticFilesHandler(django_http) if settings.SERVE_STATIC else django_http,
         "websocket": URLRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.

@@ -34,12 +34,19 @@ def dev_secret_key() -> str:
     return path.read_text().strip()
 
 
-DEBUG = env_bool("DEBUG", True)
+# Django's debug pages list every URL pattern and show settings and tracebacks: only when asked.
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY") or dev_secret_key()
 # Retired secret keys (comma-separated), still accepted: rotating SECRET_KEY keeps sessions and
 # stored token hashes valid while the old key is listed here (docs/operations.md).
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+# Served over HTTPS (directly or behind a TLS proxy): redirects to it, secure cookies, HSTS. On
+# once the site answers to a real host name; off while it answers only locally (make run, tests).
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "testserver", "[::1]"}
+HTTPS = env_bool("HTTPS", not set(ALLOWED_HOSTS) <= LOCAL_HOSTS)
+# daphne serves /static/ itself unless a proxy in front of it does (SERVE_STATIC=0).
+SERVE_STATIC = env_bool("SERVE_STATIC", True)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -59,6 +66,10 @@ INSTALLED_APPS = [
     "agents",
     "conversations",
     "artifacts",
+    "work",
+    "routines",
+    "integrations",
+    "agntchat.ui",
 ]
 
 MIDDLEWARE = [
@@ -177,14 +188,12 @@ Q_CLUSTER = {
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "agntchat.core.auth.BearerTokenAuthentication",
+        "agents.auth.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["agntchat.core.api.CamelCaseRenderer"],
     "DEFAULT_PARSER_CLASSES": ["agntchat.core.api.CamelCaseParser"],
-    "DEFAULT_PAGINATION_CLASS": "agntchat.core.api.CursorPagination",
-    "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "agntchat.core.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "agntchat.core.schema.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -234,8 +243,7 @@ LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 15 * 60)
 LOGIN_LOCK_SECONDS = env_int("LOGIN_LOCK_SECONDS", 60)
 LOGIN_LOCK_MAX_SECONDS = env_int("LOGIN_LOCK_MAX_SECONDS", 60 * 60)
 
-# Production hardening: on whenever DEBUG is off.
-if not DEBUG:
+if HTTPS:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True

@@ -1,14 +1,15 @@
 from django.contrib import admin
-from django.http import JsonResponse
+from django.core.exceptions import RequestDataTooBig
 from django.urls import include, path
+from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from agntchat.core.api import error_body
+from agntchat.core.api import error_response
 from agntchat.core.health import healthz
 
 api = [
     path("", include("workspaces.api")),
-    path("", include("agents.api")),
+    path("", include("work.api")),
     path("", include("conversations.api")),
     path("", include("artifacts.api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -19,15 +20,33 @@ urlpatterns = [
     path("healthz", healthz),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
-    path("", include("workspaces.urls")),
     path("", include("agntchat.ui.urls")),
 ]
 
 
-def handler404(request, exception=None):
-    """API paths answer in the API's error shape; pages get the normal page."""
-    if request.path.startswith("/api/"):
-        return JsonResponse(error_body("not_found", "Not found."), status=404)
-    from django.views.defaults import page_not_found
+# Errors Django answers itself (no view reached, or a view raised): API paths answer in the API's
+# error shape, pages get the product's pages (templates/404.html, templates/500.html).
 
-    return page_not_found(request, exception)
+
+def is_api(request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def handler400(request, exception=None):
+    if is_api(request):
+        return error_response(413 if isinstance(exception, RequestDataTooBig) else 400)
+    return defaults.bad_request(request, exception)
+
+
+def handler403(request, exception=None):
+    return (
+        error_response(403) if is_api(request) else defaults.permission_denied(request, exception)
+    )
+
+
+def handler404(request, exception=None):
+    return error_response(404) if is_api(request) else defaults.page_not_found(request, exception)
+
+
+def handler500(request):
+    return error_response(500) if is_api(request) else defaults.server_error(request)

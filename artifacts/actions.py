@@ -6,23 +6,38 @@ import re
 from django.db import transaction
 
 from agents.models import Agent
-from agents.tasks import MAX_INSTRUCTIONS, create_task
 from agntchat.core.events import publish_many
 from agntchat.core.validation import JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
-from artifacts.cards_store import card_button, is_email_action
+from artifacts.cards_store import (
+    card_button,
+    is_email_action,
+    seal_card_payload,
+    with_card_html,
+)
 from artifacts.exceptions import ActionUsed, ArtifactRule, CardActionUnavailable, CardInvalid
+from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
-from conversations.actions import announce_message, audience_topics, post_message
+from artifacts.rendering import render_artifact
+from conversations.actions import post_message
+from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
+from conversations.tasks import MAX_INSTRUCTIONS, create_task
 
 MAX_CONTENT_BYTES = 500 * 1024
 MAX_TITLE = 200
 MAX_NOTE = 500
 MAX_COMMENT = 10_000
 LANGUAGE_RE = re.compile(r"^[A-Za-z0-9_+#.-]{0,40}$")
+
+
+def post_card(author, conversation: Conversation, card, body: str = "", client_ref: str = ""):
+    """A message carrying CARD: validated and sealed with its layout and HTML here, then posted
+    through the one pipeline. A malformed card is refused naming the field; nothing is stored."""
+    payload = seal_card_payload({"card": card})
+    return post_message(author, conversation, body, payload=payload, client_ref=client_ref)
 
 
 def _is_agent(actor) -> bool:
@@ -62,6 +77,13 @@ def _check_content(content, kind: str) -> str:
             check_json_text(content, max_bytes=MAX_CONTENT_BYTES)
         except JSONTooDeep as exc:
             raise ArtifactRule(exc.message, fields={"content": "Nested too deeply."}) from None
+    # The sanitiser's time grows with tags times depth: measured before it ever runs.
+    if kind == Artifact.Kind.HTML and html_nesting_depth(content) > MAX_HTML_DEPTH:
+        raise ArtifactRule(
+            f"An HTML page can nest at most {MAX_HTML_DEPTH} elements deep, counting those left "
+            "unclosed. This one nests deeper, or too irregularly to tell.",
+            fields={"content": "Nested too deeply."},
+        )
     return content
 
 
@@ -111,6 +133,8 @@ def publish_artifact(
         earlier = _published_under_ref(actor, conversation, client_ref)
         if earlier is not None:
             return earlier
+    # Rendered (and sanitised) once, here, outside the transaction: reads serve the stored copy.
+    rendered = render_artifact(kind, content, language or None)
     with transaction.atomic():
         artifact = Artifact.objects.create(
             conversation=conversation,
@@ -121,7 +145,7 @@ def publish_artifact(
             created_by_agent=actor if _is_agent(actor) else None,
         )
         ArtifactVersion.objects.create(
-            artifact=artifact, number=1, content=content, **_authors(actor)
+            artifact=artifact, number=1, content=content, rendered=rendered, **_authors(actor)
         )
         artifact.message = post_message(
             actor,
@@ -157,6 +181,7 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
     Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
     content = _check_content(content, artifact.kind)
     note = _check_note(note)
+    rendered = render_artifact(artifact.kind, content, artifact.language or None)
     with transaction.atomic():
         locked = Artifact.objects.select_for_update().get(pk=artifact.pk)
         locked.current_version += 1
@@ -165,6 +190,7 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
             artifact=locked,
             number=locked.current_version,
             content=content,
+            rendered=rendered,
             note=note,
             **_authors(actor),
         )
@@ -257,7 +283,7 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
             raise ActionUsed()
         outcome = {"status": "done", "label": f"{action['label']} ✓", "by": str(user.id)}
         outcomes[key] = outcome
-        locked.payload = {**payload, "card_outcomes": outcomes}
+        locked.payload = with_card_html({**payload, "card_outcomes": outcomes})
         locked.save(update_fields=["payload", "updated_at"])
         conversation = locked.conversation
         if is_email_action(payload, action_id):

@@ -6,16 +6,17 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
 from artifacts.access import access_artifact, access_comment, access_version
 from artifacts.cards_store import card_html, card_json
 from artifacts.exceptions import CardNotFound
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
-from artifacts.rendering import diff_versions, render_artifact
+from artifacts.rendering import diff_versions
 from conversations.access import access_conversation, access_message
 from conversations.payloads import author_data, message_data
+from workspaces.access import IsPerson
 
 
 class WholeNumber(serializers.IntegerField):
@@ -49,23 +50,26 @@ class CommentInput(StrictSerializer):
     version = WholeNumber(min_value=1, required=False, allow_null=True, default=None)
     parent = serializers.UUIDField(required=False, allow_null=True, default=None)
 
-    def _row(self, lookup, value):
-        # A version or parent that is not this artifact's is a bad field, not a missing page.
+    def _row(self, lookup, name, value):
+        # An id that names nothing of this artifact is a 404, like any id naming nothing visible;
+        # the field says which one.
         if value is None:
             return None
         try:
             return lookup(self.context["artifact"], value)
         except NotFound as exc:
-            raise serializers.ValidationError(exc.message) from None
+            raise type(exc)(fields={name: exc.message}) from None
 
     def validate_version(self, value):
-        return self._row(access_version, value)
+        return self._row(access_version, "version", value)
 
     def validate_parent(self, value):
-        return self._row(access_comment, value)
+        return self._row(access_comment, "parent", value)
 
 
-class DiffQuery(StrictSerializer):
+class DiffQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
     to = serializers.IntegerField(min_value=1)
 
     def get_fields(self):
@@ -114,14 +118,14 @@ def version_data(version: ArtifactVersion, artifact: Artifact, *, full: bool = F
         "created_at": version.created_at,
     }
     if full:
-        rendered = render_artifact(artifact.kind, version.content, artifact.language or None)
         is_page = artifact.kind == Artifact.Kind.HTML
         out |= {
             "content": version.content,
-            # Pages are never shown inline: `srcdoc` is for an <iframe sandbox> (no scripts, no
-            # same origin), on top of the sanitiser. Everything else is safe to place in the page.
-            "html": None if is_page else rendered,
-            "srcdoc": rendered if is_page else None,
+            # Rendered when stored. Pages are never shown inline: `srcdoc` is for an <iframe
+            # sandbox> (no scripts, no same origin), on top of the sanitiser. Everything else is
+            # safe to place in the page.
+            "html": None if is_page else version.rendered,
+            "srcdoc": version.rendered if is_page else None,
         }
     return out
 
@@ -213,6 +217,7 @@ class VersionDetailView(APIView):
 
 class DiffView(APIView):
     is_collection = False  # one record at a path that reads like a list
+    queries = {"get": DiffQuery}
 
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)

@@ -1,7 +1,8 @@
 """Cards in messages: sealing a posted card with its layout, and rendering it from the seal.
 
 A message payload with a card holds `card` (the validated result), `card_layout` (the layout
-resolved when the message was saved) and, once buttons are used, `card_outcomes`.
+resolved when the message was saved), `card_html` (rendered here whenever the card changes, so
+conversations show it without knowing cards) and, once buttons are used, `card_outcomes`.
 """
 
 from artifacts.cards import (
@@ -12,7 +13,7 @@ from artifacts.cards import (
     resolve_layout,
     validate_card,
 )
-from artifacts.exceptions import CardActionRule, CardInvalid
+from artifacts.exceptions import CardActionNotFound, CardActionRule, CardInvalid, CardNotFound
 from artifacts.models import CardTemplate
 
 EMAIL_DRAFT = "email_draft"
@@ -36,8 +37,16 @@ def seal_card_payload(payload: dict) -> dict:
         raise CardInvalid(f"Invalid card: {exc.message}", fields={where: exc.message}) from None
     sealed = resolve_layout(card["type"], card.get("template"), lookup=template_lookup)
     # Outcomes are the server's record of button use; a poster cannot pre-fill them.
-    rest = {k: v for k, v in payload.items() if k not in ("card", "card_layout", "card_outcomes")}
-    return {**rest, "card": card, "card_layout": sealed}
+    rest = {k: v for k, v in payload.items() if k not in CARD_KEYS}
+    return with_card_html({**rest, "card": card, "card_layout": sealed})
+
+
+CARD_KEYS = ("card", "card_layout", "card_outcomes", "card_html")
+
+
+def with_card_html(payload: dict) -> dict:
+    """PAYLOAD with its card rendered as stored HTML: every change of a card goes through here."""
+    return {**payload, "card_html": card_html(payload)}
 
 
 def _sealed(payload: dict) -> dict:
@@ -60,15 +69,15 @@ def card_json(payload: dict) -> dict:
 
 
 def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
-    """The item and the action a click names, as the card shows them; CardActionRule otherwise."""
+    """The item and the action a click names, as the card shows them; 404 otherwise."""
     card = payload.get("card")
     if not isinstance(card, dict):
-        raise CardActionRule("This message carries no card.")
+        raise CardNotFound()
     items = card["items"]
     if isinstance(item_index, bool) or not isinstance(item_index, int):
         raise CardActionRule("itemIndex must be a whole number.", fields={"itemIndex": "Invalid."})
     if not 0 <= item_index < len(items):
-        raise CardActionRule(
+        raise CardActionNotFound(
             "The card has no such item.", fields={"itemIndex": f"Must be 0 to {len(items) - 1}."}
         )
     item = items[item_index]
@@ -79,7 +88,7 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
     for action in shown[0]["actions"] if shown else []:
         if action["id"] == action_id:
             return item, {k: v for k, v in action.items() if k != "outcome"}
-    raise CardActionRule(
+    raise CardActionNotFound(
         "The item has no such button.", fields={"actionId": "Not an action of this item."}
     )
 

@@ -32,9 +32,16 @@ class CardInvalid(AppError):
 
 
 class CardActionRule(AppError):
-    """A click that names no button of the card (wrong item, unknown or hidden action)."""
+    """A click that is malformed (its item index is not a whole number)."""
 
     code = "card_action_invalid"
+
+
+class CardActionNotFound(NotFound):
+    """A click that names an item or a button the card does not show."""
+
+    code = "card_action_not_found"
+    default_message = "The card has no such button."
 
 
 class CardActionUnavailable(Conflict):

@@ -1,47 +1,59 @@
 """Agent socket frames for artifacts and cards: plain sync functions the agent socket calls.
 
-Each takes the connected agent and the frame (camelCase, as received) and returns the reply
-frame; a refusal raises an AppError, which the socket turns into an ``error`` frame.
+Each takes the connected agent and the frame (camelCase, as received), validates it with a
+serializer below (the REST input of the same action, plus the frame's own fields), and returns
+the reply frame; a refusal raises an AppError, which the socket turns into an ``error`` frame.
 """
 
-from agntchat.core.sockets import FrameError
+from rest_framework import serializers
+
+from agntchat.core.api import StrictSerializer
+from agntchat.core.sockets import frame_data
 from artifacts import actions
 from artifacts.access import access_artifact
+from artifacts.api import ArtifactInput, VersionInput
 from conversations.access import access_conversation
-from conversations.actions import post_message
+from conversations.actions import MAX_BODY
+
+ID = {"max_length": 64}
+REF = {"max_length": 64, "required": False, "allow_blank": True, "default": ""}
 
 
-def _text(frame: dict, name: str, *, required: bool = True) -> str:
-    value = frame.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise FrameError(
-            f"{frame.get('type', 'frame')} needs a string '{name}'.",
-            fields={name: "Must be a string."},
-        )
-    return value
+class PublishFrame(ArtifactInput):
+    conversation_id = serializers.CharField(**ID)
+    ref = serializers.CharField(**REF)
 
 
-def _with_ref(reply: dict, frame: dict) -> dict:
-    if frame.get("ref") is not None:
-        reply["ref"] = frame["ref"]
+class UpdateFrame(VersionInput):
+    artifact_id = serializers.CharField(**ID)
+
+
+class CardFrame(StrictSerializer):
+    conversation_id = serializers.CharField(**ID)
+    card = serializers.JSONField()  # its shape is checked when it is sealed: card_invalid
+    body = serializers.CharField(max_length=MAX_BODY, required=False, allow_blank=True, default="")
+    ref = serializers.CharField(**REF)
+
+
+def _with_ref(reply: dict, data: dict) -> dict:
+    if data.get("ref"):
+        reply["ref"] = data["ref"]
     return reply
 
 
 def publish_artifact(agent, frame: dict) -> dict:
-    """``artifact.publish`` {conversationId, title, kind, content, language?, ref?} →
-    ``artifact.published`` {artifactId, version, messageId}. The same ref again is the same
-    artifact."""
-    conversation = access_conversation(agent, frame.get("conversationId"))
+    """``artifact.publish`` (PublishFrame) → ``artifact.published`` {artifactId, version,
+    messageId}. The same ref again is the same artifact."""
+    data = frame_data(PublishFrame, frame)
+    conversation = access_conversation(agent, data["conversation_id"])
     artifact = actions.publish_artifact(
         agent,
         conversation,
-        _text(frame, "title"),
-        _text(frame, "kind"),
-        _text(frame, "content"),
-        language=_text(frame, "language", required=False),
-        client_ref=_text(frame, "ref", required=False),
+        data["title"],
+        data["kind"],
+        data["content"],
+        language=data["language"],
+        client_ref=data["ref"],
     )
     return _with_ref(
         {
@@ -50,34 +62,24 @@ def publish_artifact(agent, frame: dict) -> dict:
             "version": 1,
             "messageId": str(artifact.message_id),
         },
-        frame,
+        data,
     )
 
 
 def update_artifact(agent, frame: dict) -> dict:
-    """``artifact.update`` {artifactId, content, note?} → ``artifact.updated`` {artifactId,
-    version}."""
-    artifact = access_artifact(agent, frame.get("artifactId"))
-    version = actions.update_artifact(
-        agent, artifact, _text(frame, "content"), _text(frame, "note", required=False)
-    )
-    return _with_ref(
-        {"type": "artifact.updated", "artifactId": str(artifact.id), "version": version.number},
-        frame,
-    )
+    """``artifact.update`` (UpdateFrame) → ``artifact.updated`` {artifactId, version}."""
+    data = frame_data(UpdateFrame, frame)
+    artifact = access_artifact(agent, data["artifact_id"])
+    version = actions.update_artifact(agent, artifact, data["content"], data["note"])
+    return {"type": "artifact.updated", "artifactId": str(artifact.id), "version": version.number}
 
 
 def post_card(agent, frame: dict) -> dict:
-    """``card.post`` {conversationId, card, body?, ref?} → ``posted`` {messageId, ref}. A
-    malformed card is refused with ``card_invalid`` naming the field; nothing is stored."""
-    conversation = access_conversation(agent, frame.get("conversationId"))
-    if "card" not in frame:
-        raise FrameError("card.post needs a 'card' object.", fields={"card": "Required."})
-    message = post_message(
-        agent,
-        conversation,
-        _text(frame, "body", required=False),
-        payload={"card": frame["card"]},
-        client_ref=_text(frame, "ref", required=False),
+    """``card.post`` (CardFrame) → ``posted`` {messageId, ref}. A malformed card is refused with
+    ``card_invalid`` naming the field; nothing is stored."""
+    data = frame_data(CardFrame, frame)
+    conversation = access_conversation(agent, data["conversation_id"])
+    message = actions.post_card(
+        agent, conversation, data["card"], data["body"], client_ref=data["ref"]
     )
-    return _with_ref({"type": "posted", "messageId": str(message.id)}, frame)
+    return _with_ref({"type": "posted", "messageId": str(message.id)}, data)

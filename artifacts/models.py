@@ -79,6 +79,9 @@ class ArtifactVersion(BaseModel):
     artifact = models.ForeignKey(Artifact, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
     content = models.TextField()
+    # The content rendered to safe HTML once, when stored: sanitising is far too slow to repeat
+    # on every read (artifacts.rendering.render_artifact).
+    rendered = models.TextField()
     author_user = models.ForeignKey(
         User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

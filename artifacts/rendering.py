@@ -13,6 +13,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from agntchat.core.validation import MAX_JSON_DEPTH, json_depth
+from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 
 LINK_REL = "noopener noreferrer nofollow"
 SAFE_URL_SCHEMES = {"http", "https", "mailto"}
@@ -122,16 +123,18 @@ def sanitize_html(html):
 
 
 def render_artifact(kind, content, language=None):
-    """Render an artifact body of `kind` (markdown, html, code, json) to safe HTML."""
+    """Render an artifact body of `kind` (markdown, html, code, json) to safe HTML, once, when
+    it is stored. Content nested beyond the limits (only versions stored before there were
+    limits) is shown as text: parsing it would take too long or exhaust the recursion limit."""
     if kind == "markdown":
         return render_markdown(content)
     if kind == "html":
+        if html_nesting_depth(content or "") > MAX_HTML_DEPTH:
+            return highlight_code(content, None)
         return sanitize_html(content)
     if kind == "code":
         return highlight_code(content or "", language)
     if kind == "json":
-        # Only content stored before depth was limited can be this deep: shown as text, since
-        # parsing or pretty-printing it would exhaust the recursion limit.
         if json_depth(content or "") > MAX_JSON_DEPTH:
             return highlight_code(content, None)
         try:
@@ -190,8 +193,3 @@ def _diff_row(kind, old_no, new_no, text):
         f'<tr class="diff-{kind}"><td class="diff-no">{old_no}</td>'
         f'<td class="diff-no">{new_no}</td><td class="diff-line">{line}</td></tr>'
     )
-
-
-def highlight_css(selector=".highlight"):
-    """Return the pygments stylesheet for the class-based code highlighting."""
-    return HtmlFormatter(style="default").get_style_defs(selector)

@@ -41,10 +41,10 @@ def main() -> None:
 
     from django.test import Client
 
-    from agents import gateway
     from conversations import actions
     from conversations.models import Message
     from tests.plans import fill_long_history
+    from work import gateway
 
     scene = pipeline.create_scene(["busy"])
     agent, channel, _ = scene.phases["busy"]

@@ -44,10 +44,10 @@ def main() -> None:
 
     from django.test import Client
 
-    from agents import gateway
     from conversations.access import access_conversation
     from conversations.actions import post_message
     from conversations.models import Delivery
+    from work import gateway
 
     scene = pipeline.create_scene(["hot"])
     agent, conversation, _ = scene.phases["hot"]

@@ -1,19 +1,21 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_first, compiled_insert
-from agntchat.core.events import publish_many, wake_agent
-from conversations import threads, turns
-from conversations.access import access_conversation, audience_user_ids
-from conversations.exceptions import ConversationRule
-from conversations.models import Conversation, Delivery, Message, Participant
-from conversations.payloads import conversation_data, message_data
+from agntchat.core.events import publish_many
+from conversations import deliveries, live, tasks, threads, turns
+from conversations.access import access_conversation
+from conversations.channels import channel_name
+from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
+from conversations.models import Conversation, Message, Participant
+from workspaces.access import access_membership
+from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
 
 MAX_BODY = 20_000
@@ -50,7 +52,9 @@ def create_conversation(
         raise ConversationRule(
             "Some participants are not in this workspace.", fields={"participants": sorted(unknown)}
         )
-    with transaction.atomic():
+    if kind == Conversation.Kind.CHANNEL:
+        title = _valid_channel_name(title)
+    with transaction.atomic(), _channel_name_free(title):
         conversation = Conversation.objects.create(
             workspace=workspace,
             kind=kind,
@@ -66,7 +70,7 @@ def create_conversation(
         Participant.objects.bulk_create(rows)
         # A channel is news for every member of the workspace; anything else for its people.
         topics = (
-            audience_topics(conversation)
+            live.audience_topics(conversation)
             if kind == Conversation.Kind.CHANNEL
             else [f"user.{u}" for u in members]
         )
@@ -80,11 +84,66 @@ def create_conversation(
     return conversation
 
 
-def add_participant(conversation: Conversation, *, user=None, agent=None) -> Participant:
-    participant, _ = Participant.objects.get_or_create(
-        conversation=conversation, user=user, agent=agent
-    )
-    return participant
+def _valid_channel_name(raw: str) -> str:
+    name = channel_name(raw)
+    if not name:
+        raise ConversationRule(
+            "A channel needs a name: letters, digits, hyphens or underscores.",
+            fields={"title": "Give the channel a name, for example “general”."},
+        )
+    return name
+
+
+@contextmanager
+def _channel_name_free(name: str):
+    """Turn the database's refusal of a second live channel of that name (the constraint
+    channel_name_unique_in_workspace, case-insensitive) into a clear 409: checked by the
+    database, two people creating "#general" at once cannot both succeed."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError as exc:
+        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
+        if constraint != "channel_name_unique_in_workspace":
+            raise
+        raise ChannelNameTaken(
+            f"There is already a channel named #{name} in this workspace.",
+            fields={"title": "Already taken: choose another name."},
+        ) from None
+
+
+def may_configure(user, conversation: Conversation) -> bool:
+    """Who may change a conversation's settings, rename or archive it: its creator or a
+    workspace admin (the caller has checked that USER may read it)."""
+    membership = access_membership(user, conversation.workspace_id)
+    return membership.is_manager or conversation.created_by_id == user.id
+
+
+def update_channel(
+    user, conversation: Conversation, *, title: str | None = None, archived: bool | None = None
+) -> Conversation:
+    """Rename a channel (its name normalised, unique among the workspace's live channels) and/or
+    archive or unarchive it. Its creator or a workspace admin may."""
+    if conversation.kind != Conversation.Kind.CHANNEL:
+        raise ConversationRule(
+            "Only channels are renamed or archived.", fields={"kind": "Not a channel."}
+        )
+    if not may_configure(user, conversation):
+        raise NotAllowed("Only the channel's creator or a workspace admin can change it.")
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        changed = []
+        if title is not None:
+            conversation.title = _valid_channel_name(title)
+            changed.append("title")
+        if archived is not None and archived != (conversation.archived_at is not None):
+            conversation.archived_at = timezone.now() if archived else None
+            changed.append("archived_at")
+        if changed:
+            with _channel_name_free(conversation.title):
+                conversation.save(update_fields=[*changed, "updated_at"])
+            live.announce_conversation(conversation, "conversation.updated")
+    return conversation
 
 
 def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) -> Participant:
@@ -101,7 +160,7 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
             conversation=conversation, agent=agent
         )
         if created:
-            announce_conversation(conversation, "conversation.updated")
+            live.announce_conversation(conversation, "conversation.updated")
     return participant
 
 
@@ -124,12 +183,10 @@ def post_message(
     retrying, never doubles a reply.
 
     WAKE, when given, is the exact list of agent ids to queue the message for (a card button
-    sends its click to the card's author only); otherwise the conversation decides."""
-    if payload and "card" in payload:
-        # Imported here: artifacts builds on conversations, not the other way round.
-        from artifacts.cards_store import seal_card_payload
+    sends its click to the card's author only); otherwise the conversation decides.
 
-        payload = seal_card_payload(payload)
+    PAYLOAD is the server's own data, never a client's unvetted: a card arrives sealed and
+    rendered by artifacts (``artifacts.actions.post_card``), which builds on this pipeline."""
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -166,6 +223,8 @@ def post_message(
         )
         if earlier is not None:
             return earlier
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
     payload = dict(payload or {})
     # Conversational messages go through the loop guard and the turn policy; notices, card
     # clicks and relayed results (explicit WAKE) do not.
@@ -234,28 +293,26 @@ def post_message(
             rows += [decision] if decision else []
             holds_turn = True
         # Turn planning read only agents that appear in the workspace: no need to check again.
-        deliveries = new_deliveries(
+        queued = deliveries.new_deliveries(
             message, wake or [], holds_turn=holds_turn, visible=conversational
         )
         settled = turns.settle_post(
-            conversation, message, rows + deliveries, by_person=conversational and by_person
+            conversation, message, rows + queued, by_person=conversational and by_person
         )
-        wake_agents(deliveries)
+        deliveries.wake_agents(queued)
         # What needs the message stored: threads hang off it.
         if planned_threads:
             threads.open_threads(message, planned_threads)
         else:
             message.has_no_threads()
         if delegation is not None:
-            from agents.tasks import create_task
-
             agent, instructions = delegation
-            create_task(
+            tasks.create_task(
                 actor, conversation.workspace, agent, instructions, conversation=conversation
             )
         for released in settled:
-            announce_message(released, "message.created")
-        announce_message(message, "message.created")
+            live.announce_message(released, "message.created")
+        live.announce_message(message, "message.created")
         if payload.get("dm_error"):
             post_notice(
                 conversation,
@@ -265,77 +322,9 @@ def post_message(
     return message
 
 
-def queue_for_agents(
-    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
-) -> list[Delivery]:
-    """One delivery per agent that appears in the workspace (VISIBLE: the caller checked),
-    announced on commit (MSG-2). HOLDS_TURN: each delivery is a turn with others waiting after
-    it (TURN-1)."""
-    deliveries = new_deliveries(message, agent_ids, holds_turn=holds_turn, visible=visible)
-    if deliveries:
-        compiled_insert(*deliveries, ignore_conflicts=True)
-        wake_agents(deliveries)
-    return deliveries
-
-
-def new_deliveries(
-    message: Message, agent_ids, *, holds_turn: bool = False, visible: bool = False
-) -> list[Delivery]:
-    """queue_for_agents' deliveries, not yet stored."""
-    if not agent_ids:
-        return []
-    conversation = message.conversation
-    allowed = (
-        set(agent_ids)
-        if visible
-        else set(
-            agents_visible_in(conversation.workspace_id)
-            .filter(pk__in=list(agent_ids))
-            .values_list("id", flat=True)
-        )
-    )
-    return [
-        Delivery(
-            agent_id=a,
-            workspace_id=conversation.workspace_id,
-            message=message,
-            holds_turn=holds_turn,
-        )
-        for a in allowed
-    ]
-
-
-def wake_agents(deliveries) -> None:
-    """Wake the agents of DELIVERIES once they are stored: on commit, or now when the statement
-    that stored them was its own transaction."""
-    for delivery in deliveries:
-        wake_agent(delivery.agent_id, "message")
-
-
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:
     """A short system notice: visible to people, never queued for agents."""
     return post_message(None, conversation, body, kind=Message.Kind.NOTICE, payload=payload)
-
-
-def announce_message(message: Message, event_type: str) -> None:
-    """Send a message event to every browser that may read its conversation. With the
-    conversation's kind: a side thread reaches everyone who may read its origin, but a sidebar
-    lists only the threads one takes part in."""
-    event = {
-        "type": event_type,
-        "message": message_data(message),
-        "conversation_kind": message.conversation.kind,
-    }
-    publish_many(audience_topics(message.conversation), {"type": "live.event", "event": event})
-
-
-def audience_topics(conversation: Conversation) -> list[str]:
-    """Live topics of every browser that may read CONVERSATION."""
-    if conversation.kind == Conversation.Kind.THREAD and conversation.parent_message_id:
-        return audience_topics(conversation.parent_message.conversation)
-    if conversation.kind == Conversation.Kind.CHANNEL:
-        return [f"workspace.{conversation.workspace_id}"]
-    return [f"user.{u}" for u in audience_user_ids(conversation)]
 
 
 def mark_read(user, conversation: Conversation) -> None:
@@ -347,11 +336,7 @@ def mark_read(user, conversation: Conversation) -> None:
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
     """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
     workspace admin may; other members may not."""
-    from workspaces.access import access_membership
-    from workspaces.exceptions import NotAllowed
-
-    membership = access_membership(user, conversation.workspace_id)
-    if not (membership.is_manager or conversation.created_by_id == user.id):
+    if not may_configure(user, conversation):
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
         )
@@ -366,15 +351,5 @@ def update_settings(user, conversation: Conversation, changes: dict) -> Conversa
                 settings[key] = value
         conversation.settings = settings
         conversation.save(update_fields=["settings", "updated_at"])
-        announce_conversation(conversation, "conversation.updated")
+        live.announce_conversation(conversation, "conversation.updated")
     return conversation
-
-
-def announce_conversation(conversation: Conversation, event_type: str) -> None:
-    publish_many(
-        audience_topics(conversation),
-        {
-            "type": "live.event",
-            "event": {"type": event_type, "conversation": conversation_data(conversation)},
-        },
-    )

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.compiled import compiled_objects
 from conversations import actions, threads
 from conversations.access import access_conversation, access_message, conversations_visible_to
@@ -17,7 +17,7 @@ from conversations.payloads import (
     message_data,
     with_thread_cards,
 )
-from workspaces.access import access_workspace
+from workspaces.access import IsPerson, access_workspace
 
 
 class ParticipantInput(StrictSerializer):
@@ -32,6 +32,12 @@ class ConversationInput(StrictSerializer):
     participants = ParticipantInput(many=True, required=False, default=list)
 
 
+class ConversationChange(StrictSerializer):
+    min_fields = 1
+    title = serializers.CharField(max_length=200, required=False)
+    archived = serializers.BooleanField(required=False)
+
+
 class MessageInput(StrictSerializer):
     body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
     reply_to = serializers.UUIDField(required=False, allow_null=True, default=None)
@@ -39,7 +45,9 @@ class MessageInput(StrictSerializer):
     ref = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
 
 
-class HistoryQuery(StrictSerializer):
+class HistoryQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
     after = serializers.UUIDField(required=False)
     before = serializers.UUIDField(required=False)
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
@@ -76,6 +84,8 @@ class ConversationListView(APIView):
 
 
 class ConversationDetailView(APIView):
+    inputs = {"patch": ConversationChange}
+
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
         out = conversation_data(conversation)
@@ -86,6 +96,17 @@ class ConversationDetailView(APIView):
             for p in conversation.participants.all()
         ]
         return Response(out)
+
+    def patch(self, request, conversation_id):
+        """Rename a channel, or archive or unarchive it."""
+        if not IsPerson().has_permission(request, self):
+            self.permission_denied(request, "Only people rename or archive channels.")
+        conversation = access_conversation(request.user, conversation_id)
+        data = validated(ConversationChange, request.data)
+        conversation = actions.update_channel(
+            request.user, conversation, title=data.get("title"), archived=data.get("archived")
+        )
+        return Response(conversation_data(conversation))
 
 
 # A message's place in its conversation's history, as one row value: ``(created_at, id) < (…)``
@@ -123,6 +144,7 @@ def history_page(direction: str, limit: int):
 
 class MessageListView(APIView):
     inputs = {"post": MessageInput}
+    queries = {"get": HistoryQuery}
 
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)

@@ -6,7 +6,7 @@ from agntchat.core.events import group_name, publish_many
 from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
-from conversations.actions import audience_topics
+from conversations.live import audience_topics
 from workspaces.models import Membership
 
 

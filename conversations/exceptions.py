@@ -1,4 +1,4 @@
-from agntchat.core.exceptions import AppError, NotFound
+from agntchat.core.exceptions import AppError, Conflict, NotFound
 
 
 class ConversationNotFound(NotFound):
@@ -13,3 +13,12 @@ class MessageNotFound(NotFound):
 
 class ConversationRule(AppError):
     code = "conversation_invalid"
+
+
+class ChannelNameTaken(Conflict):
+    code = "channel_name_taken"
+
+
+class ConversationArchived(Conflict):
+    code = "conversation_archived"
+    default_message = "This channel is archived: nothing can be posted in it."

@@ -1,7 +1,9 @@
-"""Conversations, participants, messages and the agents' message queue (deliveries)."""
+"""Conversations, participants, messages, and the agents' two queues: deliveries of messages and
+tasks (work asked in a conversation, or outside any), with what each turn cost."""
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from agents.models import Agent
 from agntchat.core.claims import Claimable
@@ -44,8 +46,22 @@ class Conversation(BaseModel):
     summary = models.TextField(blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
 
+    # An archived channel keeps its history, readable as before, but leaves the sidebar, takes
+    # no new messages and frees its name.
+    archived_at = models.DateTimeField(null=True, blank=True)
+
     class Meta:
         indexes = [models.Index(fields=["workspace", "kind"], name="conversation_kind")]
+        constraints = [
+            # Names are stored normalised (conversations/channels.py); lower() keeps rows written
+            # any other way case-insensitive too.
+            models.UniqueConstraint(
+                Lower("title"),
+                "workspace",
+                condition=Q(kind="channel", archived_at__isnull=True),
+                name="channel_name_unique_in_workspace",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"
@@ -200,3 +216,97 @@ class TurnDecision(BaseModel):
                 fields=["conversation"], condition=Q(finished_at__isnull=True), name="turn_open"
             ),
         ]
+
+
+class Task(Claimable, BaseModel):
+    """A unit of work for one agent (TASK-1), claimed like every other kind of work (MSG-6).
+
+    The run streams events and ends with exactly one terminal result (TASK-3); once terminal,
+    the status never changes again.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    class Cancel(models.TextChoices):
+        NONE = ""
+        REQUESTED = "requested"
+        CONFIRMED = "confirmed"
+        UNKNOWN = "unknown"
+
+    TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
+
+    instructions = models.TextField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    cancel_state = models.CharField(
+        max_length=10, choices=Cancel.choices, default=Cancel.NONE, blank=True
+    )
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    created_by_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
+    )
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    protocol_errors = models.JSONField(default=list, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    event_count = models.PositiveIntegerField(default=0)
+    # A task delegated in a direct message works in its own conversation (THR-5).
+    work_conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # How the owner was chosen when nobody named one (TASK-2): every candidate's parts.
+    owner_scores = models.JSONField(default=dict, blank=True)
+
+    class Meta(Claimable.Meta):
+        pass
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in self.TERMINAL
+
+
+class TaskEvent(BaseModel):
+    """One progress event of a task run, in order."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="one_event_per_seq")]
+
+
+class TurnUsage(BaseModel):
+    """What one turn cost (RUN-8): tokens, cache, money when known, latency."""
+
+    # Indexed with the time (below): an agent's turns are read newest first, a window at a time.
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="usage", db_index=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage"
+    )
+    backend = models.CharField(max_length=20, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent", "created_at"], name="usage_history")]

@@ -2,9 +2,8 @@
 
 from django.db.models import prefetch_related_objects
 
-from conversations.models import no_threads
-from conversations.threads import thread_card
-from conversations.turns import is_capped
+from conversations import caps
+from conversations.models import Conversation, no_threads
 
 # Author columns no message shape shows (``author_data``), left out of reads of messages with
 # their authors: each would cost every message read (a timestamp is parsed in Python).
@@ -54,6 +53,20 @@ def author_data(message) -> dict | None:
     return None
 
 
+def thread_card(thread: Conversation) -> dict:
+    """What the origin message shows for a thread: participants, last activity, status."""
+    names = [p.agent.name if p.agent_id else p.user.label for p in thread.participants.all()]
+    return {
+        "id": thread.id,
+        "title": thread.title,
+        "status": thread.thread_status,
+        "participants": names,
+        "last_activity_at": thread.last_message_at or thread.created_at,
+        "summary": thread.summary or None,
+        "resolved_at": thread.resolved_at,
+    }
+
+
 def with_thread_cards(messages) -> list:
     """MESSAGES (a list) ready for ``message_data``: the side threads of the agents' messages
     read for the whole list at once. Only an agent's message opens side threads; the others are
@@ -87,11 +100,11 @@ def message_data(message) -> dict:
         "threads": [thread_card(t) for t in message.threads.all()],
     }
     payload = message.payload or {}
-    if "card" in payload:
-        # Rendered here from the sealed layout, so every client shows the same card (CARD-2).
-        from artifacts.cards_store import card_html
-
-        data["card_html"] = card_html(payload)
+    if "card_html" in payload:
+        # Rendered once when the card was sealed or changed, so every client shows the same
+        # card (CARD-2); sent beside the payload, not twice.
+        data["card_html"] = payload["card_html"]
+        data["payload"] = {k: v for k, v in payload.items() if k != "card_html"}
     if "artifact_id" in payload:
         # The compact reference stored when the artifact was published: no query.
         data["artifact"] = payload.get("artifact")
@@ -111,5 +124,6 @@ def conversation_data(conversation) -> dict:
         "thread_status": conversation.thread_status or None,
         "summary": conversation.summary or None,
         "agent_streak": conversation.agent_streak,
-        "capped": is_capped(conversation),
+        "capped": caps.is_capped(conversation),
+        "archived_at": conversation.archived_at,
     }

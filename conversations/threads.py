@@ -14,7 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.access import agents_visible_in
-from agntchat.core.exceptions import AppError, PermissionDenied
+from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
+from conversations import actions, live
+from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Message, Participant
 
 DM_TAG = re.compile(r'<dm\s+target\s*=\s*"([^"<>]*)"\s*>(.*?)</dm\s*>', re.S | re.I)
@@ -71,8 +73,6 @@ def plan_threads(author, conversation: Conversation, body: str):
 def open_threads(origin: Message, planned) -> list[Conversation]:
     """Open or reuse one thread per target set and post the tagged text there (inside the
     origin message's transaction)."""
-    from conversations.actions import post_message
-
     author = origin.author_agent
     threads = []
     for targets, text in planned:
@@ -95,29 +95,13 @@ def open_threads(origin: Message, planned) -> list[Conversation]:
             Participant.objects.bulk_create(
                 [Participant(conversation=thread, agent_id=a) for a in sorted(wanted, key=str)]
             )
-        post_message(author, thread, text, wake=[t.id for t in targets])
+        actions.post_message(author, thread, text, wake=[t.id for t in targets])
         threads.append(thread)
     return threads
 
 
-def thread_card(thread: Conversation) -> dict:
-    """What the origin message shows for a thread: participants, last activity, status."""
-    names = [p.agent.name if p.agent_id else p.user.label for p in thread.participants.all()]
-    return {
-        "id": thread.id,
-        "title": thread.title,
-        "status": thread.thread_status,
-        "participants": names,
-        "last_activity_at": thread.last_message_at or thread.created_at,
-        "summary": thread.summary or None,
-        "resolved_at": thread.resolved_at,
-    }
-
-
 def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
     """Any participant brings the result back: the summary goes into the origin's card."""
-    from conversations.actions import announce_conversation, announce_message
-
     summary = (summary or "").strip()
     if not summary:
         raise AppError(
@@ -126,9 +110,7 @@ def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
             fields={"summary": "This field may not be blank."},
         )
     if thread.kind != Conversation.Kind.THREAD:
-        raise AppError("Only a side thread can be resolved.", code="not_a_thread")
-    from conversations.access import conversations_visible_to
-
+        raise Conflict("Only a side thread can be resolved.", code="not_a_thread")
     # Agents resolve threads they take part in; people, threads they can read (those hanging
     # off a conversation they are in).
     if not conversations_visible_to(actor).filter(pk=thread.pk).exists():
@@ -143,15 +125,13 @@ def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
         thread.summary = summary[:4000]
         thread.resolved_at = timezone.now()
         thread.save(update_fields=["thread_status", "summary", "resolved_at", "updated_at"])
-        announce_message(thread.parent_message, "message.updated")
-        announce_conversation(thread, "conversation.updated")
+        live.announce_message(thread.parent_message, "message.updated")
+        live.announce_conversation(thread, "conversation.updated")
     return thread
 
 
 def abandon_idle_threads(now=None) -> int:
     """Threads idle past their origin conversation's limit become abandoned (no new message)."""
-    from conversations.actions import announce_message
-
     now = now or timezone.now()
     count = 0
     for thread in Conversation.objects.filter(
@@ -168,7 +148,7 @@ def abandon_idle_threads(now=None) -> int:
                 pk=thread.pk, thread_status=Conversation.ThreadStatus.IN_PROGRESS
             ).update(thread_status=Conversation.ThreadStatus.ABANDONED, updated_at=now)
             if updated:
-                announce_message(thread.parent_message, "message.updated")
+                live.announce_message(thread.parent_message, "message.updated")
                 count += 1
     return count
 

@@ -17,18 +17,17 @@ import os
 import re
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from agents.access import agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_insert, compiled_objects, compiled_rows
+from agntchat.core.compiled import compiled_insert, compiled_objects
 from agntchat.core.events import publish_many
 from agntchat.core.exceptions import AppError
+from conversations import caps, deliveries, live
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
 
-GROUP_CAP = 6
-DIRECT_CAP = 4
 GENERALIST_WORDS = {"general", "generalist"}
 WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*")
 MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][\w.-]*)")
@@ -150,33 +149,6 @@ def decide(message: Message, agents: list, done: set) -> dict:
     return {"rule": "none", "queue": [], "explanation": explanation}
 
 
-def cap_for(conversation: Conversation) -> int:
-    """Stricter one-to-one (one person, one agent) than in a group; configurable per conversation."""
-    guard = conversation.settings.get("loop_guard", {})
-    counts = compiled_rows(  # every agent post asks: compiled once
-        ("loop_guard_head_count",),
-        lambda conversation_id: (
-            Participant.objects.filter(conversation_id=conversation_id)
-            .values("conversation_id")
-            .annotate(
-                people=Count("pk", filter=Q(user__isnull=False)),
-                agents=Count("pk", filter=Q(agent__isnull=False)),
-            )
-            .values_list("people", "agents")
-        ),
-        conversation_id=conversation.pk,
-    )
-    people, agents = counts[0] if counts else (0, 0)
-    if people <= 1 and agents == 1:
-        return int(guard.get("direct_cap", DIRECT_CAP))
-    return int(guard.get("group_cap", GROUP_CAP))
-
-
-def is_capped(conversation: Conversation) -> bool:
-    # Every cap is at least 1: with no agent streak there is nothing to count.
-    return conversation.agent_streak > 0 and conversation.agent_streak >= cap_for(conversation)
-
-
 @functools.cache
 def _tables() -> dict:
     """Quoted table names for the SQL written here (every post formats some)."""
@@ -229,7 +201,7 @@ def count_post(conversation: Conversation, agent=None, reply_to: Message | None 
     An answer to a person's message (REPLY_TO; see ANSWER_PERSON for which answers are) is not
     counted and never held: COUNTED, or CAPPED if agents reached the cap since that person
     spoke (shown, but it wakes nobody)."""
-    cap = cap_for(conversation)
+    cap = caps.cap_for(conversation)
     with connection.cursor() as cursor:
         if agent is not None and reply_to is not None and reply_to.author_user_id is not None:
             cursor.execute(
@@ -369,8 +341,6 @@ def finish_last_turn() -> str:
 def hand_on(delivery_id) -> None:
     """The agent holding a turn acked its delivery, and others wait after it in the queue: give
     the turn to the next one (the ack itself finished a queue at its end)."""
-    from conversations.actions import queue_for_agents
-
     with transaction.atomic():
         delivery = Delivery.objects.select_related("message").get(pk=delivery_id)
         decision = (
@@ -392,14 +362,16 @@ def hand_on(delivery_id) -> None:
         position = decision.position + 1
         while position < len(decision.queue) and decision.queue[position]["agent_id"] in done:
             position += 1  # said it is done: skip it
-        if position >= len(decision.queue) or is_capped(conversation):
+        if position >= len(decision.queue) or caps.is_capped(conversation):
             decision.finished_at = timezone.now()
             decision.save(update_fields=["finished_at", "updated_at"])
             return
         decision.position = position
         decision.save(update_fields=["position", "updated_at"])
         # Held until its ack, which hands on again (or finds the queue at its end).
-        queue_for_agents(delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True)
+        deliveries.queue_for_agents(
+            delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True
+        )
 
 
 # Agents after the current position of the conversation's open turn queues (every agent post
@@ -426,17 +398,15 @@ def mark_done(agent, conversation: Conversation) -> None:
 
 
 def announce_capped(conversation: Conversation) -> None:
-    from conversations.actions import audience_topics
-
     publish_many(
-        audience_topics(conversation),
+        live.audience_topics(conversation),
         {
             "type": "live.event",
             "event": {
                 "type": "conversation.capped",
                 "conversation_id": conversation.id,
                 "streak": conversation.agent_streak,
-                "cap": cap_for(conversation),
+                "cap": caps.cap_for(conversation),
             },
         },
     )

@@ -300,7 +300,7 @@ const afterSubmit = {
     const panel = $("[data-secret]");
     $("[data-secret-value]", panel).textContent = result.key;
     const command = $("[data-bridge-command]", panel);
-    command.textContent = `agntchat-bridge --url ${command.dataset.server} --key ${result.key}`;
+    command.textContent = `${command.dataset.program} --url ${command.dataset.server} --key ${result.key}`;
     panel.hidden = false;
     form.reset();
     await refreshRegions("key-table");

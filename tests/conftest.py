@@ -182,6 +182,19 @@ def fresh_channel_layer():
     channel_layers.backends.clear()
 
 
+def directives_for(agent, message) -> dict:
+    """The directives a claim would hand AGENT for MESSAGE (its history read as a claim reads it)."""
+    from conversations.models import Message
+    from work import directives
+
+    message.history_window = (
+        Message.objects.filter(pk=message.pk)
+        .values_list(directives.history_window("conversation_id"), flat=True)
+        .get()
+    )
+    return directives.for_messages(agent, [message])[message.id]
+
+
 class Clock:
     """The server's time as a test moves it: ``timezone.now()`` is the real time plus whatever
     the test has advanced it by, so a lease or an expiry runs out when the test says, not after

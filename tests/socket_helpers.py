@@ -73,6 +73,11 @@ class Daphne:
                 "127.0.0.1",
                 "-p",
                 str(self.port),
+                # As the Procfile starts it: frames past the 1 MiB limit get an error frame.
+                "--websocket-max-message-size",
+                str(4 * 1024 * 1024),
+                "--websocket-max-frame-size",
+                str(4 * 1024 * 1024),
                 "agntchat.asgi:application",
             ],
             env=env,

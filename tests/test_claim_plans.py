@@ -6,7 +6,6 @@ from django.db import connection
 from django.utils import timezone
 
 from agents import actions as agent_actions
-from agents import gateway
 from agntchat.core import claims
 from conversations import actions
 from conversations.models import Delivery, Message
@@ -17,6 +16,7 @@ from tests.plans import (
     set_plan_cache_mode,
     table_rows_read,
 )
+from work import gateway
 
 # Each test in a transaction rolled back around the history, built once for the module (on
 # one xdist worker: `make test` hands out whole modules).

@@ -1,5 +1,7 @@
 """core.http: Django's HTTP side served in one hop under ASGI (what daphne runs)."""
 
+import json
+
 import pytest
 from channels.testing import HttpCommunicator
 
@@ -141,3 +143,35 @@ async def test_requests_are_served_side_by_side(monkeypatch):
     statuses = await asyncio.gather(*(healthz() for _ in range(4)))
     assert statuses == [200] * 4
     assert len(threads) == 4 and all(name.startswith("http") for name in threads)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        (b'{"body": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", 400, "too_deep"),
+        (b'{"body": "' + b"x" * 3_000_000 + b'"}', 413, "too_large"),
+        (b'{"body": "unterminated', 400, "parse_error"),
+    ],
+    ids=["nested too deeply", "over the size limit", "malformed"],
+)
+async def test_bad_bodies_through_the_asgi_application_get_the_json_error_shape(
+    alice, channel, body, status, code
+):
+    from asgiref.sync import sync_to_async
+
+    _, secret = await sync_to_async(issue_api_token)(alice)
+    communicator = HttpCommunicator(
+        application,
+        "POST",
+        f"/api/v1/conversations/{channel.id}/messages/",
+        body=body,
+        headers=[
+            (b"host", b"localhost"),
+            (b"authorization", f"Bearer {secret}".encode()),
+            (b"content-type", b"application/json"),
+        ],
+    )
+    response = await communicator.get_response(timeout=10)
+    assert response["status"] == status, response["body"][:300]
+    assert dict(response["headers"])[b"content-type"] == b"application/json"
+    assert json.loads(response["body"])["error"]["code"] == code

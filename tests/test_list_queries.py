@@ -6,9 +6,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agents import actions as agent_actions
-from agents.tasks import create_task, mark_started, record_event
 from artifacts.actions import comment_on_artifact, publish_artifact, update_artifact
 from conversations.actions import create_conversation, post_message
+from conversations.tasks import create_task, mark_started, record_event
+from conversations.usage import record_usage
 from workspaces import actions as workspace_actions
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +19,7 @@ def add_one_of_each(alice, bob, team_a, channel, nova, i: int) -> dict:
     helper = agent_actions.create_agent(alice, name=f"Helper {i}", backend="scripted")
     agent_actions.create_agent_key(nova, f"key {i}")
     agent_actions.set_personality(nova, f"Curious, take {i}.", author=alice)
-    agent_actions.record_usage(nova, team_a.id, {"input_tokens": 10, "cost_usd": 0.01})
+    record_usage(nova, team_a.id, {"input_tokens": 10, "cost_usd": 0.01})
     workspace_actions.issue_api_token(alice, f"token {i}")
     workspace_actions.create_invitation(team_a.memberships.get(user=alice))
     workspace_actions.create_team_workspace(alice, f"Team {i}")

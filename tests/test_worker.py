@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def test_the_worker_abandons_an_idle_thread(alice, team_a):
     nova = agent_actions.create_agent(alice, name="Nova", backend="scripted")
     rex = agent_actions.create_agent(alice, name="Rex", backend="scripted")
-    room = create_conversation(alice, team_a, kind="channel", agent_ids=[nova.id, rex.id])
+    room = create_conversation(
+        alice, team_a, kind="channel", title="room", agent_ids=[nova.id, rex.id]
+    )
     post_message(nova, room, '<dm target="Rex">costs?</dm>')
     Conversation.objects.filter(kind="thread").update(
         last_message_at=timezone.now() - timedelta(days=1)

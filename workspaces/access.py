@@ -2,7 +2,7 @@
 
 from agntchat.core.ids import as_uuid
 from workspaces.exceptions import CredentialNotFound, NotAllowed, WorkspaceNotFound
-from workspaces.models import Credential, Membership, Workspace
+from workspaces.models import Credential, Membership, User, Workspace
 
 
 def workspaces_visible_to(user):
@@ -49,3 +49,13 @@ def access_credential(membership: Membership, credential_id) -> Credential:
     if credential is None:
         raise CredentialNotFound()
     return credential
+
+
+class IsPerson:
+    """Endpoints only a person may use (agents authenticate too, but act elsewhere)."""
+
+    def has_permission(self, request, view):
+        return isinstance(request.user, User) and request.user.is_authenticated
+
+    def has_object_permission(self, request, view, obj):
+        return True

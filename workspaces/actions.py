@@ -20,18 +20,6 @@ def _announce(workspace: Workspace, what: str) -> None:
     )
 
 
-def ensure_personal_workspace(user: User) -> Workspace:
-    """Create the person's one personal workspace if it does not exist yet (idempotent)."""
-    with transaction.atomic():
-        workspace = Workspace.objects.filter(owner=user, kind=Workspace.Kind.PERSONAL).first()
-        if workspace is None:
-            workspace = Workspace.objects.create(
-                name="Personal", kind=Workspace.Kind.PERSONAL, owner=user
-            )
-            Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
-        return workspace
-
-
 def create_team_workspace(user: User, name: str) -> Workspace:
     with transaction.atomic():
         workspace = Workspace.objects.create(name=name, kind=Workspace.Kind.TEAM, owner=user)

@@ -6,15 +6,16 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
+from agntchat.core.api import StrictSerializer, error_body, validated
 from workspaces import actions
 from workspaces.access import (
+    IsPerson,
     access_credential,
     access_membership,
     require_manager,
     workspaces_visible_to,
 )
-from workspaces.exceptions import WorkspaceNotFound
+from workspaces.exceptions import CredentialNameTaken, WorkspaceNotFound
 from workspaces.login import authenticate_person
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
@@ -48,6 +49,7 @@ class MemberSerializer(serializers.ModelSerializer):
 
 
 class NameInput(StrictSerializer):
+    min_fields = 1
     name = serializers.CharField(max_length=80, trim_whitespace=True)
 
 
@@ -67,6 +69,7 @@ class AcceptInput(StrictSerializer):
 
 
 class RoleInput(StrictSerializer):
+    min_fields = 1
     role = serializers.ChoiceField(choices=[Role.MEMBER, Role.ADMIN])
 
 
@@ -282,14 +285,7 @@ class CredentialListView(APIView):
         membership = access_membership(request.user, workspace_id)
         data = validated(CredentialInput, request.data)
         if Credential.objects.filter(workspace=membership.workspace, name=data["name"]).exists():
-            return Response(
-                error_body(
-                    "invalid",
-                    "Some fields are invalid.",
-                    {"name": "A credential with this name exists."},
-                ),
-                status=400,
-            )
+            raise CredentialNameTaken(fields={"name": CredentialNameTaken.default_message})
         credential = actions.create_credential(
             membership, data["name"], data["value"], data["kind"]
         )

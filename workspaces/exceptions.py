@@ -15,12 +15,14 @@ class PersonalWorkspaceRule(AppError):
     """The personal workspace is never deleted, transferred, left or shared (WS-1)."""
 
     code = "personal_workspace"
+    status = 409
 
 
 class OwnerRule(AppError):
     """The owner is fixed at creation (WS-2)."""
 
     code = "owner_fixed"
+    status = 409
 
 
 class NotAllowed(PermissionDenied):
@@ -45,3 +47,9 @@ class LoginThrottled(AppError):
             wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
         super().__init__(f"Too many failed sign-in attempts. Try again in {wait}.")
         self.retry_after = retry_after
+
+
+class CredentialNameTaken(AppError):
+    code = "credential_name_taken"
+    status = 409
+    default_message = "A credential with this name exists."

@@ -22,8 +22,6 @@ class User(BaseModel, AbstractUser):
         with transaction.atomic():
             super().save(*args, **kwargs)
             if creating:
-                from workspaces.actions import ensure_personal_workspace
-
                 ensure_personal_workspace(self)
 
     @property
@@ -127,3 +125,16 @@ class Credential(BaseModel):
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="unique_credential_name")
         ]
+
+
+def ensure_personal_workspace(user: User) -> Workspace:
+    """Create the person's one personal workspace if it does not exist yet (idempotent). Here,
+    beside User.save, which calls it for every new person."""
+    with transaction.atomic():
+        workspace = Workspace.objects.filter(owner=user, kind=Workspace.Kind.PERSONAL).first()
+        if workspace is None:
+            workspace = Workspace.objects.create(
+                name="Personal", kind=Workspace.Kind.PERSONAL, owner=user
+            )
+            Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
+        return workspace

@@ -28,6 +28,14 @@ from .backends.base import Backend, BackendError, Event, Turn, make_backend, run
 log = logging.getLogger("agntchat.bridge")
 
 
+# The server's limit on a frame: bytes of its UTF-8 text (docs/protocol.md §2).
+MAX_FRAME_BYTES = 1024 * 1024
+
+
+class FrameTooLarge(ValueError):
+    """A frame the server would refuse for its size: not sent."""
+
+
 class AuthError(Exception):
     """The key was refused: retrying will not help until someone fixes it."""
 
@@ -78,6 +86,7 @@ class Bridge:
         self.token: str | None = None
         self.token_expires = 0.0
         self.ws = None
+        self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
         self.running: dict[str, asyncio.Task] = {}  # item id → its handler
         self.stopping = asyncio.Event()
@@ -139,12 +148,21 @@ class Bridge:
                     max_size=8 * 1024 * 1024,
                 ) as ws:
                     self.ws = ws
+                    self.socket_token = token
                     backoff = 1.0
                     await self.serve(ws)
             except AuthError as exc:
                 log.error("%s; retrying in %.0fs", exc, self.config.max_backoff)
                 await self.sleep(self.config.max_backoff)
             except (TimeoutError, OSError, websockets.WebSocketException, httpx.HTTPError) as exc:
+                if (
+                    isinstance(exc, websockets.ConnectionClosed)
+                    and exc.rcvd
+                    and exc.rcvd.code == 4401
+                ):
+                    self.token = (
+                        None  # the session ended (revoked or expired): exchange the key again
+                    )
                 log.warning(
                     "connection lost (%s); reconnecting in ~%.0fs", exc.__class__.__name__, backoff
                 )
@@ -179,8 +197,12 @@ class Bridge:
         while True:
             await asyncio.sleep(self.config.heartbeat_seconds)
             await self.send({"type": "heartbeat"})
-            # Refresh the session token ahead of expiry, for the next reconnect and REST calls.
-            await self.ensure_token()
+            # Refresh the session token ahead of expiry, and move the open socket onto the new
+            # session: the server closes a socket whose session expires.
+            token = await self.ensure_token()
+            if token != self.socket_token:
+                await self.send({"type": "session.renew", "token": token})
+                self.socket_token = token
 
     async def abandon_running(self) -> None:
         """The socket is gone: the server releases what we held, so stop working on it."""
@@ -198,7 +220,12 @@ class Bridge:
     async def send(self, frame: dict) -> None:
         if self.ws is None:
             raise ConnectionError("not connected")
-        await self.ws.send(json.dumps(frame))
+        # UTF-8 as it is: \uXXXX escapes would make non-ASCII up to three times larger, and the
+        # frame limit counts bytes.
+        text = json.dumps(frame, ensure_ascii=False)
+        if len(text.encode()) > MAX_FRAME_BYTES:
+            raise FrameTooLarge(f"a {frame.get('type')} frame over {MAX_FRAME_BYTES} bytes")
+        await self.ws.send(text)
 
     async def call(self, frame: dict, key: str, timeout: float = 30) -> dict:
         """Send FRAME and wait for the server's answer matched by KEY (a ref or an item id)."""
@@ -308,7 +335,12 @@ class Bridge:
         extender = asyncio.create_task(self.keep_alive(frame["id"]))
         try:
             try:
-                result = await run_to_result(self.backend, self.turn_for(directives))
+                # The agent's limit on one turn comes with each item (a hung CLI stops there).
+                result = await run_to_result(
+                    self.backend,
+                    self.turn_for(directives),
+                    time_limit=payload.get("timeLimitSeconds"),
+                )
             except BackendError as exc:
                 # Visible, never silent: a short notice in the conversation.
                 await self.post(
@@ -361,7 +393,12 @@ class Bridge:
 
         status, result, error, usage = "completed", {}, "", None
         try:
-            outcome = await run_to_result(self.backend, self.turn_for(directives), on_event)
+            outcome = await run_to_result(
+                self.backend,
+                self.turn_for(directives),
+                on_event,
+                time_limit=frame["payload"].get("timeLimitSeconds"),
+            )
             self.sessions.put(directives["sessionKey"], outcome.session_id, outcome.cli_state)
             result = {"text": outcome.text, "blocks": outcome.blocks}
             usage = {

@@ -1,14 +1,18 @@
-"""The REST edge shared by every app: camelCase in and out, one error shape, cursor pages."""
+"""The REST edge shared by every app: camelCase in and out, one error shape."""
 
+import io
+
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from djangorestframework_camel_case.parser import CamelCaseJSONParser
-from rest_framework import exceptions, pagination, renderers, serializers
+from rest_framework import exceptions, renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
+from agntchat.core.validation import check_json_text
 
 
 class CamelCaseRenderer(renderers.JSONRenderer):
@@ -22,14 +26,16 @@ class CamelCaseRenderer(renderers.JSONRenderer):
 
 
 class CamelCaseParser(CamelCaseJSONParser):
-    """Every body entering the API is snake_cased here before serializers see it."""
+    """Every body entering the API is checked for size and depth (before anything parses it:
+    the parser recurses once per level) and snake_cased here before serializers see it."""
 
-
-class CursorPagination(pagination.CursorPagination):
-    ordering = "-created_at"
-    page_size = 50
-    page_size_query_param = "limit"
-    max_page_size = 200
+    def parse(self, stream, media_type=None, parser_context=None):
+        # DRF hands over the body Django read (and refused past the limit: a 413 from
+        # urls.handler400); were it a stream, a byte past the limit tells a body over it.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        body = stream.read(limit + 1)
+        check_json_text(body, max_bytes=limit)
+        return super().parse(io.BytesIO(body), media_type, parser_context)
 
 
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
@@ -37,6 +43,24 @@ def error_body(code: str, message: str, fields: dict | None = None) -> dict:
     if fields:
         body["fields"] = fields
     return {"error": body}
+
+
+# What answers an API request that failed before (or outside) any view: by HTTP status.
+HTTP_ERRORS = {
+    400: ("bad_request", "The request could not be understood."),
+    403: ("permission_denied", "You do not have permission to do this."),
+    404: ("not_found", "Not found."),
+    413: ("too_large", "The request body is larger than this server accepts."),
+    500: ("server_error", "Something went wrong on our side. It has been logged."),
+}
+
+
+def error_response(status: int) -> HttpResponse:
+    """The error shape for STATUS, for Django's error handlers (no DRF view was reached)."""
+    code, message = HTTP_ERRORS[status]
+    return HttpResponse(
+        json_bytes(error_body(code, message)), status=status, content_type="application/json"
+    )
 
 
 def _flatten(detail):
@@ -79,49 +103,49 @@ def exception_handler(exc, context):
     return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
 
 
-def _text_where_text(field, value) -> bool:
-    """DRF would quietly turn 123 into "123"; a wrong type is an error here, in lists too."""
-    if isinstance(field, serializers.CharField):
-        return isinstance(value, str)
+def _wrong_type(field, value) -> str | None:
+    """What VALUE should have been for FIELD, or None when its JSON type is right. DRF would
+    quietly turn 123 into "123", 0 into False and false into a UUID; a wrong type is an error."""
+    if value is None:
+        return None
+    if isinstance(field, (serializers.CharField, serializers.UUIDField)):
+        return None if isinstance(value, str) else "Must be a string."
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "Must be true or false."
+    if isinstance(field, serializers.IntegerField):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return None if whole else "Must be a whole number."
     if isinstance(field, serializers.ListField) and isinstance(value, list):
-        return all(item is None or _text_where_text(field.child, item) for item in value)
-    return True
+        return next((w for w in (_wrong_type(field.child, v) for v in value) if w), None)
+    return None
 
 
 class StrictSerializer(serializers.Serializer):
-    """Rejects unknown fields: a typo in a request is an error, not silently ignored."""
+    """Rejects unknown fields (a typo in a request is an error, not silently ignored) and values
+    of the wrong JSON type. ``min_fields``: how many fields a body must name at least (a PATCH
+    that changes nothing is refused); the schema says so too."""
+
+    min_fields = 0
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
+            if len(data) < self.min_fields:
+                raise serializers.ValidationError(
+                    {"non_field_errors": ["Nothing to change: name a field to change."]}
+                )
             unknown = set(data) - set(self.fields)
             if unknown:
                 raise serializers.ValidationError(
                     {name: "Unknown field." for name in sorted(unknown)}
                 )
             wrong = {
-                name: "Must be a string."
+                name: problem
                 for name, field in self.fields.items()
-                if data.get(name) is not None and not _text_where_text(field, data[name])
+                if (problem := _wrong_type(field, data.get(name)))
             }
             if wrong:
                 raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
-
-
-class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
-    """A ModelSerializer that rejects unknown fields; writes still go through actions."""
-
-
-class IsPerson:
-    """Endpoints only a person may use (agents authenticate too, but act elsewhere)."""
-
-    def has_permission(self, request, view):
-        from workspaces.models import User
-
-        return isinstance(request.user, User) and request.user.is_authenticated
-
-    def has_object_permission(self, request, view, obj):
-        return True
 
 
 def validated(serializer_class, data, **context) -> dict:

@@ -58,7 +58,8 @@ NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
 
 
 class AutoSchema(openapi.AutoSchema):
-    """Views declare request bodies as ``inputs = {"post": SomeSerializer}``; responses are
+    """Views declare request bodies as ``inputs = {"post": SomeSerializer}``, query parameters as
+    ``queries``, success codes other than the method's usual as ``statuses``; responses are
     camelCase JSON objects (each endpoint's tests pin their exact shape)."""
 
     def get_request_serializer(self):
@@ -66,6 +67,18 @@ class AutoSchema(openapi.AutoSchema):
         if declared is not None:
             return declared
         return OpenApiTypes.OBJECT if self.method in ("POST", "PUT", "PATCH") else None
+
+    def get_override_parameters(self):
+        # Views declare query parameters as ``queries = {"get": SomeSerializer}``.
+        declared = getattr(self.view, "queries", {}).get(self.method.lower())
+        return [declared] if declared is not None else []
+
+    def _get_request_body(self, direction="request"):
+        body = super()._get_request_body(direction)
+        serializer = force_instance(self.get_request_serializer())
+        if body and isinstance(serializer, StrictSerializer) and serializer.min_fields:
+            body["required"] = True  # a PATCH must name something to change
+        return body
 
     def _is_list_view(self, serializer=None):
         # A collection path ends in a literal segment, an item path in a {parameter}; its
@@ -101,8 +114,19 @@ class AutoSchema(openapi.AutoSchema):
 
     def _map_basic_serializer(self, serializer, direction):
         schema = super()._map_basic_serializer(serializer, direction)
-        if direction == "request" and isinstance(force_instance(serializer), StrictSerializer):
+        serializer = force_instance(serializer)
+        if direction == "request" and isinstance(serializer, StrictSerializer):
             schema["additionalProperties"] = False  # unknown fields are refused
+            if serializer.min_fields:
+                schema["minProperties"] = serializer.min_fields
+            if serializer.partial:
+                schema.pop("required", None)  # a serializer that is always partial (an update)
+            for name, prop in schema.get("properties", {}).items():
+                # DRF's "or blank" becomes oneOf [text, blank]; "" matches both branches, which
+                # oneOf forbids. Plain text that may be blank is one schema.
+                text, *blank = prop.get("oneOf", [None])
+                if blank == [{"type": "string", "maxLength": 0}] and "format" not in text:
+                    schema["properties"][name] = text
         return schema
 
     def _map_serializer_field(self, field, direction, bypass_extensions=False):
@@ -123,7 +147,7 @@ class AutoSchema(openapi.AutoSchema):
 
 
 class BearerTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "agntchat.core.auth.BearerTokenAuthentication"
+    target_class = "agents.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
     def get_security_definition(self, auto_schema):

@@ -1,22 +1,54 @@
 """What every WebSocket consumer shares: JSON frames, error frames, the domain-error mapping."""
 
+import functools
 import json
+import logging
 
 from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from djangorestframework_camel_case.util import camel_to_underscore
 
+from agntchat.core.api import _flatten as error_fields
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
+from agntchat.core.validation import check_json_text, json_value_problem
+
+log = logging.getLogger(__name__)
+
+# The largest frame taken in: bytes of its UTF-8 text (non-ASCII sent unescaped, as JSON allows).
+# daphne is started to read more than this (Procfile), so a bigger frame gets an answer here.
+MAX_FRAME_BYTES = 1024 * 1024
 
 
 class FrameError(AppError):
     code = "bad_frame"
 
 
+@functools.cache
+def snake(key: str) -> str:
+    """A frame's camelCase key as serializers name it (what the REST parser does to bodies)."""
+    return camel_to_underscore(key)
+
+
+def frame_data(serializer_class, frame: dict) -> dict:
+    """FRAME's fields (less its type) validated by SERIALIZER_CLASS, the REST input of the
+    same action where there is one; a refusal is a ``bad_frame`` error naming the fields."""
+    serializer = serializer_class(
+        data={snake(key): value for key, value in frame.items() if key != "type"}
+    )
+    if not serializer.is_valid():
+        raise FrameError("Some fields are invalid.", fields=error_fields(serializer.errors))
+    return serializer.validated_data
+
+
 class JsonSocket(AsyncJsonWebsocketConsumer):
     """Frames are JSON objects with a ``type``; a bad frame gets an error frame, never a hang-up."""
 
+    # Frame type → handler method name, or (name, serializer): the handler then gets the
+    # frame's fields as that serializer validated them (snake_case), never the raw frame.
     handlers: dict = {}
+    hung_up = False
 
     @classmethod
     async def encode_json(cls, content) -> str:
@@ -30,16 +62,56 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
+        if message["type"] == "websocket.disconnect":
+            await handler(message)  # ends the consumer (StopConsumer), whatever happens
+            return
+        if self.hung_up:
+            return  # once hung up, nothing it receives (frame or event) is acted on
+        try:
+            await handler(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            # A bug or a failed dependency, not a bad frame: hang up as a crash would, but give
+            # back what the socket holds first (a crashed consumer never hears its disconnect).
+            log.exception("%s failed on %s", type(self).__name__, message["type"])
+            await self.hang_up(1011)
+
+    async def hang_up(self, code: int) -> None:
+        """Release what the socket holds, then close with CODE; nothing received afterwards is
+        acted on."""
+        if self.hung_up:
+            return
+        self.hung_up = True
+        try:
+            await self.release()
+        finally:
+            await self.close(code=code)
+
+    async def release(self) -> None:
+        """Give back what this socket holds (subscriptions, claimed work). Called on hang-up and
+        on disconnect, so it must be safe to call twice."""
+
+    async def disconnect(self, code):
+        await self.release()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         try:
+            # Size and depth on the text, before the parser (it recurses once per level).
+            check_json_text(text_data or "", max_bytes=MAX_FRAME_BYTES)
             content = json.loads(text_data or "")
+        except AppError as exc:
+            await self.send_error(exc.code, exc.message)
+            return
         except ValueError:
             await self.send_error("bad_frame", "Frames must be JSON text.")
             return
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error("bad_frame", "A frame is a JSON object with a string 'type'.")
+            return
+        problem = json_value_problem(content)
+        if problem is not None:
+            await self.send_error("bad_frame", problem, content)
             return
         handler = self.handlers.get(content["type"])
         if handler is None:
@@ -47,8 +119,9 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
                 "unknown_type", f"Unknown frame type '{content['type'][:40]}'.", content
             )
             return
+        name, serializer = handler if isinstance(handler, tuple) else (handler, None)
         try:
-            await getattr(self, handler)(content)
+            await getattr(self, name)(frame_data(serializer, content) if serializer else content)
         except AppError as exc:
             await self.send_error(exc.code, exc.message, content, exc.fields)
 
@@ -58,8 +131,11 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         error = {"type": "error", "code": code, "message": message}
         if frame:
             for echo in ("id", "ref"):
-                if frame.get(echo) is not None:
-                    error[echo] = frame[echo]
+                value = frame.get(echo)
+                # Echoed so a client can match the error to what it sent; only a plain token.
+                if isinstance(value, (str, int)) and len(str(value)) <= 100:
+                    if json_value_problem(value) is None:
+                        error[echo] = value
         if fields:
             error["fields"] = fields
         await self.send_json(wire(error))
@@ -71,7 +147,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         so a client can tell a refusal from a crash."""
         await self.accept()
         await self.send_error(code, message)
-        await self.close(code=close_code)
+        await self.hang_up(close_code)
 
 
 def header(scope, name: bytes) -> str:

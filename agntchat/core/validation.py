@@ -3,6 +3,7 @@ socket frames, JSON artifacts. Python's json parser recurses once per level of n
 do wire() and the renderers after it: a document nested a few thousand levels deep raises
 RecursionError in whichever of them meets it first, a 500 or a dropped socket."""
 
+import math
 import re
 from itertools import accumulate
 
@@ -47,3 +48,35 @@ def check_json_text(text: str | bytes, *, max_bytes: int, max_depth: int = MAX_J
         raise JSONTooLarge(f"JSON can be at most {max_bytes} bytes; this is {size}.")
     if json_depth(text) > max_depth:
         raise JSONTooDeep(f"JSON can be nested at most {max_depth} levels deep.")
+
+
+# The integers every JSON reader agrees on (RFC 7493); beyond them, numbers are mangled.
+MAX_SAFE_INTEGER = 2**53 - 1
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def json_value_problem(value) -> str | None:
+    """What makes parsed JSON VALUE unfit to take in, or None: Python's parser accepts what the
+    rest of the stack cannot, NaN and Infinity, integers of any size, and text with NUL or
+    unpaired surrogates (PostgreSQL stores neither). DRF's CharField refuses such text in a
+    string field; this is the same rule for JSON of any shape (check the depth first)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if UNSTORABLE_TEXT.search(item):
+                return "Text may not contain NUL characters or unpaired surrogates."
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if abs(item) > MAX_SAFE_INTEGER:
+                return f"Whole numbers must lie within ±{MAX_SAFE_INTEGER}."
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "Numbers must be finite (no NaN or Infinity)."
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None

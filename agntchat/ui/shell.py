@@ -25,11 +25,11 @@ from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from agents.access import agents_visible_in
-from agents.models import Agent, Task
-from agents.tasks import tasks_visible_to
+from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
-from conversations.models import Conversation, Message, Participant
+from conversations.models import Conversation, Message, Participant, Task
+from conversations.tasks import tasks_visible_to
 from workspaces.access import access_membership, workspaces_visible_to
 from workspaces.models import Membership
 
@@ -128,8 +128,8 @@ def _with_unread(conversations, user):
 
 
 def listed_in_sidebar(user, workspace):
-    """The channels of WORKSPACE, and the conversations there USER takes part in (direct
-    messages, side threads, task conversations). A workspace collects others' side threads and
+    """The live channels of WORKSPACE, and the conversations there USER takes part in (direct
+    messages, side threads, task conversations); archived channels are left out. A workspace collects others' side threads and
     direct messages by the thousand, and the sidebar is drawn on every page: the ids come from
     two index reads (channels by workspace and kind, participations by person), and the
     conversations by key. (A subset of what USER may read: the membership is checked.)"""
@@ -146,7 +146,7 @@ def listed_in_sidebar(user, workspace):
     listed = Func(
         F("pk"), ids, template="%(expressions)s)", arg_joiner=" = ANY(", output_field=BooleanField()
     )
-    return Conversation.objects.filter(listed)
+    return Conversation.objects.filter(listed, archived_at__isnull=True)
 
 
 def sidebar(user, membership: Membership, current=None) -> dict:

@@ -1,11 +1,58 @@
-"""Every page of the browser app, gathered here; each app keeps its own pages' routes."""
+"""Every page of the browser app. Pages sit at the top of the house: they read from every app."""
 
-from django.urls import include, path
+from django.contrib.auth import views as auth_views
+from django.urls import path
 
-from agntchat.ui import views
+from agntchat.ui import agent_pages, conversation_pages, views, workspace_pages
+from workspaces.forms import LoginForm
 
 urlpatterns = [
-    path("", include("conversations.urls")),
-    path("", include("agents.urls")),
+    path("", workspace_pages.home, name="home"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            authentication_form=LoginForm, redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("signup/", workspace_pages.signup, name="signup"),
+    path("invite/<str:token>/", workspace_pages.accept_invite, name="accept-invite"),
+    path("w/new/", workspace_pages.new_workspace, name="new-workspace"),
+    path("w/<uuid:workspace_id>/", workspace_pages.workspace_home, name="workspace"),
+    path("w/<uuid:workspace_id>/members/", workspace_pages.members, name="members"),
+    path(
+        "w/<uuid:workspace_id>/c/<uuid:conversation_id>/",
+        conversation_pages.conversation,
+        name="conversation",
+    ),
+    path(
+        "w/<uuid:workspace_id>/c/<uuid:conversation_id>/settings/",
+        conversation_pages.conversation_settings,
+        name="conversation-settings",
+    ),
+    path(
+        "w/<uuid:workspace_id>/c/<uuid:conversation_id>/agents/",
+        conversation_pages.add_agent,
+        name="conversation-add-agent",
+    ),
+    path("w/<uuid:workspace_id>/channels/new/", conversation_pages.new_channel, name="new-channel"),
+    path("w/<uuid:workspace_id>/direct/", conversation_pages.direct, name="direct"),
+    path(
+        "w/<uuid:workspace_id>/artifacts/<uuid:artifact_id>/",
+        conversation_pages.artifact,
+        name="artifact",
+    ),
+    path("app/messages/", conversation_pages.message_fragments, name="message-fragments"),
+    path(
+        "app/conversations/<uuid:conversation_id>/read/",
+        conversation_pages.mark_read,
+        name="mark-read",
+    ),
+    path("w/<uuid:workspace_id>/agents/", agent_pages.directory, name="agents"),
+    path("w/<uuid:workspace_id>/agents/new/", agent_pages.new_agent, name="new-agent"),
+    path("w/<uuid:workspace_id>/agents/<uuid:agent_id>/", agent_pages.agent_detail, name="agent"),
+    path("w/<uuid:workspace_id>/tasks/", agent_pages.task_list, name="tasks"),
+    path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),
 ]

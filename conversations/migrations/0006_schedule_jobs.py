@@ -4,7 +4,7 @@ from django.db import migrations
 
 SCHEDULES = [
     ("abandon idle side threads", "conversations.jobs.abandon_threads", 5),
-    ("settle unanswered cancel requests", "agents.jobs.settle_cancel_requests", 1),
+    ("settle unanswered cancel requests", "agents.jobs.settle_cancel_requests", 1),  # moved: 0018,
 ]
 
 

@@ -43,6 +43,16 @@ def test_the_default_backend_is_the_claude_cli(alice, api):
     )
 
 
+def test_a_turn_may_run_ten_minutes_unless_the_owner_says_otherwise(alice, api):
+    created = api(alice).post("/api/v1/agents/", {"name": "Ada"}, format="json").json()
+    assert created["turnTimeLimitSeconds"] == 600
+    changed = api(alice).patch(
+        f"/api/v1/agents/{created['id']}/", {"turnTimeLimitSeconds": 90}, format="json"
+    )
+    assert changed.status_code == 200 and changed.json()["turnTimeLimitSeconds"] == 90
+    assert Agent.objects.get(pk=created["id"]).turn_time_limit_seconds == 90
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
@@ -52,6 +62,8 @@ def test_the_default_backend_is_the_claude_cli(alice, api):
         ({"name": "x", "baseUrl": "not a url"}, "baseUrl"),
         ({"name": "x", "secret": 1}, "secret"),
         ({"name": "x", "handle": "no spaces"}, "handle"),
+        ({"name": "x", "turnTimeLimitSeconds": 0}, "turnTimeLimitSeconds"),
+        ({"name": "x", "turnTimeLimitSeconds": 86_401}, "turnTimeLimitSeconds"),
     ],
 )
 def test_it_rejects_bad_agent_bodies(alice, api, body, field):

@@ -2,12 +2,14 @@
 the normal pipeline; a bridge killed mid-turn loses nothing and doubles nothing."""
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -17,12 +19,15 @@ from django.db.models import F
 from agents import actions as agent_actions
 from agents.bridge.backends.scripted import ScriptedBackend
 from agents.bridge.runtime import Bridge, Config
+from conversations import tasks
 from conversations.actions import create_conversation, post_message
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
 from tests.socket_helpers import Daphne
 from tests.waiting import until, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+FAKE_CLAUDE = Path(__file__).parents[1] / "bridge" / "fake_bin" / "claude"
 
 
 @pytest.fixture
@@ -32,7 +37,7 @@ def server():
     daphne.stop()
 
 
-def start_bridge(server, agent, tmp_path, options="{}"):
+def start_bridge(server, agent, tmp_path, options="{}", **extra_env):
     _, key = agent_actions.create_agent_key(agent)
     env = dict(
         os.environ,
@@ -40,6 +45,7 @@ def start_bridge(server, agent, tmp_path, options="{}"):
         AGNTCHAT_AGENT_KEY=key,
         AGNTCHAT_WORKDIR=str(tmp_path),
         AGNTCHAT_BACKEND_OPTIONS=options,
+        **extra_env,
     )
     return subprocess.Popen(
         [sys.executable, "-m", "agents.bridge"],
@@ -105,6 +111,61 @@ def test_a_bridge_killed_mid_turn_redoes_the_work_once(alice, channel, nova, ser
     finally:
         restarted.terminate()
         restarted.wait(timeout=10)
+
+
+def test_a_turn_that_hangs_is_stopped_at_the_agents_time_limit(
+    alice, team_a, channel, nova, server, tmp_path
+):
+    """A CLI that never answers: past the agent's limit (1 s here) its process group is killed,
+    each message gets a notice saying why and is acked, the task fails with that reason, and the
+    lane goes on to the next item instead of extending the hung one's lease for ever."""
+    agent_actions.update_agent(nova, backend="claude_cli", turn_time_limit_seconds=1)
+    cli_log = tmp_path / "cli.jsonl"
+    bridge = start_bridge(
+        server,
+        nova,
+        tmp_path,
+        json.dumps({"executable": str(FAKE_CLAUDE)}),
+        AGNTCHAT_CHAT_LANES="1",
+        FAKE_CLI_HANG="1",  # prints nothing and sleeps a minute, with a child of its own
+        FAKE_CLI_LOG=str(cli_log),
+    )
+    reason = "the turn ran past its time limit of 1 second and was stopped"
+    try:
+        post_message(alice, channel, "first")
+        post_message(alice, channel, "second")
+        task = tasks.create_task(alice, team_a, nova, "Summarise the quarter")
+        notices = wait_until(
+            lambda: (
+                found
+                if len(found := list(Message.objects.filter(kind="notice", author_agent=nova))) == 2
+                else None
+            ),
+            what="two notices",
+        )
+        assert [n.body for n in notices] == [f"Nova could not answer: {reason}"] * 2
+        wait_until(lambda: Delivery.objects.filter(acked_at__isnull=True).count() == 0, what="acks")
+        task = wait_until(
+            lambda: Task.objects.filter(pk=task.pk, status="failed").first(), what="the task"
+        )
+        assert task.error == reason
+        runs = [json.loads(line) for line in cli_log.read_text().splitlines()]
+        assert len(runs) == 3
+        pids = [pid for run in runs for pid in (run["pid"], run["child_pid"])]
+        wait_until(lambda: not any(map(alive, pids)), timeout=3, what="the CLIs to be gone")
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def alive(pid) -> bool:
+    """True while PID runs; a zombie nobody reaped (an orphan in a container) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_the_bridge_survives_a_server_restart(alice, channel, nova, tmp_path):

@@ -7,11 +7,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from rest_framework.test import APIClient
 
-from agents import actions, directives
+from agents import actions
 from agents.models import CredentialGrant
 from conversations.actions import post_message
-from tests.conftest import client_for
+from tests.conftest import client_for, directives_for
 from tests.socket_helpers import agent_communicator, next_frame
+from work import directives
 from workspaces import actions as workspace_actions
 
 SECRET = "sk-ant-team-a-secret"
@@ -114,9 +115,9 @@ def test_the_key_stops_when_the_owner_is_no_longer_a_manager(alice, bob, team_a,
     agent = actions.create_agent(bob, name="Quill", backend="anthropic_api")
     actions.grant_credential(owner, credential, agent)
     message = post_message(alice, channel, "hi")
-    assert directives.for_message(agent, message)["api_key"] == SECRET
+    assert directives_for(agent, message)["api_key"] == SECRET
     workspace_actions.change_role(owner, bobs, "member")
-    assert directives.for_message(agent, message)["api_key"] is None
+    assert directives_for(agent, message)["api_key"] is None
     # The same agent's task directives follow the same rule.
     assert directives.workspace_api_key(agent, team_a.id) is None
 

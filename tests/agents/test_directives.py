@@ -3,9 +3,10 @@ rulebook, and the personality document with its guard and revisions."""
 
 import pytest
 
-from agents import actions, directives
+from agents import actions
 from agents.models import PersonalityRevision
 from conversations.actions import post_message
+from tests.conftest import directives_for
 
 pytestmark = pytest.mark.django_db
 
@@ -13,15 +14,15 @@ pytestmark = pytest.mark.django_db
 def test_the_stable_block_is_byte_identical_across_turns_until_the_personality_changes(
     alice, channel, nova
 ):
-    first = directives.for_message(nova, post_message(alice, channel, "first question"))
-    second = directives.for_message(nova, post_message(alice, channel, "second question"))
+    first = directives_for(nova, post_message(alice, channel, "first question"))
+    second = directives_for(nova, post_message(alice, channel, "second question"))
     assert first["stable"] == second["stable"] and first["stable_hash"] == second["stable_hash"]
     assert first["volatile"] != second["volatile"]
     assert "second question" in second["volatile"] and "second question" not in second["stable"]
     assert [h["text"] for h in second["history"]] == ["first question"]
     actions.set_personality(nova, "Curious, precise, a little dry.", author=alice)
     nova.refresh_from_db()
-    third = directives.for_message(nova, post_message(alice, channel, "third"))
+    third = directives_for(nova, post_message(alice, channel, "third"))
     assert third["stable_hash"] != second["stable_hash"]
     assert "Curious, precise" in third["stable"]
 
@@ -38,7 +39,7 @@ def test_the_rulebook_goes_in_the_volatile_block(alice, bob, channel, nova, api)
         "replyLength": "under 80 words",
     }
     channel.refresh_from_db()
-    out = directives.for_message(nova, post_message(bob, channel, "go"))
+    out = directives_for(nova, post_message(bob, channel, "go"))
     assert "Reply style: bullet points" in out["volatile"] and "bullet points" not in out["stable"]
     # A plain member who did not create the conversation may not change it.
     denied = api(bob).patch(
@@ -69,7 +70,7 @@ def test_a_large_shrink_is_refused_unless_the_owner_forces_it(alice, nova, api):
     refused = api(alice).put(
         f"/api/v1/agents/{nova.id}/personality/", {"text": "Be brief."}, format="json"
     )
-    assert refused.status_code == 400 and refused.json()["error"]["code"] == "personality_shrink"
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "personality_shrink"
     nova.refresh_from_db()
     assert nova.personality == long_text
     forced = api(alice).put(
@@ -106,14 +107,14 @@ def test_an_api_agent_gets_its_workspaces_encrypted_key_with_the_work(alice, tea
     from workspaces.actions import create_credential
 
     message = post_message(alice, channel, "hi")
-    assert directives.for_message(nova, message)["api_key"] is None  # scripted: no key
+    assert directives_for(nova, message)["api_key"] is None  # scripted: no key
     actions.update_agent(nova, backend="anthropic_api")
-    assert directives.for_message(nova, message)["api_key"] is None  # no credential yet
+    assert directives_for(nova, message)["api_key"] is None  # no credential yet
     owner = team_a.memberships.get(user=alice)
     credential = create_credential(owner, "anthropic_api_key", "sk-ant-team-a")
-    assert directives.for_message(nova, message)["api_key"] is None  # not granted to Nova yet
+    assert directives_for(nova, message)["api_key"] is None  # not granted to Nova yet
     actions.grant_credential(owner, credential, nova)
-    out = directives.for_message(nova, message)
+    out = directives_for(nova, message)
     assert out["api_key"] == "sk-ant-team-a"
     # The bridge passes it to the backend's turn.
     bridge = Bridge(Config(url="http://x", key="agk_x"))

@@ -50,6 +50,7 @@ async def test_it_pushes_a_message_to_the_connected_agent_and_acks_it(alice, cha
     assert work["payload"]["conversation"]["id"] == str(channel.id)
     assert work["payload"]["workspace"]["id"] == str(channel.workspace_id)
     assert "directives" in work["payload"]
+    assert work["payload"]["timeLimitSeconds"] == 600  # the agent's limit on this turn
     await comm.send_json_to({"type": "ack", "id": work["id"]})
     await comm.send_json_to({"type": "ack", "id": work["id"]})  # idempotent: no error
     assert await comm.receive_nothing(timeout=0.3)
@@ -163,7 +164,7 @@ async def test_one_wake_up_is_claimed_once_by_the_connections_of_a_process(
 ):
     """Every connection hears a wake-up; only the first with room claims. The others' claims
     would come back empty: they are not made."""
-    from agents import gateway
+    from work import gateway
 
     token = await sync_to_async(agent_session)(nova)
     claims = []
@@ -295,15 +296,14 @@ async def test_bad_frames_get_error_frames_and_the_socket_stays_open(alice, chan
         ('{"type": "configure", "prefetch": 0}', "bad_frame"),
         ('{"type": "post", "conversationId": "nope", "body": "x"}', "conversation_not_found"),
         (f'{{"type": "post", "conversationId": "{channel.id}", "body": 5}}', "bad_frame"),
-        (
-            f'{{"type": "post", "conversationId": "{channel.id}", "body": "   "}}',
-            "conversation_invalid",
-        ),
+        (f'{{"type": "post", "conversationId": "{channel.id}", "body": "   "}}', "bad_frame"),
     ]
     for raw, code in cases:
         await comm.send_to(text_data=raw)
         frame = await next_frame(comm)
         assert frame["type"] == "error" and frame["code"] == code, (raw, frame)
+    # A refused field is named, as REST names it.
+    assert frame["fields"] == {"body": "This field may not be blank."}
     assert await Message.objects.acount() == 0
     await comm.send_json_to({"type": "configure", "prefetch": 2})
     assert (await next_frame(comm)) == {"type": "configured", "prefetch": 2, "tasks": 1}
@@ -511,7 +511,7 @@ async def test_acks_that_arrive_during_a_write_are_written_together(
 async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offered_again(
     alice, channel, nova, monkeypatch
 ):
-    from agents import gateway
+    from work import gateway
 
     await post(alice, channel, "survives a failed ack")
     token = await sync_to_async(agent_session)(nova)

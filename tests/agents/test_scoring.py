@@ -3,10 +3,12 @@ deterministic ties."""
 
 import pytest
 
-from agents import actions, scoring, tasks
-from agents.models import Task
+from agents import actions
 from agntchat.core import presence
 from agntchat.core.exceptions import AppError
+from conversations import scoring, tasks
+from conversations.models import Task
+from conversations.usage import record_usage
 
 pytestmark = pytest.mark.django_db
 
@@ -101,7 +103,7 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
     from django.db import connection
     from django.utils import timezone
 
-    from agents.models import TurnUsage
+    from conversations.models import TurnUsage
     from tests.plans import executed_plan, selects_run_by, table_rows_read
 
     ada, bea = pair
@@ -114,8 +116,8 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
     TurnUsage.objects.bulk_create(old)
     TurnUsage.objects.filter(agent=ada).update(created_at=long_ago)
     for _ in range(scoring.RECENT_TURNS):
-        actions.record_usage(ada, team_a.id, {"cost_usd": 0.1, "latency_ms": 1000})
-        actions.record_usage(bea, team_a.id, {"latency_ms": 10_000})
+        record_usage(ada, team_a.id, {"cost_usd": 0.1, "latency_ms": 1000})
+        record_usage(bea, team_a.id, {"latency_ms": 10_000})
     task, statements = selects_run_by(
         lambda: tasks.create_task(alice, team_a, None, "research this")
     )
@@ -123,8 +125,8 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
     assert parts["Ada"]["cost"] == 0.5 and parts["Ada"]["latency"] == round(1 / 1.1, 4)
     assert parts["Bea"]["cost"] == 0.5 and parts["Bea"]["latency"] == 0.5
     # The statement as the application ran it: the usage rows its plan reads.
-    (window,) = [(sql, p) for sql, p in statements if "agents_turnusage" in sql]
+    (window,) = [(sql, p) for sql, p in statements if "conversations_turnusage" in sql]
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE agents_turnusage")
+        cursor.execute("ANALYZE conversations_turnusage")
     plan = executed_plan(*window)
-    assert table_rows_read(plan, "agents_turnusage") <= 2 * 2 * scoring.RECENT_TURNS
+    assert table_rows_read(plan, "conversations_turnusage") <= 2 * 2 * scoring.RECENT_TURNS

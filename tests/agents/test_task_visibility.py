@@ -7,9 +7,9 @@ read that conversation, so he sees nothing of the task either.
 import pytest
 from django.test import Client
 
-from agents import tasks
-from agents.models import Task
+from conversations import tasks
 from conversations.actions import create_conversation
+from conversations.models import Task
 from tests.socket_helpers import TopicInbox
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from agents import tasks
-from agents.models import Task, TaskEvent, TurnUsage
-from conversations.models import Message
+from conversations import tasks
+from conversations.models import Message, Task, TaskEvent, TurnUsage
 from tests.conftest import agent_session, client_for
 from tests.socket_helpers import agent_communicator, drain, next_frame
 

@@ -2,12 +2,14 @@
 frames, Charlie (another workspace) sees nothing."""
 
 from html.parser import HTMLParser
+from importlib import import_module
 
 import pytest
+from django.apps import apps as django_apps
 
 from agntchat.core.exceptions import AppError
 from agntchat.core.validation import MAX_JSON_DEPTH
-from artifacts import actions, frames
+from artifacts import actions, frames, rendering
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion
 from conversations import actions as conversation_actions
 from conversations.models import Message
@@ -230,6 +232,90 @@ def test_a_publish_that_fails_while_answering_leaves_nothing_behind(
     assert counts() == before
 
 
+DEEP_HTML = {
+    "nested divs": "<div>" * 30_000 + "x" + "</div>" * 30_000,
+    "formatting reopened in every paragraph": "".join(f"<p><b id={i}></p>x" for i in range(20_000)),
+}
+
+
+@pytest.fixture
+def sanitised(monkeypatch):
+    """The length of each page the sanitiser is handed (it is ours: wrapped, not replaced)."""
+    pages = []
+    real = rendering.sanitize_html
+
+    def counted(html):
+        pages.append(len(html))
+        return real(html)
+
+    monkeypatch.setattr(rendering, "sanitize_html", counted)
+    return pages
+
+
+@pytest.mark.parametrize("content", DEEP_HTML.values(), ids=DEEP_HTML.keys())
+def test_it_refuses_html_pages_nested_too_deeply_before_sanitising(
+    alice, channel, nova, api, sanitised, content
+):
+    artifact_id = publish(api(alice), channel, kind="html", content="<p>v1</p>").json()["id"]
+    sanitised.clear()
+    before = counts()
+    published = publish(api(alice), channel, kind="html", content=content)
+    edited = api(alice).post(
+        f"/api/v1/artifacts/{artifact_id}/versions/", {"content": content}, format="json"
+    )
+    for response in (published, edited):
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "artifact_invalid"
+        assert response.json()["error"]["fields"] == {"content": "Nested too deeply."}
+    frame = {"conversationId": str(channel.id), "title": "T", "kind": "html", "content": content}
+    with pytest.raises(AppError) as refused:
+        frames.publish_artifact(nova, {"type": "artifact.publish", **frame})
+    assert refused.value.code == "artifact_invalid"
+    assert sanitised == []  # refused before the slow part ever ran
+    assert counts() == before
+
+
+def test_reads_serve_the_page_sanitised_once_when_stored(
+    alice, team_a, channel, api, client, sanitised
+):
+    page = "<h1>Plan</h1><p onclick='steal()'>safe <b>text</b></p><script>alert(1)</script>"
+    created = publish(api(alice), channel, kind="html", content=page).json()
+    assert sanitised == [len(page)]
+    stored = ArtifactVersion.objects.get(artifact_id=created["id"])
+    assert stored.rendered == created["version"]["srcdoc"] == "<h1>Plan</h1><p>safe <b>text</b></p>"
+    client.force_login(alice)
+    base = f"/api/v1/artifacts/{created['id']}"
+    page_url = f"/w/{team_a.id}/artifacts/{created['id']}/"
+    reads = [
+        api(alice).get(f"{base}/"),
+        api(alice).get(f"{base}/versions/"),
+        api(alice).get(f"{base}/versions/1/"),
+        client.get(page_url),
+    ]
+    assert [response.status_code for response in reads] == [200, 200, 200, 200]
+    assert sanitised == [len(page)]  # no read sanitised anything
+    # What reads serve is the stored rendering itself.
+    ArtifactVersion.objects.filter(pk=stored.pk).update(rendered="<p>as stored</p>")
+    assert api(alice).get(f"{base}/").json()["version"]["srcdoc"] == "<p>as stored</p>"
+    assert api(alice).get(f"{base}/versions/1/").json()["srcdoc"] == "<p>as stored</p>"
+    assert 'srcdoc="&lt;p&gt;as stored&lt;/p&gt;"' in client.get(page_url).content.decode()
+
+
+def test_the_migration_renders_the_versions_already_stored(alice, channel):
+    actions.publish_artifact(alice, channel, "Doc", "markdown", "# Title")
+    actions.publish_artifact(alice, channel, "Page", "html", "<p>x<script>y()</script>")
+    deep = actions.publish_artifact(alice, channel, "Deep", "json", "[1]")
+    # As versions stood before the column: no rendering, and content stored before the limits.
+    ArtifactVersion.objects.update(rendered="")
+    ArtifactVersion.objects.filter(artifact=deep).update(content="[" * 5_000 + "]" * 5_000)
+    migration = import_module("artifacts.migrations.0003_artifactversion_rendered")
+    migration.render_stored_versions(django_apps, None)
+    rendered = dict(ArtifactVersion.objects.values_list("artifact__title", "rendered"))
+    assert rendered["Doc"] == "<h1>Title</h1>\n"
+    assert rendered["Page"] == "<p>x</p>"
+    assert rendered["Deep"].startswith("<pre><code>[[[")
+
+
 def test_it_hides_artifacts_from_outsiders_on_every_endpoint(
     alice, bob, charlie, team_a, team_b, channel, nova, api, django_capture_on_commit_callbacks
 ):
@@ -367,7 +453,7 @@ def test_it_refuses_bad_artifact_frames_and_stores_nothing(alice, team_a, channe
     for change, code in [
         ({"title": 7}, "bad_frame"),
         ({"content": None}, "bad_frame"),
-        ({"kind": "exe"}, "artifact_invalid"),
+        ({"kind": "exe"}, "bad_frame"),
         ({"content": "x" * (actions.MAX_CONTENT_BYTES + 1)}, "artifact_invalid"),
         ({"conversationId": str(dm.id)}, "conversation_not_found"),
         ({"conversationId": "nope"}, "conversation_not_found"),

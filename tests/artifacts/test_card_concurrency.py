@@ -6,10 +6,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from agents.models import Task
 from artifacts import actions, frames
 from artifacts.exceptions import ActionUsed
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,15 +7,15 @@ from html import escape
 import pytest
 from django.contrib.admin.sites import site
 
-from agents.models import Task
 from agntchat.core.exceptions import AppError
 from artifacts import actions, frames
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import render_card_html
+from artifacts.cards_store import seal_card_payload
 from artifacts.exceptions import CardInvalid
 from artifacts.models import CardTemplate
 from conversations import actions as conversation_actions
-from conversations.models import Delivery, Message
+from conversations.models import Delivery, Message, Task
 from tests.conftest import agent_session, make_person
 from tests.socket_helpers import TopicInbox
 
@@ -253,7 +253,7 @@ def test_email_draft_send_and_save_become_tasks_for_the_author(alice, channel, n
 
 
 def test_it_refuses_the_buttons_of_a_card_a_person_posted(alice, bob, channel, api):
-    card_message = conversation_actions.post_message(alice, channel, "", payload={"card": hotels()})
+    card_message = actions.post_card(alice, channel, hotels())
     before = (Message.objects.count(), Task.objects.count())
     response = click(api(bob), card_message, 0, "book")
     assert response.status_code == 409
@@ -352,9 +352,9 @@ def test_it_rejects_malformed_cards_and_stores_nothing(alice, channel, nova, car
         frames.post_card(nova, frame)
     assert refused.value.code == "card_invalid" and refused.value.status == 400
     assert list(refused.value.fields) == [field]
-    # The same rule holds for anything posting through the pipeline directly.
+    # The same rule holds for anything posting a card without a frame.
     with pytest.raises(CardInvalid):
-        conversation_actions.post_message(nova, channel, "look", payload={"card": card})
+        actions.post_card(nova, channel, card, "look")
     assert (Message.objects.count(), Delivery.objects.count()) == before
 
 
@@ -367,9 +367,9 @@ def test_it_refuses_a_card_frame_without_a_card(channel, nova):
 
 def test_a_poster_cannot_forge_outcomes_or_a_layout(channel, nova):
     forged = {"card": hotels(), "card_outcomes": {"0:book": {"status": "done"}}, "card_layout": {}}
-    message = conversation_actions.post_message(nova, channel, "", payload=forged)
-    assert "card_outcomes" not in message.payload
-    assert message.payload["card_layout"]["template"] == "hotels"
+    payload = seal_card_payload(forged)
+    assert "card_outcomes" not in payload
+    assert payload["card_layout"]["template"] == "hotels"
 
 
 def test_staff_edit_templates_in_the_admin_with_validation_and_versions(client):

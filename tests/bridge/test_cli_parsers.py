@@ -308,6 +308,37 @@ async def test_cancelling_the_task_kills_the_cli(fake, tmp_path, monkeypatch):
     assert not alive(fake()[0]["pid"])
 
 
+async def test_a_turn_past_its_time_limit_kills_the_cli_and_fails(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_partial.jsonl"))
+    monkeypatch.setenv("FAKE_CLI_HANG", "1")  # prints a little, then hangs for a minute
+    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"))
+    events = []
+    with pytest.raises(BackendError) as failed:
+        await asyncio.wait_for(
+            run_to_result(
+                backend,
+                Turn("", "", "hi", [], workdir=workdir(tmp_path)),
+                events.append,
+                time_limit=1,
+            ),
+            10,
+        )
+    assert str(failed.value) == "the turn ran past its time limit of 1 second and was stopped"
+    assert events and events[0].kind == "session"  # it was under way, not refused at the start
+    record = fake()[0]
+    assert not alive(record["pid"])
+    await asyncio.sleep(0.1)  # the CLI's own child dies by the same signal to the group
+    assert not alive(record["child_pid"])
+
+
+async def test_a_turn_within_its_time_limit_is_untouched(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_success.jsonl"))
+    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"))
+    turn = Turn("", "", "hi", [], workdir=workdir(tmp_path))
+    result = await run_to_result(backend, turn, time_limit=30)
+    assert result.text == "The build is green: 42 tests passed."
+
+
 async def test_codex_backend_end_to_end_with_resume_and_usage_deltas(fake, tmp_path, monkeypatch):
     backend = make_backend("codex_cli", executable=str(FAKE_BIN / "codex"))
     wd = workdir(tmp_path)

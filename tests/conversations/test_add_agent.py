@@ -4,7 +4,7 @@ person must be able to read the conversation and the agent must appear in its wo
 import pytest
 
 from agents import actions as agent_actions
-from conversations import actions
+from conversations import live
 from conversations.actions import add_agent_to_conversation, create_conversation
 from conversations.exceptions import ConversationNotFound, ConversationRule
 from conversations.models import Participant
@@ -18,7 +18,7 @@ def published(monkeypatch):
     """Events the actions hand to the channel layer: (topics, event type)."""
     sent = []
     monkeypatch.setattr(
-        actions, "publish_many", lambda topics, event: sent.append((topics, event["event"]["type"]))
+        live, "publish_many", lambda topics, event: sent.append((topics, event["event"]["type"]))
     )
     return sent
 

@@ -127,7 +127,7 @@ def test_outsiders_get_404_and_nothing_is_written(alice, charlie, channel, team_
         ).status_code
         == 404
     )
-    other = actions.create_conversation(charlie, team_b, kind="channel")
+    other = actions.create_conversation(charlie, team_b, kind="channel", title="shop")
     assert (
         client.get(f"/api/v1/conversations/{other.id}/messages/?after={message.id}").status_code
         == 404

@@ -9,9 +9,9 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from agents import gateway
-from conversations import actions
-from conversations.models import Conversation, Delivery, TurnDecision
+from conversations import actions, deliveries
+from conversations.models import Conversation, Delivery, Participant, TurnDecision
+from work import gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,7 @@ def test_an_agents_message_reaches_another_agent_within_the_claim_budget(alice, 
     from conversations import actions
 
     vega = agent_actions.create_agent(alice, name="Vega", handle="vega", backend="scripted")
-    actions.add_participant(channel, agent=vega)
+    Participant.objects.create(conversation=channel, agent=vega)
     actions.post_message(nova, channel, "@vega over to you")
     with CaptureQueriesContext(connection) as claim:
         frames = gateway.claim_work(vega, "c1", {"message": 8})
@@ -71,7 +71,7 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
     send it: posts queued behind each other, and a second web process added nothing
     (docs/benchmarks.md, ninth session). A plain post is one statement on its own."""
     probes = []
-    wake = actions.wake_agents
+    wake = deliveries.wake_agents
 
     def probe_then_wake(deliveries):
         # Right after the post's write, before anything else: may another connection lock the row?
@@ -90,7 +90,7 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
         prober.join()
         wake(deliveries)
 
-    monkeypatch.setattr(actions, "wake_agents", probe_then_wake)
+    monkeypatch.setattr(deliveries, "wake_agents", probe_then_wake)
     client = api(alice)
     url = f"/api/v1/conversations/{channel.id}/messages/"
     assert client.post(url, {"body": "one"}, format="json").status_code == 201

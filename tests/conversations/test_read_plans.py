@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, Participant
 from tests.conftest import built_once, make_cast
 from tests.plans import (
     LONG_TABLES,
@@ -120,7 +120,7 @@ def test_the_sidebar_reads_what_it_lists(client, busy, plan_cache_mode):
     alice, bob, nova = busy.alice, busy.bob, busy.nova
     channel = busy.channel  # 3,000 messages Bob has never read
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     agents_thread = Conversation.objects.get(kind="thread")
     bobs_dm = actions.create_conversation(
@@ -129,7 +129,7 @@ def test_the_sidebar_reads_what_it_lists(client, busy, plan_cache_mode):
     bobs_thread = Conversation.objects.create(
         workspace=channel.workspace, kind="thread", title="Bob's side thread"
     )
-    actions.add_participant(bobs_thread, user=bob)
+    Participant.objects.create(conversation=bobs_thread, user=bob)
     client.force_login(bob)
     set_plan_cache_mode(plan_cache_mode)
     try:
@@ -159,7 +159,7 @@ def test_the_conversation_list_reads_no_history(api, busy, plan_cache_mode):
 
     alice, bob, nova, channel = busy.alice, busy.bob, busy.nova, busy.channel
     rex = create_agent(alice, name="Rex", handle="rex", backend="scripted")
-    actions.add_participant(channel, agent=rex)
+    Participant.objects.create(conversation=channel, agent=rex)
     actions.post_message(nova, channel, 'Mine.\n<dm target="Rex">Check the costs?</dm>')
     off_channel = Conversation.objects.get(kind="thread")
     dm = actions.create_conversation(

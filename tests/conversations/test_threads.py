@@ -10,9 +10,9 @@ from django.utils import timezone
 from agents import actions as agent_actions
 from agntchat.core.exceptions import AppError
 from conversations import threads
-from conversations.actions import add_participant, create_conversation, post_message
-from conversations.models import Conversation, Delivery, Message
-from tests.conftest import agent_session
+from conversations.actions import create_conversation, post_message
+from conversations.models import Conversation, Delivery, Message, Participant
+from tests.conftest import agent_session, directives_for
 from tests.socket_helpers import agent_communicator, next_frame
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,7 @@ def test_a_tag_opens_exactly_one_thread_and_wakes_the_target(room, api, alice):
 def test_a_tag_for_two_targets_wakes_both_with_the_message(room, alice):
     conversation, nova, rex = room
     vega = agent_actions.create_agent(alice, name="Vega", handle="vega", backend="scripted")
-    add_participant(conversation, agent=vega)
+    Participant.objects.create(conversation=conversation, agent=vega)
     post_message(nova, conversation, 'Over to you.\n<dm target="Rex, Vega">Split the costs?</dm>')
     first = Conversation.objects.get(kind="thread").messages.get()
     # Both deliveries are written in the statement that stores the message.
@@ -158,12 +158,11 @@ def test_silence_never_resolves_an_idle_thread_is_abandoned(room):
 
 
 def test_the_wording_setting_controls_what_agents_are_told(room, alice):
-    from agents import directives
     from conversations.actions import update_settings
 
     conversation, nova, _ = room
     message = post_message(alice, conversation, "hello")
-    assert "<dm target=" in directives.for_message(nova, message)["volatile"]
+    assert "<dm target=" in directives_for(nova, message)["volatile"]
     update_settings(
         alice, conversation, {"side_threads": {"wording": "Use private threads sparingly."}}
     )
@@ -171,12 +170,11 @@ def test_the_wording_setting_controls_what_agents_are_told(room, alice):
     message.refresh_from_db()
     assert (
         "Use private threads sparingly."
-        in directives.for_message(nova, Message.objects.get(pk=message.pk))["volatile"]
+        in directives_for(nova, Message.objects.get(pk=message.pk))["volatile"]
     )
     update_settings(alice, conversation, {"side_threads": {"enabled": False}})
     assert (
-        "Side threads"
-        not in directives.for_message(nova, Message.objects.get(pk=message.pk))["volatile"]
+        "Side threads" not in directives_for(nova, Message.objects.get(pk=message.pk))["volatile"]
     )
 
 

@@ -10,7 +10,7 @@ from django.db import connection
 from agents import actions as agent_actions
 from agents.models import Agent
 from agntchat.core.exceptions import AppError
-from conversations import turns
+from conversations import caps, turns
 from conversations.access import access_conversation
 from conversations.actions import create_conversation, post_message, update_settings
 from conversations.models import Conversation, Delivery, Message, TurnDecision
@@ -126,7 +126,7 @@ class TestWhoSpeaksNext:
         message = post_message(alice, cast["room"], "Please review the budget numbers")
         rex_delivery = Delivery.objects.get(message=message, agent=cast["rex"])
         Delivery.objects.filter(pk=rex_delivery.pk).update(claimed_by="c1")
-        from agents.gateway import ack_work
+        from work.gateway import ack_work
 
         ack_work(rex_delivery.id, "c1")
         assert woken(message) == ["Gus", "Rex"]
@@ -161,10 +161,10 @@ class TestLoopGuard:
         self, alice, cast, api
     ):
         room, nova, rex = cast["room"], cast["nova"], cast["rex"]
-        for i in range(turns.GROUP_CAP):
+        for i in range(caps.GROUP_CAP):
             assert post_message(nova, room, f"agent chatter {i}").held_at is None
         room.refresh_from_db()
-        assert room.agent_streak == 6 and turns.is_capped(room)
+        assert room.agent_streak == 6 and caps.is_capped(room)
         held = post_message(rex, room, "@nova one more")
         assert held.held_at is not None and woken(held) == []
         listed = api(alice).get(f"/api/v1/conversations/{room.id}/messages/").json()["results"]
@@ -183,7 +183,7 @@ class TestLoopGuard:
     def test_a_persons_post_in_its_own_transaction_releases_the_held_posts(self, alice, cast, api):
         # As in a running server: the post's write commits alone, the release after it.
         room, nova = cast["room"], cast["nova"]
-        for i in range(turns.GROUP_CAP + 2):
+        for i in range(caps.GROUP_CAP + 2):
             post_message(nova, room, f"agent chatter {i}")
         assert Message.objects.filter(conversation=room, held_at__isnull=False).count() == 2
         url = f"/api/v1/conversations/{room.id}/messages/"
@@ -199,11 +199,11 @@ class TestLoopGuard:
         # One post short of the cap, eight agent posts arrive at the same time, each on its own
         # connection: the check against the cap and the count may not race.
         room = cast["room"]
-        Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP - 1)
+        Conversation.objects.filter(pk=room.pk).update(agent_streak=caps.GROUP_CAP - 1)
         agents = [cast["nova"], cast["rex"], cast["gus"]] * 3
         post_at_once([(agents[i], room.pk, f"{agents[i].name} {i}") for i in range(8)])
         room.refresh_from_db()
-        assert room.agent_streak == turns.GROUP_CAP
+        assert room.agent_streak == caps.GROUP_CAP
         stored = Message.objects.filter(conversation=room)
         assert stored.count() == 8
         assert stored.filter(held_at__isnull=False).count() == 7
@@ -215,7 +215,7 @@ class TestLoopGuard:
         room = cast["room"]
         agents = [cast["nova"], cast["rex"], cast["gus"]]
         for attempt in range(5):
-            Conversation.objects.filter(pk=room.pk).update(agent_streak=turns.GROUP_CAP)
+            Conversation.objects.filter(pk=room.pk).update(agent_streak=caps.GROUP_CAP)
             post_at_once(
                 [(alice, room.pk, f"person {attempt}")]
                 + [(agent, room.pk, f"{agent.name} {attempt}") for agent in agents]
@@ -223,11 +223,11 @@ class TestLoopGuard:
             room.refresh_from_db()
             held = Message.objects.filter(conversation=room, held_at__isnull=False).count()
             # Held posts wait for a person only while agents are over the streak they count.
-            assert held == 0 or room.agent_streak >= turns.GROUP_CAP, (attempt, held)
+            assert held == 0 or room.agent_streak >= caps.GROUP_CAP, (attempt, held)
 
     def test_a_one_to_one_is_capped_sooner_and_caps_are_configurable(self, alice, team_a, cast):
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
-        for i in range(turns.DIRECT_CAP):
+        for i in range(caps.DIRECT_CAP):
             assert post_message(cast["nova"], dm, f"m{i}").held_at is None
         assert post_message(cast["nova"], dm, "too many").held_at is not None
         # A post reads the cap from the conversation as loaded: every request loads it anew.
@@ -240,22 +240,22 @@ class TestLoopGuard:
         response = api(alice).patch(url, {"loopGuard": {"groupCap": 2, "directCap": 3}}, "json")
         assert response.status_code == 200, response.json()
         room.refresh_from_db()
-        assert turns.cap_for(room) == 2
+        assert caps.cap_for(room) == 2
         # null clears one cap (the settings page sends it for an emptied field); the other stays.
         response = api(alice).patch(url, {"loopGuard": {"groupCap": None}}, "json")
         assert response.status_code == 200, response.json()
         assert response.json()["settings"]["loopGuard"] == {"directCap": 3}
         room.refresh_from_db()
-        assert turns.cap_for(room) == turns.GROUP_CAP
+        assert caps.cap_for(room) == caps.GROUP_CAP
 
     def test_capped_shows_in_the_api(self, alice, cast, api):
-        for i in range(turns.GROUP_CAP):
+        for i in range(caps.GROUP_CAP):
             post_message(cast["nova"], cast["room"], f"m{i}")
         body = api(alice).get(f"/api/v1/conversations/{cast['room'].id}/").json()
         assert body["capped"] is True and body["agentStreak"] == 6
 
     def test_agents_are_not_woken_while_capped(self, alice, cast):
-        for i in range(turns.GROUP_CAP - 1):
+        for i in range(caps.GROUP_CAP - 1):
             post_message(cast["gus"], cast["room"], f"chatter {i}")
         last = post_message(cast["gus"], cast["room"], "@nova research this please")
         # The sixth message is stored, but it reached the cap: nobody is woken by it.
@@ -273,22 +273,22 @@ class TestAnswersToPeople:
         answers = [post_message(nova, dm, f"answer {i}", reply_to=m) for i, m in enumerate(burst)]
         assert [a.held_at for a in answers] == [None] * 10
         dm.refresh_from_db()
-        assert dm.agent_streak == 0 and not turns.is_capped(dm)
+        assert dm.agent_streak == 0 and not caps.is_capped(dm)
 
     def test_an_answer_while_agents_are_at_the_cap_is_shown_but_wakes_nobody(self, alice, cast):
         room, nova, rex = cast["room"], cast["nova"], cast["rex"]
         question = post_message(alice, room, "@nova what does the literature say?")
-        for i in range(turns.GROUP_CAP):
+        for i in range(caps.GROUP_CAP):
             post_message(rex, room, f"chatter {i}")
         answer = post_message(nova, room, "@rex see the literature", reply_to=question)
         assert answer.held_at is None and woken(answer) == []
         room.refresh_from_db()
-        assert room.agent_streak == turns.GROUP_CAP
+        assert room.agent_streak == caps.GROUP_CAP
 
     def test_only_the_first_answer_to_a_message_delivered_to_the_agent_is_free(
         self, alice, team_a, cast
     ):
-        from agents.gateway import ack_work
+        from work.gateway import ack_work
 
         room, nova, rex, gus = cast["room"], cast["nova"], cast["rex"], cast["gus"]
         to_nova = post_message(alice, room, "@nova what does the literature say?")
@@ -338,7 +338,7 @@ class TestAnswersToPeople:
         for racer in racers:
             racer.join()
         dm.refresh_from_db()
-        assert dm.agent_streak == turns.DIRECT_CAP  # 5 counted, capped at 4
+        assert dm.agent_streak == caps.DIRECT_CAP  # 5 counted, capped at 4
         assert Message.objects.filter(conversation=dm, held_at__isnull=False).count() == 1
 
 
@@ -375,7 +375,7 @@ async def test_an_agent_signals_done_over_the_socket(alice, cast):
 class TestDelegation:
     def test_at_agent_please_creates_a_real_task_for_it(self, alice, cast):
         message = post_message(alice, cast["room"], "@nova please summarise the latest research")
-        from agents.models import Task
+        from conversations.models import Task
 
         task = Task.objects.get()
         assert (
@@ -386,7 +386,7 @@ class TestDelegation:
         assert woken(message) == []  # the task is the work; no chat turn on top
 
     def test_slash_task_without_a_name_picks_the_owner_by_score(self, alice, cast):
-        from agents.models import Task
+        from conversations.models import Task
 
         post_message(alice, cast["room"], "/task prepare the budget forecast")
         task = Task.objects.get()
@@ -395,8 +395,8 @@ class TestDelegation:
         assert [c["name"] for c in task.owner_scores["candidates"]][0] == "Rex"
 
     def test_a_task_delegated_in_a_dm_keeps_its_chatter_out_of_the_dm(self, alice, team_a, cast):
-        from agents import tasks
-        from agents.models import Task
+        from conversations import tasks
+        from conversations.models import Task
 
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[cast["nova"].id])
         post_message(alice, dm, "/task @nova dig into the literature on caching")
@@ -429,7 +429,7 @@ class TestDelegation:
 @pytest.mark.django_db(transaction=True)
 async def test_a_held_post_is_acknowledged_to_the_agent_as_held(alice, cast):
     nova, room = cast["nova"], cast["room"]
-    for i in range(turns.GROUP_CAP):
+    for i in range(caps.GROUP_CAP):
         await sync_to_async(post_message)(cast["gus"], room, f"chatter {i}")
     comm = agent_communicator(await sync_to_async(agent_session)(nova))
     assert (await comm.connect())[0]

@@ -4,8 +4,8 @@ against a real daphne server on the test database, with real agent bridges."""
 import copy
 import os
 import shlex
+import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +15,13 @@ from playwright.sync_api import expect
 from artifacts.card_library import SEED_TEMPLATES
 from workspaces.models import User
 
-CHROMIUM = "/usr/bin/chromium"
+# Debian's Chromium, or another given by CHROMIUM. Without one the browser tests are skipped,
+# saying so (make test lists skips with their reasons).
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+NO_CHROMIUM = (
+    f"no Chromium at {CHROMIUM}: the browser tests need it "
+    "(Debian/Ubuntu: apt-get install chromium; elsewhere set CHROMIUM=/path/to/chromium)"
+)
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -88,13 +94,15 @@ def shot(page, name: str) -> None:
 
 
 def run_bridge_command(command: str, workdir, options: str = "{}"):
-    """Run the `agntchat-bridge --url … --key …` line the agent page shows, as shown."""
+    """Run the `…/agntchat-bridge --url … --key …` line the agent page shows, as shown, in a
+    fresh shell's environment (the virtualenv not activated)."""
     args = shlex.split(command)
-    assert args[0] == "agntchat-bridge" and args[1] == "--url" and args[3] == "--key", command
-    assert args[4].startswith("agk_"), command
+    assert Path(args[0]).is_absolute() and Path(args[0]).name == "agntchat-bridge", command
+    assert args[1] == "--url" and args[3] == "--key" and args[4].startswith("agk_"), command
+    fresh = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     return subprocess.Popen(
-        [sys.executable, "-m", "agents.bridge", *args[1:], "--workdir", str(workdir)],
-        env=dict(os.environ, AGNTCHAT_BACKEND_OPTIONS=options),
+        [*args, "--workdir", str(workdir)],
+        env=dict(fresh, PATH="/usr/bin:/bin", AGNTCHAT_BACKEND_OPTIONS=options),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -4,6 +4,7 @@ docs/screenshots/ (laptop and phone widths) as the story goes.
 
 Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py."""
 
+import os
 import re
 
 import pytest
@@ -11,18 +12,20 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from agents import actions as agent_actions
-from agents import tasks
-from agents.models import Agent, Task
+from agents.models import Agent
 from agntchat.core import claims
+from agntchat.ui.agent_pages import bridge_program
 from artifacts import actions as artifact_actions
 from artifacts.models import Artifact
-from conversations.actions import add_participant, create_conversation, post_message
-from conversations.models import Conversation, Message
+from conversations import tasks
+from conversations.actions import create_conversation, post_message
+from conversations.models import Conversation, Message, Participant, Task
 from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     LAPTOP,
+    NO_CHROMIUM,
     PASSWORD,
     PHONE,
     WAIT,
@@ -37,7 +40,11 @@ from tests.ui.browser import (
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
 
 
 @pytest.fixture
@@ -113,7 +120,7 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     page.get_by_role("button", name="Create key").click()
     command = page.locator("#bridge-command")
     expect(command).to_contain_text("--key agk_")
-    assert command.inner_text().startswith(f"agntchat-bridge --url {server.url} --key agk_")
+    assert command.inner_text().startswith(f"{bridge_program()} --url {server.url} --key agk_")
     expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
     bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
     # The page notices the bridge come online by itself.
@@ -227,7 +234,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     bob.wait_for_timeout(600)  # a sidebar refetch waits 250 ms for more of the same
     assert sidebar_fetches == []
     # Alice takes part in it: she opens it inline and resolves it; Bob's card follows live.
-    orm(add_participant, thread, user=alice_user)
+    orm(Participant.objects.create, conversation=thread, user=alice_user)
     page.reload()
     card.get_by_role("button", name=re.compile("Nova ↔ Rex")).click()
     expect(card.locator(".msg", has_text="Can you verify the tides?")).to_be_visible()
@@ -240,7 +247,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     assert orm(lambda: Conversation.objects.get(pk=thread.pk).thread_status) == "resolved"
 
     # A result card renders; its button sends the click to Nova, whose follow-up arrives live.
-    cards = orm(post_message, nova, general, "", payload={"card": hotel_card()})
+    cards = orm(artifact_actions.post_card, nova, general, hotel_card())
     result = page.locator(f'[data-message-id="{cards.id}"]')
     expect(result.locator(".cards")).to_contain_text("Memmo Alfama", timeout=WAIT)
     expect(bob.locator(f'[data-message-id="{cards.id}"] .cards')).to_contain_text("Memmo Alfama")

@@ -4,11 +4,11 @@ anything it should not. Alice owns team A with Bob; Charlie is an outsider with 
 import pytest
 
 from agents import actions as agent_actions
-from agents.tasks import create_task
 from agntchat.ui.shell import UNREAD_CAP
 from artifacts.actions import publish_artifact
 from conversations.actions import post_message
 from conversations.models import Conversation, Participant
+from conversations.tasks import create_task
 from workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
@@ -238,7 +238,7 @@ def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settin
 
     from django.core.management import call_command
 
-    from workspaces.management.commands.seed_demo import demo_password
+    from agntchat.ui.management.commands.seed_demo import demo_password
 
     settings.VAR_DIR = tmp_path  # the demo's password and key files
     call_command("seed_demo", stdout=StringIO())
@@ -250,11 +250,28 @@ def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settin
     assert "Say hi to @scout" in response.content.decode()
 
 
+def test_the_bridge_command_shown_runs_in_a_fresh_shell(client, alice, team_a, nova):
+    import re
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    client.force_login(alice)
+    page = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
+    program = shlex.split(re.search(r'data-program="([^"]+)"', page).group(1))[0]
+    assert Path(program).is_absolute() and Path(program).name == "agntchat-bridge"
+    # Not on a fresh shell's PATH, and needing no activated virtualenv: it still runs.
+    shown = subprocess.run(
+        [program, "--help"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "--key" in shown.stdout, shown.stderr
+
+
 def test_the_task_list_shows_each_tasks_latest_progress_in_one_read(client, alice, team_a, nova):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from agents.tasks import mark_started, record_event
+    from conversations.tasks import mark_started, record_event
 
     def add_running_task(i):
         task = create_task(alice, team_a, nova, f"Task {i}")
@@ -285,9 +302,9 @@ def test_no_page_reads_once_per_row_it_shows(client, alice, bob, team_a, channel
     from django.test.utils import CaptureQueriesContext
 
     from agents.actions import create_agent_key, set_personality
-    from agents.tasks import mark_started, record_event
     from artifacts.actions import comment_on_artifact, update_artifact
     from conversations.actions import create_conversation
+    from conversations.tasks import mark_started, record_event
 
     def queries_per_page() -> dict:
         counts = {}

@@ -5,7 +5,15 @@ from django.core.management import call_command
 from django.db import connection
 
 from workspaces import actions
-from workspaces.models import ApiToken, Credential, Invitation, Membership, User, Workspace
+from workspaces.models import (
+    ApiToken,
+    Credential,
+    Invitation,
+    Membership,
+    User,
+    Workspace,
+    ensure_personal_workspace,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -72,14 +80,14 @@ class TestPersonalWorkspace:
     def test_saving_again_does_not_create_a_second_one(self, alice):
         alice.display_name = "Alice"
         alice.save()
-        actions.ensure_personal_workspace(alice)
+        ensure_personal_workspace(alice)
         assert Workspace.objects.filter(owner=alice, kind="personal").count() == 1
 
     def test_it_cannot_be_deleted(self, alice, api):
         personal = Workspace.objects.get(owner=alice, kind="personal")
         before = snapshot()
         response = api(alice).delete(f"/api/v1/workspaces/{personal.id}/")
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert response.json()["error"]["code"] == "personal_workspace"
         assert snapshot() == before
 
@@ -89,13 +97,13 @@ class TestPersonalWorkspace:
         response = api(alice).post(
             f"/api/v1/workspaces/{personal.id}/invitations/", {}, format="json"
         )
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert snapshot() == before
 
     def test_its_owner_cannot_leave_it(self, alice, api):
         personal = Workspace.objects.get(owner=alice, kind="personal")
         response = api(alice).post(f"/api/v1/workspaces/{personal.id}/leave/")
-        assert response.status_code == 400
+        assert response.status_code == 409
         assert Membership.objects.filter(workspace=personal, user=alice).exists()
 
     def test_the_admin_cannot_delete_it(self, client, alice):
@@ -180,7 +188,7 @@ class TestTeamWorkspaces:
                 {"role": "member"},
                 format="json",
             ).status_code
-            == 400
+            == 409
         )
         assert (
             client.patch(
@@ -191,9 +199,9 @@ class TestTeamWorkspaces:
             == 400
         )
         assert (
-            client.delete(f"/api/v1/workspaces/{team_a.id}/members/{alice.id}/").status_code == 400
+            client.delete(f"/api/v1/workspaces/{team_a.id}/members/{alice.id}/").status_code == 409
         )
-        assert client.post(f"/api/v1/workspaces/{team_a.id}/leave/").status_code == 400
+        assert client.post(f"/api/v1/workspaces/{team_a.id}/leave/").status_code == 409
         assert snapshot() == before
 
     def test_admin_and_owner_invite_members_do_not(self, alice, bob, team_a, api):

@@ -112,32 +112,57 @@ def make_backend(name: str, **options) -> Backend:
 
 
 async def run_to_result(
-    backend: Backend, turn: Turn, on_event: Callable[[Event], object] | None = None
+    backend: Backend,
+    turn: Turn,
+    on_event: Callable[[Event], object] | None = None,
+    time_limit: float | None = None,
 ) -> Result:
-    """Drive backend.run(), pass each Event to on_event (sync or async), return the single final Result."""
+    """Drive backend.run(), pass each Event to on_event (sync or async), return the single final
+    Result. Past TIME_LIMIT seconds the turn is cancelled, which kills a CLI's whole process
+    group or aborts an API call, and a BackendError says so."""
     start = time.monotonic()
     result: Result | None = None
     gen = backend.run(turn)
     try:
-        async for item in gen:
-            if result is not None:
-                raise BackendError(f"the {backend.name} backend yielded more after its result")
-            if isinstance(item, Result):
-                result = item
-            elif isinstance(item, Event):
-                if on_event is not None:
-                    maybe = on_event(item)
-                    if inspect.isawaitable(maybe):
-                        await maybe
-            else:
-                raise BackendError(f"the {backend.name} backend yielded {type(item).__name__}")
-    finally:
-        await gen.aclose()
+        async with asyncio.timeout(time_limit) as deadline:
+            try:
+                async for item in gen:
+                    if result is not None:
+                        raise BackendError(
+                            f"the {backend.name} backend yielded more after its result"
+                        )
+                    if isinstance(item, Result):
+                        result = item
+                    elif isinstance(item, Event):
+                        if on_event is not None:
+                            maybe = on_event(item)
+                            if inspect.isawaitable(maybe):
+                                await maybe
+                    else:
+                        raise BackendError(
+                            f"the {backend.name} backend yielded {type(item).__name__}"
+                        )
+            finally:
+                await gen.aclose()
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        raise BackendError(
+            f"the turn ran past its time limit of {duration(time_limit)} and was stopped"
+        ) from None
     if result is None:
         raise BackendError(f"the {backend.name} backend ended without a result")
     if not result.usage.latency_ms:
         result.usage.latency_ms = elapsed_ms(start)
     return result
+
+
+def duration(seconds: float) -> str:
+    """'10 minutes', '1 minute', '90 seconds', '0.5 seconds'."""
+    if seconds >= 60 and seconds % 60 == 0:
+        minutes = int(seconds // 60)
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds:g} second{'s' if seconds != 1 else ''}"
 
 
 def _history(turn: Turn) -> list[dict]:

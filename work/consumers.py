@@ -14,22 +14,24 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.db import close_old_connections
+from django.utils import timezone
 
-from agents import actions, gateway, tasks
-from agents.access import agent_for_session_token, workspaces_of_agent
-from agents.models import Agent, Task
+from agents import actions
+from agents.access import session_for_token, session_is_live, workspaces_of_agent
+from agents.auth import bearer_secret
+from agents.models import Agent
 from agntchat.core import presence
-from agntchat.core.auth import bearer_secret
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
-from agntchat.core.sockets import FrameError, JsonSocket, header
+from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
-from conversations import threads, turns
+from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
-from conversations.models import Message
+from conversations.models import Message, Task
+from conversations.usage import record_usage
+from work import frames, gateway
 
-MAX_PREFETCH = 100
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +55,10 @@ def in_pool(func):
 HANDLED_WAKES: OrderedDict[str, None] = OrderedDict()
 # Open connections per agent in this process: who could have skipped a wake-up.
 LOCAL_CONNECTIONS: Counter = Counter()
+SESSION_ENDED = {
+    "revoked": "The agent key of this session was revoked.",
+    "expired": "The session expired; renew it in time with a 'session.renew' frame.",
+}
 ARTIFACT_FRAMES = {
     "artifact.publish": artifact_frames.publish_artifact,
     "artifact.update": artifact_frames.update_artifact,
@@ -60,37 +66,27 @@ ARTIFACT_FRAMES = {
 }
 
 
-def _prefetch(value) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise FrameError("prefetch must be a whole number from 1 to 100.") from None
-    if not 1 <= number <= MAX_PREFETCH:
-        raise FrameError("prefetch must be a whole number from 1 to 100.")
-    return number
+@database_sync_to_async
+def _session_for(secret):
+    return session_for_token(secret) if secret and secret.startswith("ags_") else None
 
 
 @database_sync_to_async
-def _agent_for(secret):
-    return agent_for_session_token(secret) if secret and secret.startswith("ags_") else None
+def _session_is_live(session_id) -> bool:
+    return session_is_live(session_id)
 
 
 @database_sync_to_async
-def _post(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
-    reply_to = access_message(agent, frame["replyTo"]) if frame.get("replyTo") else None
-    body = frame.get("body")
-    if not isinstance(body, str):
-        raise FrameError("post needs a string 'body'.")
-    kind = Message.Kind.NOTICE if frame.get("notice") is True else Message.Kind.TEXT
-    ref = frame.get("ref")
+def _post(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
+    reply_to = access_message(agent, data["reply_to"]) if data["reply_to"] else None
     return conversation_actions.post_message(
         agent,
         conversation,
-        body,
+        data["body"],
         reply_to=reply_to,
-        kind=kind,
-        client_ref=ref if isinstance(ref, str) else "",
+        kind=Message.Kind.NOTICE if data["notice"] else Message.Kind.TEXT,
+        client_ref=data["ref"],
     )
 
 
@@ -110,35 +106,30 @@ def _announce_presence(agent) -> None:
 
 
 @database_sync_to_async
-def _done(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
+def _done(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
     turns.mark_done(agent, conversation)
+    return conversation
 
 
 @database_sync_to_async
-def _resolve(agent, frame):
-    conversation = access_conversation(agent, frame.get("conversationId"))
-    summary = frame.get("summary")
-    if not isinstance(summary, str):
-        raise FrameError("thread.resolve needs a string 'summary'.")
-    return threads.resolve_thread(agent, conversation, summary)
+def _resolve(agent, data):
+    conversation = access_conversation(agent, data["conversation_id"])
+    return threads.resolve_thread(agent, conversation, data["summary"])
 
 
 @database_sync_to_async
 def _record_task_usage(agent, task_id, usage):
     """Usage reported with a task's result (RUN-8)."""
     task = Task.objects.get(pk=task_id)
-    actions.record_usage(
+    record_usage(
         agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
     )
 
 
 @database_sync_to_async
-def _personality_set(agent, frame):
-    text = frame.get("text")
-    if not isinstance(text, str):
-        raise FrameError("personality.set needs a string 'text'.")
-    return actions.set_personality(agent, text, author=agent)
+def _personality_set(agent, data):
+    return actions.set_personality(agent, data["text"], author=agent)
 
 
 @database_sync_to_async
@@ -147,30 +138,34 @@ def _personality_get(agent):
 
 
 class AgentSocket(JsonSocket):
+    # Frame type → handler, and the serializer that validates the frame before it is used.
     handlers = {
-        "ack": "on_ack",
-        "heartbeat": "on_heartbeat",
-        "extend": "on_extend",
-        "event": "on_event",
-        "result": "on_result",
-        "post": "on_post",
-        "configure": "on_configure",
-        "done": "on_done",
-        "thread.resolve": "on_thread_resolve",
+        "ack": ("on_ack", frames.AckFrame),
+        "heartbeat": ("on_heartbeat", frames.EmptyFrame),
+        "extend": ("on_extend", frames.ItemFrame),
+        "event": ("on_event", frames.EventFrame),
+        "result": ("on_result", frames.ResultFrame),
+        "post": ("on_post", frames.PostFrame),
+        "configure": ("on_configure", frames.ConfigureFrame),
+        "done": ("on_done", frames.ConversationFrame),
+        "thread.resolve": ("on_thread_resolve", frames.ResolveFrame),
+        # Validated by the artifacts app's own frame functions.
         "artifact.publish": "on_artifact_frame",
         "artifact.update": "on_artifact_frame",
         "card.post": "on_artifact_frame",
-        "personality.get": "on_personality_get",
-        "personality.set": "on_personality_set",
+        "personality.get": ("on_personality_get", frames.EmptyFrame),
+        "personality.set": ("on_personality_set", frames.PersonalitySetFrame),
+        "session.renew": ("on_session_renew", frames.SessionRenewFrame),
     }
 
     async def connect(self):
-        self.agent = await _agent_for(bearer_secret(header(self.scope, b"authorization")))
-        if self.agent is None:
+        self.session = await _session_for(bearer_secret(header(self.scope, b"authorization")))
+        if self.session is None:
             await self.refuse(
                 "A valid agent session token is required (Authorization: Bearer ags_…)."
             )
             return
+        self.agent = self.session.agent
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = uuid.uuid4().hex
         self.held: dict[str, str] = {}  # item id → kind
@@ -182,14 +177,14 @@ class AgentSocket(JsonSocket):
         self.acker: asyncio.Task | None = None  # writes them, a batch per trip
         self.claiming = asyncio.Lock()  # one claim at a time, or two could overfill the window
         self.closing = False
+        self.released = False
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
-        for name, kind in (("prefetch", "message"), ("tasks", "task")):
-            if name in query:
-                try:
-                    self.capacity[kind] = _prefetch(query[name][0])
-                except FrameError as exc:
-                    await self.send_error(exc.code, exc.message)
+        try:
+            self.configure(frame_data(frames.ConfigureFrame, {k: v[0] for k, v in query.items()}))
+        except FrameError as exc:
+            await self.send_error(exc.code, exc.message, fields=exc.fields)
+        await self.follow_session(self.session)
         await self.channel_layer.group_add(self.topic, self.channel_name)
         LOCAL_CONNECTIONS[self.agent.id] += 1
         self.counted = True
@@ -206,12 +201,38 @@ class AgentSocket(JsonSocket):
         )
         await self.fill()
 
-    async def disconnect(self, code):
-        if getattr(self, "agent", None) is None or not hasattr(self, "connection_id"):
+    async def follow_session(self, session) -> None:
+        """Serve under SESSION until it is revoked (its topic says so, on whichever node the
+        revocation happened) or expires (a timer, so an idle socket closes too)."""
+        old_group = getattr(self, "session_group", None)
+        if getattr(self, "expiry", None) is not None:
+            self.expiry.cancel()
+        self.session = session
+        self.session_group = group_name(actions.session_topic(session.id))
+        await self.channel_layer.group_add(self.session_group, self.channel_name)
+        if old_group is not None and old_group != self.session_group:
+            await self.channel_layer.group_discard(old_group, self.channel_name)
+        self.expiry = asyncio.create_task(self.end_at_expiry(session))
+
+    async def end_at_expiry(self, session) -> None:
+        await asyncio.sleep(max(0.0, (session.expires_at - timezone.now()).total_seconds()))
+        # Through the channel layer to this very socket: handled in turn, like any event.
+        await self.channel_layer.send(
+            self.channel_name, {"type": "session.ended", "reason": "expired"}
+        )
+
+    async def release(self):
+        """Stop claiming, keep what was acked, give back every unacked item at once, go offline."""
+        if getattr(self, "connection_id", None) is None or self.released:
             return
-        await self.channel_layer.group_discard(self.topic, self.channel_name)
+        self.released = True
         self.closing = True
-        if self.acker is not None:
+        if getattr(self, "expiry", None) is not None:
+            self.expiry.cancel()
+        await self.channel_layer.group_discard(self.topic, self.channel_name)
+        if getattr(self, "session_group", None) is not None:
+            await self.channel_layer.group_discard(self.session_group, self.channel_name)
+        if self.acker is not None and self.acker is not asyncio.current_task():
             await self.acker  # what the bridge acked stays acked; nothing more is claimed
         if getattr(self, "counted", False):
             LOCAL_CONNECTIONS[self.agent.id] -= 1
@@ -220,11 +241,19 @@ class AgentSocket(JsonSocket):
         released = await database_sync_to_async(gateway.release_work)(
             self.agent.id, self.connection_id, dict(self.held)
         )
+        self.held.clear()
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", work_available())
+
+    async def session_ended(self, event):
+        """The session was revoked or ran out: the socket closes now, on every node (4401)."""
+        await self.send_error(
+            "unauthorized", SESSION_ENDED.get(event.get("reason"), "The session ended.")
+        )
+        await self.hang_up(4401)
 
     def room(self, kind: str) -> int:
         return self.capacity[kind] - sum(1 for k in self.held.values() if k == kind)
@@ -242,10 +271,12 @@ class AgentSocket(JsonSocket):
         trip. Return the lanes where a claim took all the room (more work may be waiting)."""
         async with self.claiming:
             freed = sum(1 for item_id in acks if item_id in self.held)  # once these are written
+            # Nothing new for a closing socket, nor for one whose session ran out a moment ago.
+            claim = claim and not self.closing and timezone.now() < self.session.expires_at
             rooms = {
                 kind: self.room(kind) + (freed if kind == "message" else 0)
                 for kind in self.capacity
-                if claim and only in (None, kind) and not self.closing
+                if claim and only in (None, kind)
             }
             # A lane that was full, or filled to the brim, may have more waiting: claim again
             # there when slots free up. Otherwise a free slot waits for the next wake-up event.
@@ -274,6 +305,13 @@ class AgentSocket(JsonSocket):
             await self.send_error(NotHeld.code, NotHeld.default_message, {"id": item_id})
         return full
 
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if timezone.now() >= self.session.expires_at:
+            # The timer closes an idle socket; a frame that comes first is refused all the same.
+            await self.session_ended({"reason": "expired"})
+            return
+        await super().receive(text_data, bytes_data, **kwargs)
+
     # Events from the channel layer.
     async def work_available(self, event):
         """A wake-up reaches every connection of the agent. For work in one lane, the first
@@ -297,9 +335,9 @@ class AgentSocket(JsonSocket):
         if self.held.get(event["taskId"]) == "task":
             await self.send_json({"type": "cancel", "id": event["taskId"]})
 
-    # Frames from the bridge.
-    async def on_ack(self, frame):
-        item_id = str(frame.get("id", ""))
+    # Frames from the bridge, each validated by its serializer (see ``handlers``).
+    async def on_ack(self, data):
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None:
             if item_id in self.recently_acked:
@@ -307,8 +345,8 @@ class AgentSocket(JsonSocket):
             raise FrameError("This connection does not hold that item.", code="not_held")
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
-        if frame.get("done") is True or frame.get("usage") is not None:
-            await self.ack_reporting(item_id, frame)
+        if data["done"] or data["usage"] is not None:
+            await self.ack_reporting(item_id, data)
             return
         if item_id in self.acking:
             return
@@ -328,17 +366,14 @@ class AgentSocket(JsonSocket):
                 # bridge reconnects and whatever was not acked is offered again.
                 log.exception("writing acks failed")
                 self.acking.clear()
-                await self.close(code=1011)
+                await self.hang_up(1011)
                 return
 
-    async def ack_reporting(self, item_id: str, frame: dict):
+    async def ack_reporting(self, item_id: str, data: dict):
         """An ack with the turn's usage or "done": written on its own, with what it reports."""
         try:
             await in_pool(gateway.ack_work)(
-                item_id,
-                self.connection_id,
-                frame.get("done") is True,
-                frame.get("usage"),
+                item_id, self.connection_id, data["done"], data["usage"]
             )
         except NotHeld:
             # Its lease ran out and another connection has it now: free the slot here.
@@ -355,54 +390,50 @@ class AgentSocket(JsonSocket):
         if len(self.recently_acked) > 1000:
             self.recently_acked.popitem(last=False)
 
-    async def on_event(self, frame):
+    async def on_event(self, data):
         """Progress of an item; it also extends the item's lease (the run is alive)."""
-        item_id = str(frame.get("id", ""))
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None and self.recently_acked.get(item_id) == "task":
             # An event after the terminal result breaks the contract: recorded, refused.
-            await database_sync_to_async(tasks.record_event)(item_id, frame.get("event") or {})
+            await database_sync_to_async(tasks.record_event)(item_id, data["event"])
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
-        if not isinstance(frame.get("event"), dict):
-            raise FrameError("An event frame carries an 'event' object.")
         await database_sync_to_async(gateway.extend_work)(kind, item_id, self.connection_id)
         if kind == "task":
-            await database_sync_to_async(tasks.record_event)(item_id, frame["event"])
+            await database_sync_to_async(tasks.record_event)(item_id, data["event"])
 
-    async def on_result(self, frame):
+    async def on_result(self, data):
         """The one terminal result of a task."""
-        item_id = str(frame.get("id", ""))
+        item_id = data["id"]
         if self.held.get(item_id) != "task" and self.recently_acked.get(item_id) != "task":
             raise FrameError("This connection does not hold that task.", code="not_held")
-        result = frame.get("result") if isinstance(frame.get("result"), dict) else {}
-        error = frame.get("error") if isinstance(frame.get("error"), str) else ""
         try:
             await database_sync_to_async(tasks.record_result)(
                 item_id,
-                frame.get("status"),
+                data["status"],
                 connection_id=self.connection_id,
-                result=result,
-                error=error,
+                result=data["result"],
+                error=data["error"],
             )
         except NotHeld:
             self.held.pop(item_id, None)
             await self.fill()
             raise
-        if isinstance(frame.get("usage"), dict):
-            await _record_task_usage(self.agent, item_id, frame["usage"])
+        if data["usage"] is not None:
+            await _record_task_usage(self.agent, item_id, data["usage"])
         self.held.pop(item_id, None)
         self.remember_done(item_id, "task")
         await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill("task")
 
-    async def on_done(self, frame):
+    async def on_done(self, data):
         """The agent is done in a conversation: not woken there until something new (TURN-3)."""
-        await _done(self.agent, frame)
-        await self.send_json({"type": "done.noted", "conversationId": frame["conversationId"]})
+        conversation = await _done(self.agent, data)
+        await self.send_json({"type": "done.noted", "conversationId": str(conversation.id)})
 
-    async def on_thread_resolve(self, frame):
-        thread = await _resolve(self.agent, frame)
+    async def on_thread_resolve(self, data):
+        thread = await _resolve(self.agent, data)
         await self.send_json({"type": "thread.resolved", "conversationId": str(thread.id)})
 
     async def on_artifact_frame(self, frame):
@@ -410,16 +441,16 @@ class AgentSocket(JsonSocket):
         handler = ARTIFACT_FRAMES[frame["type"]]
         await self.send_json(wire(await database_sync_to_async(handler)(self.agent, frame)))
 
-    async def on_personality_get(self, frame):
+    async def on_personality_get(self, data):
         text = await _personality_get(self.agent)
         await self.send_json({"type": "personality", "text": text})
 
-    async def on_personality_set(self, frame):
-        revision = await _personality_set(self.agent, frame)
+    async def on_personality_set(self, data):
+        revision = await _personality_set(self.agent, data)
         await self.send_json({"type": "personality.saved", "revisionId": str(revision.id)})
 
-    async def on_extend(self, frame):
-        item_id = str(frame.get("id", ""))
+    async def on_extend(self, data):
+        item_id = data["id"]
         kind = self.held.get(item_id)
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
@@ -434,26 +465,45 @@ class AgentSocket(JsonSocket):
             {"type": "extended", "id": item_id, "leaseExpiresAt": expires.isoformat()}
         )
 
-    async def on_heartbeat(self, frame):
+    async def on_heartbeat(self, data):
+        if not await _session_is_live(self.session.id):
+            # Its topic said so at once, unless the channel layer lost that event.
+            await self.session_ended({})
+            return
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await self.fill()
 
-    async def on_configure(self, frame):
-        capacity = dict(self.capacity)
+    async def on_session_renew(self, data):
+        """A newer session token of the same agent: the socket goes on under that session, so a
+        bridge renewing before expiry keeps its socket and the items its turns hold."""
+        session = await _session_for(data["token"])
+        if session is None or session.agent_id != self.agent.id:
+            raise FrameError("A live session token of this agent is required.", code="unauthorized")
+        await self.follow_session(session)
+        self.agent = session.agent  # read afresh: its configuration may have changed since
+        await self.send_json(wire({"type": "session.renewed", "expires_at": session.expires_at}))
+
+    def configure(self, data: dict) -> None:
         for name, kind in (("prefetch", "message"), ("tasks", "task")):
-            if name in frame:
-                capacity[kind] = _prefetch(frame[name])
-        self.capacity = capacity
+            if name in data:
+                self.capacity[kind] = data[name]
+
+    async def on_configure(self, data):
+        self.configure(data)
         await self.send_json(
-            {"type": "configured", "prefetch": capacity["message"], "tasks": capacity["task"]}
+            {
+                "type": "configured",
+                "prefetch": self.capacity["message"],
+                "tasks": self.capacity["task"],
+            }
         )
         await self.fill()
 
-    async def on_post(self, frame):
-        message = await _post(self.agent, frame)
+    async def on_post(self, data):
+        message = await _post(self.agent, data)
         reply = {"type": "posted", "messageId": str(message.id)}
-        if frame.get("ref") is not None:
-            reply["ref"] = frame["ref"]
+        if data["ref"]:
+            reply["ref"] = data["ref"]
         if message.held_at is not None:
             # Posted, but held by the loop guard until a person speaks: ack as usual.
             reply["held"] = True

@@ -27,13 +27,13 @@ from agntchat.ui.shell import (
 )
 from artifacts.access import access_artifact, access_version
 from artifacts.models import Artifact
-from artifacts.rendering import diff_versions, render_artifact
+from artifacts.rendering import diff_versions
 from conversations import actions
 from conversations.access import access_conversation
+from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Participant
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
-from conversations.turns import cap_for, is_capped
 from workspaces.models import Membership
 
 PAGE = 50
@@ -265,7 +265,7 @@ def artifact(request, membership, artifact_id):
     versions = list(found.versions.select_related("author_user", "author_agent"))
     number = _int(request.GET.get("v")) or found.current_version
     shown = access_version(found, number)
-    rendered = render_artifact(found.kind, shown.content, found.language or None)
+    rendered = shown.rendered  # rendered and sanitised once, when stored
     diff = None
     first, second = _int(request.GET.get("from")), _int(request.GET.get("to"))
     if first and second:

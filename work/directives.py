@@ -15,6 +15,8 @@ from django.db.models.functions import JSONObject
 from agents.access import credentials_granted_to
 from agents.models import Agent
 from agntchat.core.crypto import decrypt
+from conversations.models import Message
+from conversations.threads import wording
 
 HISTORY_TURNS = 20
 # Only what a history entry shows (key: column): no model instances, no timestamps to parse.
@@ -120,25 +122,11 @@ def workspace_api_key(agent: Agent, workspace_id) -> str | None:
     return decrypt(credential.ciphertext) if credential else None
 
 
-def for_message(agent: Agent, message) -> dict:
-    """Directives for answering MESSAGE in its conversation."""
-    from conversations.models import Message
-
-    message.history_window = (
-        Message.objects.filter(pk=message.pk)
-        .values_list(history_window("conversation_id"), flat=True)
-        .get()
-    )
-    return for_messages(agent, [message])[message.id]
-
-
 def history_window(conversation: str) -> Func:
     """The newest text messages of the conversation whose id is the outer query's column
     CONVERSATION, newest first, as HISTORY_FIELDS objects: enough for a message's history
     without itself. An annotation, so that it is read with the message (a claim reads it in the
     same statement as the work it takes)."""
-    from conversations.models import Message
-
     # One JSON array (one value to decode), not an array of JSON objects (one each).
     return Func(
         ArraySubquery(
@@ -157,8 +145,6 @@ def history_window(conversation: str) -> Func:
 def for_messages(agent: Agent, messages) -> dict:
     """Directives for answering each of MESSAGES (loaded with their conversation, turn and
     ``history_window``), by message id. Shared reads are done once for the batch."""
-    from conversations.threads import wording
-
     stable = stable_block(agent)
     stable_digest = stable_hash(stable)
     api_keys = {}

@@ -9,10 +9,10 @@ from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import Count, OuterRef, Q
 
-from agents import gateway
 from agents.access import agents_visible_in
-from agents.models import Agent, Task, TurnUsage
-from agntchat.core import presence
+from agents.models import Agent
+from agntchat.core import claims, presence
+from conversations.models import Delivery, Task, TurnUsage
 from conversations.turns import capability_hits, words
 
 DEFAULT_WEIGHTS = {
@@ -23,7 +23,6 @@ DEFAULT_WEIGHTS = {
     "trust": 1.5,  # share of its finished tasks that completed
     "cost": 0.5,  # cheaper per turn
     "latency": 0.5,  # faster per turn
-    "tools": 1.0,  # already connected to the tools the task needs
 }
 
 
@@ -40,7 +39,7 @@ def weights() -> dict:
     return {**DEFAULT_WEIGHTS, **getattr(settings, "TASK_SCORE_WEIGHTS", {})}
 
 
-def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[dict]:
+def score_candidates(workspace_id, instructions: str) -> list[dict]:
     """Every eligible agent with its parts and total, best first."""
     task_words = set(words(instructions))
     agents = list(agents_visible_in(workspace_id).order_by("created_at", "id"))
@@ -48,7 +47,7 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
         return []
     ids = [a.id for a in agents]
     online = presence.online(ids)
-    loads = gateway.agent_loads(ids)
+    loads = agent_loads(ids)
     history = {
         row["agent_id"]: row
         for row in Task.objects.filter(agent_id__in=ids, status__in=Task.TERMINAL)
@@ -74,7 +73,6 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
         matched = [c for c in agent.capabilities if capability_hits(c, task_words)]
         done = history.get(agent.id, {})
         used = usage.get(agent.id, {})
-        tools = set(getattr(agent, "tool_names", ()))
         parts = {
             "capability": len(matched) / len(agent.capabilities) if agent.capabilities else 0.0,
             "role": 1.0 if capability_hits(agent.role, task_words) else 0.0,
@@ -86,9 +84,6 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
             "latency": 1.0 / (1 + float(used["latency"]) / 10_000)
             if used.get("latency") is not None
             else 0.5,
-            "tools": (len(tools & set(needed_tools)) / len(set(needed_tools)))
-            if needed_tools
-            else 1.0,
         }
         total = round(sum(w[name] * value for name, value in parts.items()), 6)
         candidates.append(
@@ -107,12 +102,21 @@ def score_candidates(workspace_id, instructions: str, needed_tools=()) -> list[d
     return candidates
 
 
-def choose_owner(workspace_id, instructions: str, needed_tools=()) -> tuple[str | None, dict]:
+def choose_owner(workspace_id, instructions: str) -> tuple[str | None, dict]:
     """The winner's id and the record to store with the task."""
-    candidates = score_candidates(workspace_id, instructions, needed_tools)
+    candidates = score_candidates(workspace_id, instructions)
     record = {
         "weights": weights(),
         "candidates": candidates,
         "winner": candidates[0]["agent_id"] if candidates else None,
     }
     return record["winner"], record
+
+
+def agent_loads(agent_ids) -> dict:
+    """{agent id: items queued or in flight}, in one query per queue (messages, tasks)."""
+    loads = dict.fromkeys(agent_ids, 0)
+    for model in (Delivery, Task):
+        for agent_id, count in claims.open_counts(model, loads).items():
+            loads[agent_id] += count
+    return loads

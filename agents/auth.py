@@ -1,4 +1,5 @@
-"""Bearer authentication for REST: personal tokens (apt_) and agent session tokens (ags_)."""
+"""Bearer authentication for REST: personal tokens (apt_) and agent session tokens (ags_).
+Here, above workspaces and agents, because it resolves both kinds of principal."""
 
 from datetime import timedelta
 
@@ -6,8 +7,10 @@ from django.db.models import F
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from agents.access import agent_for_session_token
 from agntchat.core import crypto
 from agntchat.core.compiled import compiled_first
+from workspaces.models import ApiToken, User
 
 
 def bearer_secret(header_value: str) -> str | None:
@@ -20,7 +23,6 @@ def bearer_secret(header_value: str) -> str | None:
 def person_for_token(secret: str):
     """The active person owning a live ``apt_`` token, or None. Every API request asks, so the
     SQL is compiled once (core.compiled)."""
-    from workspaces.models import ApiToken, User
 
     def with_token(token_hash):
         return compiled_first(
@@ -43,13 +45,6 @@ def person_for_token(secret: str):
     return user
 
 
-def agent_for_session(secret: str):
-    """The agent holding a live ``ags_`` session token, or None."""
-    from agents.access import agent_for_session_token
-
-    return agent_for_session_token(secret)
-
-
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     """``Authorization: Bearer apt_…`` acts as the person; ``Bearer ags_…`` as the agent."""
 
@@ -68,7 +63,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         principal = (
             person_for_token(secret)
             if kind == "apt"
-            else agent_for_session(secret)
+            else agent_for_session_token(secret)
             if kind == "ags"
             else None
         )

@@ -1,24 +1,40 @@
 """Pages of agents and tasks. They only read: the page script changes things through the REST
 API (agents, keys, personality, tasks, cancel), whose actions check every rule."""
 
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
 from django.db.models import JSONField, OuterRef, Subquery
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from agents import gateway
 from agents.access import access_agent, agents_visible_in
-from agents.models import Agent, TaskEvent
-from agents.scoring import DEFAULT_WEIGHTS
-from agents.tasks import access_task, task_data, tasks_visible_to
+from agents.models import Agent
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
+from conversations import scoring
+from conversations.models import TaskEvent
+from conversations.scoring import DEFAULT_WEIGHTS
+from conversations.tasks import access_task, task_data, tasks_visible_to
 from workspaces.access import workspaces_visible_to
+
+
+def bridge_program() -> str:
+    """How a fresh shell on this machine runs the bridge: the full path of the agntchat-bridge
+    installed with this server (a virtualenv's bin is on PATH only while it is activated), else
+    one on PATH, else the bare name (installed elsewhere with ``pip install``)."""
+    beside = Path(sys.executable).with_name("agntchat-bridge")  # the venv's bin, unresolved
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("agntchat-bridge")
+    return shlex.quote(found) if found else "agntchat-bridge"
 
 
 def _rows(agents, user):
     online = agent_presence(agents)
-    loads = gateway.agent_loads([a.id for a in agents])
+    loads = scoring.agent_loads([a.id for a in agents])
     return [
         {
             "agent": a,
@@ -76,7 +92,7 @@ def agent_detail(request, membership, agent_id):
         agent=agent,
         is_agent_owner=is_owner,
         online=online,
-        load=gateway.agent_loads([agent.id])[agent.id],
+        load=scoring.agent_loads([agent.id])[agent.id],
         appears_here=agents_visible_in(membership.workspace_id).filter(pk=agent.pk).exists(),
         pinned_ids={str(p.workspace_id) for p in agent.pins.all()},
         keys=agent.keys.order_by("-created_at") if is_owner else [],
@@ -91,6 +107,7 @@ def agent_detail(request, membership, agent_id):
         .filter(agent=agent, workspace=membership.workspace)
         .order_by("-created_at")[:10],
         server_url=request.build_absolute_uri("/").rstrip("/"),
+        bridge_program=bridge_program(),
         **_form_choices(request),
     )
     return render(request, "agents/detail.html", context)

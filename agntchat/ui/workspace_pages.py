@@ -49,7 +49,9 @@ def home(request):
         return redirect("workspace", workspace_id=chosen.id)
     latest = (
         conversations_visible_to(request.user)
-        .filter(kind__in=[Conversation.Kind.CHANNEL, Conversation.Kind.DIRECT])
+        .filter(
+            kind__in=[Conversation.Kind.CHANNEL, Conversation.Kind.DIRECT], archived_at__isnull=True
+        )
         .order_by(F("last_message_at").desc(nulls_last=True), "-created_at")
         .values_list("workspace_id", "id")
         .first()
@@ -77,7 +79,9 @@ def new_workspace(request):
 def workspace_home(request, membership):
     """Open the workspace's first channel, or explain how to start."""
     first = (
-        Conversation.objects.filter(workspace=membership.workspace, kind="channel")
+        Conversation.objects.filter(
+            workspace=membership.workspace, kind="channel", archived_at__isnull=True
+        )
         .order_by(F("last_message_at").desc(nulls_last=True), "created_at")
         .first()
     )

@@ -13,14 +13,15 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in
 from agents.exceptions import AgentNotFound, TaskNotFound
-from agents.models import Agent, Task, TaskEvent
+from agents.models import Agent
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import publish, publish_many, wake_agent
 from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
+from conversations import actions, live
 from conversations.access import conversations_visible_to
-from conversations.actions import audience_topics, post_message, post_notice
-from conversations.models import Conversation, Participant
+from conversations.models import Conversation, Participant, Task, TaskEvent
+from conversations.scoring import choose_owner
 from workspaces.models import Membership
 
 CANCEL_DEADLINE = timedelta(seconds=30)
@@ -56,7 +57,7 @@ def access_task(user, task_id) -> Task:
 def task_topics(task: Task) -> list[str]:
     """Who follows a task live: whoever may read it (tasks_visible_to)."""
     if task.conversation is not None:
-        return audience_topics(task.conversation)
+        return live.audience_topics(task.conversation)
     return [f"workspace.{task.workspace_id}"]
 
 
@@ -96,7 +97,6 @@ def create_task(
     instructions: str,
     *,
     conversation=None,
-    needed_tools=(),
 ) -> Task:
     """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
 
@@ -116,9 +116,7 @@ def create_task(
         )
     owner_scores = {}
     if agent is None:
-        from agents.scoring import choose_owner
-
-        winner, owner_scores = choose_owner(workspace.id, instructions, needed_tools)
+        winner, owner_scores = choose_owner(workspace.id, instructions)
         if winner is None:
             raise AppError(
                 "No agent appears in this workspace to take the task.",
@@ -203,7 +201,7 @@ def record_event(task_id, data: dict) -> TaskEvent:
                 and data["message"].strip()
             ):
                 # Progress stays in the task's own conversation, out of the DM it came from.
-                post_notice(
+                actions.post_notice(
                     task.work_conversation,
                     data["message"][:2000],
                     payload={"task_id": str(task.id)},
@@ -257,7 +255,7 @@ def _finish(task: Task, status: str, connection_id: str, result, error: str, now
         # to where the task was asked (THR-5). A relay wakes nobody and is not chatter.
         for where in (task.work_conversation, task.conversation):
             if where is not None:
-                post_message(
+                actions.post_message(
                     task.agent, where, result["text"], payload={"task_id": str(task.id)}, wake=[]
                 )
 

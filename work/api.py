@@ -7,15 +7,16 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import actions, gateway, tasks
+from agents import actions
 from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
+from agents.auth import bearer_secret
 from agents.exceptions import AgentNotFound, AgentRule
-from agents.models import Agent, AgentKey, CredentialGrant
+from agents.models import DEFAULT_TURN_TIME_LIMIT, Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
-from agntchat.core.api import IsPerson, StrictSerializer, error_body, validated
-from agntchat.core.auth import bearer_secret
+from agntchat.core.api import StrictSerializer, error_body, validated
+from conversations import scoring, tasks
 from conversations.access import access_conversation
-from workspaces.access import access_credential, access_membership, access_workspace
+from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
 
 
 class AgentInput(StrictSerializer):
@@ -32,6 +33,10 @@ class AgentInput(StrictSerializer):
     base_url = serializers.URLField(required=False, allow_blank=True, default="")
     runtime = serializers.ChoiceField(
         choices=Agent.Runtime.choices, required=False, default=Agent.Runtime.LOCAL
+    )
+    # How long one turn may run before the bridge stops it: a second to a day.
+    turn_time_limit_seconds = serializers.IntegerField(
+        min_value=1, max_value=24 * 60 * 60, required=False, default=DEFAULT_TURN_TIME_LIMIT
     )
     pinned_workspaces = serializers.ListField(
         child=serializers.UUIDField(), required=False, allow_null=True, default=None
@@ -60,6 +65,7 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
         "model": agent.model,
         "base_url": agent.base_url,
         "runtime": agent.runtime,
+        "turn_time_limit_seconds": agent.turn_time_limit_seconds,
         "owner_id": agent.owner_id,
         "visibility": agent.visibility,
         "pinned_workspaces": [str(p.workspace_id) for p in agent.pins.all()],
@@ -96,7 +102,7 @@ class AgentDetailView(APIView):
     def get(self, request, agent_id):
         agent = access_agent(request.user, agent_id)
         out = agent_out(agent)
-        out["load"] = gateway.agent_loads([agent.id])[agent.id]
+        out["load"] = scoring.agent_loads([agent.id])[agent.id]
         return Response(out)
 
     def patch(self, request, agent_id):

@@ -10,19 +10,20 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents import actions, directives, tasks
-from agents.models import Agent, Task
+from agents.models import Agent
 from agntchat.core import claims
 from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
-from conversations import turns
-from conversations.models import Delivery, Message
+from conversations import tasks, turns
+from conversations.models import Delivery, Message, Task
 from conversations.payloads import (
     AUTHOR_UNSHOWN,
     conversation_data,
     message_data,
     with_thread_cards,
 )
+from conversations.usage import record_usage
+from work import directives
 
 # Columns a work payload never shows, left out of its read: each costs every push (a timestamp
 # is parsed in Python). A deferred column the payload does read would cost a query per item:
@@ -83,6 +84,7 @@ def message_work(agent: Agent, deliveries) -> dict:
             "conversation": conversation_data(conversation),
             "workspace": {"id": conversation.workspace_id, "name": conversation.workspace.name},
             "attempt": delivery.attempts,
+            "time_limit_seconds": agent.turn_time_limit_seconds,
             "directives": guidance[message.id],
         }
     return out
@@ -108,6 +110,7 @@ def task_work(agent: Agent, claimed_tasks) -> dict:
             "task": tasks.task_data(task),
             "workspace": {"id": task.workspace_id, "name": task.workspace.name},
             "attempt": task.attempts,
+            "time_limit_seconds": agent.turn_time_limit_seconds,
             "directives": directives.for_task(agent, task),
         }
     return out
@@ -185,9 +188,7 @@ def ack_work(item_id, connection_id: str, done: bool = False, usage=None) -> boo
                 pk=acked["message_id"]
             )
             if isinstance(usage, dict):
-                actions.record_usage(
-                    agent, acked["workspace_id"], usage, conversation_id=conversation_id
-                )
+                record_usage(agent, acked["workspace_id"], usage, conversation_id=conversation_id)
             if done:
                 turns.mark_done(agent, conversation_id)
     if acked["hand_on"]:
@@ -224,12 +225,3 @@ def release_work(agent_id, connection_id: str, held: dict) -> int:
         if kind == "task":
             tasks.record_missing_result(item_id, "the connection closed before the terminal result")
     return sum(claims.release(model, agent_id, connection_id) for model, *_ in WORK_KINDS.values())
-
-
-def agent_loads(agent_ids) -> dict:
-    """{agent id: items queued or in flight}, in one query per kind of work."""
-    loads = dict.fromkeys(agent_ids, 0)
-    for model, *_ in WORK_KINDS.values():
-        for agent_id, count in claims.open_counts(model, loads).items():
-            loads[agent_id] += count
-    return loads
