@@ -370,7 +370,6 @@ function showLiveState() {
 function connectLive() {
   if (!me) return;
   let attempt = 0;
-  let connectedBefore = false;
   const open = () => {
     const socket = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/live/`);
     liveSocket = socket;
@@ -385,8 +384,9 @@ function connectLive() {
       if (event.type === "hello") {
         liveState = ["Live", "connected"];
         showLiveState();
-        if (connectedBefore) emit({ type: "live.resumed" });
-        connectedBefore = true;
+        // On every connect, the first too: what changed before this socket listened (since the
+        // page was rendered, or while it was away) reached nobody here, so it is fetched.
+        emit({ type: "live.connected" });
         attempt = 0;
       } else if (event.type !== "pong") {
         emit(event);
@@ -479,7 +479,7 @@ function initShell() {
         break;
       }
       case "conversation.created":
-      case "live.resumed":
+      case "live.connected":
         refreshSidebar();
         break;
       case "task.created":
@@ -1123,7 +1123,7 @@ function initConversation() {
       case "task.finished":
         working.task(event);
         break;
-      case "live.resumed":
+      case "live.connected":
         catchUp();
         break;
     }
@@ -1157,8 +1157,15 @@ function eventText(data) {
   return data.kind || JSON.stringify(data);
 }
 
+// The regions of each live page, fetched again when its socket (re)connects.
+const LIVE_REGIONS = { tasks: ["tasks"], task: ["task"], agents: ["agents"], artifact: ["artifact", "comments"] };
+
 function initLivePages() {
   onLive((event) => {
+    if (event.type === "live.connected") {
+      if (LIVE_REGIONS[page.page]) refreshRegions(...LIVE_REGIONS[page.page]);
+      return;
+    }
     const task = event.task;
     const taskId = task?.id || event.taskId;
     if (page.page === "tasks" && event.type.startsWith("task.")) {
