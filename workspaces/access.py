@@ -1,8 +1,14 @@
 """Permission-checked fetches of workspaces. Another tenant's id is simply not found."""
 
 from agntchat.core.ids import as_uuid
-from workspaces.exceptions import CredentialNotFound, NotAllowed, WorkspaceNotFound
-from workspaces.models import Credential, Membership, User, Workspace
+from workspaces.exceptions import (
+    CredentialNotFound,
+    MemberNotFound,
+    NotAllowed,
+    TokenNotFound,
+    WorkspaceNotFound,
+)
+from workspaces.models import ApiToken, Credential, Membership, User, Workspace
 
 
 def workspaces_visible_to(user):
@@ -28,6 +34,27 @@ def access_membership(user, workspace_id) -> Membership:
 
 def access_workspace(user, workspace_id) -> Workspace:
     return access_membership(user, workspace_id).workspace
+
+
+def access_member(membership: Membership, user_id) -> Membership:
+    """Another person's membership of MEMBERSHIP's workspace; one who is not a member there (or
+    of another workspace only) is not found."""
+    target = (
+        Membership.objects.select_related("user", "workspace")
+        .filter(workspace_id=membership.workspace_id, user_id=as_uuid(user_id))
+        .first()
+    )
+    if target is None:
+        raise MemberNotFound()
+    return target
+
+
+def access_api_token(user, token_id) -> ApiToken:
+    """One of the person's own API tokens; anyone else's is not found."""
+    token = ApiToken.objects.filter(user=user, pk=as_uuid(token_id)).first()
+    if token is None:
+        raise TokenNotFound()
+    return token
 
 
 def require_manager(membership: Membership) -> None:

@@ -34,7 +34,7 @@ from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Participant
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
-from workspaces.models import Membership
+from workspaces.access import access_member
 
 PAGE = 50
 MAX_FRAGMENT_IDS = 200
@@ -181,10 +181,7 @@ def direct(request, membership):
             if not agent_appears_in(agent, workspace.id):
                 raise Http404
         elif user_id:
-            found = Membership.objects.filter(workspace=workspace, user_id=as_uuid(user_id)).first()
-            if found is None:
-                raise Http404
-            person = found.user
+            person = access_member(membership, user_id).user
         else:
             raise Http404
         existing = _existing_direct(workspace, request.user, agent=agent, person=person)
