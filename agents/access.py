@@ -74,10 +74,15 @@ def access_agent(user, agent_id) -> Agent:
         raise AgentNotFound() from None
 
 
+def is_agent_owner(user, agent: Agent) -> bool:
+    """Only its owner configures an agent: keys, personality, pins, usage."""
+    return agent.owner_id == user.id
+
+
 def access_own_agent(user, agent_id) -> Agent:
     """An agent the person owns; seeing it without owning it is a 403, not seeing it a 404."""
     agent = access_agent(user, agent_id)
-    if agent.owner_id != user.id:
+    if not is_agent_owner(user, agent):
         raise NotAgentOwner()
     return agent
 

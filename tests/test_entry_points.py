@@ -2,12 +2,15 @@
 id of another workspace or person is not found, whatever the entry point."""
 
 import pytest
+from django.db import transaction
 
 from agents import actions as agent_actions
 from agents.access import access_agent_key, access_credential_grant
 from agents.models import AgentKey, CredentialGrant
-from agntchat.core.exceptions import NotFound
+from agntchat.core.exceptions import AppError, NotFound
 from conversations import tasks
+from conversations.access import may_configure
+from conversations.actions import create_conversation, update_channel, update_settings
 from conversations.models import Conversation
 from tests.conftest import make_person
 from workspaces import actions as workspace_actions
@@ -88,3 +91,82 @@ class TestAnotherWorkspacesIdsAreNotFound:
         stranger = make_person("dora")
         with pytest.raises(NotFound):
             tasks.access_task(stranger, task.id)
+
+
+class Rollback(Exception):
+    pass
+
+
+def action_allows(change) -> bool:
+    """Whether the action lets CHANGE happen (tried, then rolled back)."""
+    try:
+        with transaction.atomic():
+            change()
+            raise Rollback
+    except Rollback:
+        return True
+    except AppError:
+        return False
+
+
+class TestOnePredicatePerRule:
+    """The pages show a control exactly where the action allows it: both ask one function."""
+
+    def test_who_configures_a_conversation(self, client, alice, bob, team_a, nova, channel):
+        dora = make_person("dora")
+        owner = team_a.memberships.get(user=alice)
+        _, token = workspace_actions.create_invitation(owner, "admin")
+        workspace_actions.accept_invitation(dora, token)
+        bobs = create_conversation(bob, team_a, kind="channel", title="bobs")
+        for person in (alice, bob, dora):
+            for conversation in (channel, bobs):
+                client.force_login(person)
+                page = client.get(f"/w/{team_a.id}/c/{conversation.id}/settings/").content
+                shown = b"You can read them." not in page
+                allowed = action_allows(
+                    lambda p=person, c=conversation: update_settings(p, c, {"fallback_order": []})
+                )
+                renamed = action_allows(
+                    lambda p=person, c=conversation: update_channel(p, c, title="renamed")
+                )
+                assert shown == allowed == renamed, (person.username, conversation.title)
+                expected = person != bob or conversation == bobs
+                assert allowed == expected, (person.username, conversation.title)
+        other = workspace_actions.create_team_workspace(bob, "Elsewhere").memberships.get(user=bob)
+        assert not may_configure(other, bobs)  # a membership of another workspace never does
+
+    def test_who_changes_roles_removes_and_invites_admins(self, client, alice, bob, team_a):
+        dora, erin = make_person("dora"), make_person("erin")
+        owner = team_a.memberships.get(user=alice)
+        for person, role in ((dora, "admin"), (erin, "member")):
+            _, token = workspace_actions.create_invitation(owner, role)
+            workspace_actions.accept_invitation(person, token)
+        people = (alice, bob, dora, erin)
+        shown = {}
+        for viewer in people:
+            client.force_login(viewer)
+            page = client.get(f"/w/{team_a.id}/members/").content.decode()
+            mine = team_a.memberships.get(user=viewer)
+            for target_person in people:
+                if target_person == viewer:
+                    continue
+                target = team_a.memberships.get(user=target_person)
+                row = page.split(f'data-member="{target_person.username}"')[1].split("</tr>")[0]
+                role_shown = 'data-api="PATCH"' in row
+                remove_shown = 'data-api="DELETE"' in row
+                shown[viewer.username, target_person.username] = (role_shown, remove_shown)
+                new_role = "member" if target.role == "admin" else "admin"
+                assert role_shown == action_allows(
+                    lambda m=mine, t=target, r=new_role: workspace_actions.change_role(m, t, r)
+                ), (viewer.username, target_person.username)
+                assert remove_shown == action_allows(
+                    lambda m=mine, t=target: workspace_actions.remove_member(m, t)
+                ), (viewer.username, target_person.username)
+            admin_offered = '<option value="admin">' in page
+            assert admin_offered == action_allows(
+                lambda m=mine: workspace_actions.create_invitation(m, "admin")
+            ), viewer.username
+        # The owner changes and removes anyone; an admin removes members only; members nothing.
+        assert shown["alice", "dora"] == shown["alice", "bob"] == (True, True)
+        assert shown["dora", "erin"] == (False, True) and shown["dora", "alice"] == (False, False)
+        assert shown["bob", "erin"] == shown["bob", "dora"] == (False, False)
