@@ -11,7 +11,7 @@ from agents.models import Agent
 from agntchat.core.compiled import compiled_first, compiled_insert
 from agntchat.core.events import publish_many
 from conversations import deliveries, live, tasks, threads, turns
-from conversations.access import access_conversation
+from conversations.access import access_conversation, may_configure
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
 from conversations.models import Conversation, Message, Participant
@@ -113,13 +113,6 @@ def _channel_name_free(name: str):
         ) from None
 
 
-def may_configure(user, conversation: Conversation) -> bool:
-    """Who may change a conversation's settings, rename or archive it: its creator or a
-    workspace admin (the caller has checked that USER may read it)."""
-    membership = access_membership(user, conversation.workspace_id)
-    return membership.is_manager or conversation.created_by_id == user.id
-
-
 def update_channel(
     user, conversation: Conversation, *, title: str | None = None, archived: bool | None = None
 ) -> Conversation:
@@ -129,7 +122,7 @@ def update_channel(
         raise ConversationRule(
             "Only channels are renamed or archived.", fields={"kind": "Not a channel."}
         )
-    if not may_configure(user, conversation):
+    if not may_configure(access_membership(user, conversation.workspace_id), conversation):
         raise NotAllowed("Only the channel's creator or a workspace admin can change it.")
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
@@ -408,7 +401,7 @@ def mark_read(user, conversation: Conversation) -> None:
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
     """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
     workspace admin may; other members may not."""
-    if not may_configure(user, conversation):
+    if not may_configure(access_membership(user, conversation.workspace_id), conversation):
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
         )

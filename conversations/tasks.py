@@ -37,19 +37,24 @@ class ProtocolError(AppError):
 
 # Task visibility lives here, not in agents/access.py: it is its conversation's, and
 # conversations.access imports agents.access.
-def tasks_visible_to(user):
+def tasks_visible_to(actor):
     """A task is visible exactly where the conversation it was asked in is; one asked outside any
-    conversation (REST without one, a routine) to every member of its workspace."""
+    conversation (REST without one, a routine) to every member of its workspace. An agent sees
+    the tasks it works on."""
+    if isinstance(actor, Agent):
+        return Task.objects.filter(agent=actor)
+    user = actor
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
     return Task.objects.filter(Exists(member)).filter(
         Q(conversation__isnull=True) | Q(conversation__in=conversations_visible_to(user))
     )
 
 
-def access_task(user, task_id) -> Task:
-    """A task the person can see, or not found (also when its conversation is hidden from them)."""
+def access_task(actor, task_id) -> Task:
+    """A task the person (or agent) can see, or not found (also when its conversation is hidden
+    from them)."""
     try:
-        return tasks_visible_to(user).get(pk=as_uuid(task_id))
+        return tasks_visible_to(actor).get(pk=as_uuid(task_id))
     except Task.DoesNotExist:
         raise TaskNotFound() from None
 

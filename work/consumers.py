@@ -28,7 +28,7 @@ from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
-from conversations.models import Message, Task
+from conversations.models import Message
 from conversations.usage import record_usage
 from work import frames, gateway
 
@@ -121,7 +121,7 @@ def _resolve(agent, data):
 @database_sync_to_async
 def _record_task_usage(agent, task_id, usage):
     """Usage reported with a task's result (RUN-8)."""
-    task = Task.objects.get(pk=task_id)
+    task = tasks.access_task(agent, task_id)
     record_usage(
         agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
     )
