@@ -6,7 +6,7 @@ import re
 from django.db import transaction
 
 from agents.models import Agent
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish_live
 from agntchat.core.validation import JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
@@ -195,18 +195,13 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
             **_authors(actor),
         )
         artifact.current_version = locked.current_version
-        publish_many(
+        publish_live(
             audience_topics(artifact.conversation),
-            {
-                "type": "live.event",
-                "event": {
-                    "type": "artifact.updated",
-                    "conversation_id": artifact.conversation_id,
-                    "artifact": artifact_ref(artifact),
-                    "author": author_data(version),
-                    "note": note,
-                },
-            },
+            "artifact.updated",
+            conversation_id=artifact.conversation_id,
+            artifact=artifact_ref(artifact),
+            author=author_data(version),
+            note=note,
         )
     return version
 
@@ -240,17 +235,12 @@ def comment_on_artifact(
         comment = ArtifactComment.objects.create(
             artifact=artifact, version=version, parent=parent, body=body, **_authors(actor)
         )
-        publish_many(
+        publish_live(
             audience_topics(artifact.conversation),
-            {
-                "type": "live.event",
-                "event": {
-                    "type": "artifact.commented",
-                    "conversation_id": artifact.conversation_id,
-                    "artifact": artifact_ref(artifact),
-                    "comment_id": comment.id,
-                },
-            },
+            "artifact.commented",
+            conversation_id=artifact.conversation_id,
+            artifact=artifact_ref(artifact),
+            comment_id=comment.id,
         )
     return comment
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_first, compiled_insert
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish_live
 from conversations import deliveries, live, tasks, threads, turns
 from conversations.access import access_conversation
 from conversations.channels import channel_name
@@ -74,13 +74,7 @@ def create_conversation(
             if kind == Conversation.Kind.CHANNEL
             else [f"user.{u}" for u in members]
         )
-        publish_many(
-            topics,
-            {
-                "type": "live.event",
-                "event": {"type": "conversation.created", "conversation_id": conversation.id},
-            },
-        )
+        publish_live(topics, "conversation.created", conversation_id=conversation.id)
     return conversation
 
 

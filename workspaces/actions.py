@@ -7,17 +7,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from agntchat.core import crypto
-from agntchat.core.events import publish
+from agntchat.core.events import publish_live
 from workspaces.access import require_manager, require_owner
 from workspaces.exceptions import InvitationInvalid, NotAllowed, OwnerRule, PersonalWorkspaceRule
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
 
 
 def _announce(workspace: Workspace, what: str) -> None:
-    publish(
-        f"workspace.{workspace.id}",
-        {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}},
-    )
+    publish_live([f"workspace.{workspace.id}"], what, workspace_id=workspace.id)
 
 
 def create_team_workspace(user: User, name: str) -> Workspace:
