@@ -173,10 +173,12 @@ def _record_violation(task: Task, what: str) -> ProtocolError:
 
 
 def mark_started(task_id) -> None:
-    """Called when a connection claims the task: it is running now."""
-    Task.objects.filter(pk=task_id, status=Task.Status.QUEUED).update(
+    """Called when a connection claims the task: it is running now, and its watchers hear so."""
+    started = Task.objects.filter(pk=task_id, status=Task.Status.QUEUED).update(
         status=Task.Status.RUNNING, started_at=timezone.now()
     )
+    if started:
+        _announce(Task.objects.get(pk=task_id), "task.started")
 
 
 def record_event(task_id, data: dict) -> TaskEvent:

@@ -140,6 +140,7 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     "message.updated": LiveEvent(("message", "conversation_kind")),
     "typing": LiveEvent(("conversation_id", "user")),
     "task.created": LiveEvent(("task",)),
+    "task.started": LiveEvent(("task",)),
     "task.progress": LiveEvent(("task_id", "seq", "data")),
     "task.cancel_requested": LiveEvent(("task",)),
     "task.finished": LiveEvent(("task",)),
