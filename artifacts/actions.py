@@ -24,6 +24,7 @@ from conversations.actions import post_message
 from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
+from conversations.refs import posted_under_ref
 from conversations.tasks import MAX_INSTRUCTIONS, create_task
 
 MAX_CONTENT_BYTES = 500 * 1024
@@ -160,12 +161,7 @@ def publish_artifact(
 
 def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
     """The artifact an earlier publish with this ref created (a retried frame)."""
-    earlier = Message.objects.filter(
-        conversation=conversation,
-        client_ref=client_ref,
-        author_agent=actor if _is_agent(actor) else None,
-        author_user=None if _is_agent(actor) else actor,
-    ).first()
+    earlier = posted_under_ref(actor, conversation, client_ref)
     if earlier is None:
         return None
     artifact = Artifact.objects.filter(pk=earlier.payload.get("artifact_id")).first()
