@@ -8,13 +8,14 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_first, compiled_insert
-from agntchat.core.events import publish_many
+from agntchat.core.compiled import compiled_insert
+from agntchat.core.events import publish_live
 from conversations import deliveries, live, tasks, threads, turns
 from conversations.access import access_conversation, may_configure
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
 from conversations.models import Conversation, Message, Participant
+from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
@@ -75,13 +76,7 @@ def create_conversation(
             if kind == Conversation.Kind.CHANNEL
             else [f"user.{u}" for u in members]
         )
-        publish_many(
-            topics,
-            {
-                "type": "live.event",
-                "event": {"type": "conversation.created", "conversation_id": conversation.id},
-            },
-        )
+        publish_live(topics, "conversation.created", conversation_id=conversation.id)
     return conversation
 
 
@@ -218,7 +213,7 @@ def post_message(
 
     In phases: validate → dedupe → plan → persist → announce."""
     body = _validate_post(conversation, body, payload, reply_to, client_ref)
-    earlier = _earlier_post(actor, conversation, client_ref)
+    earlier = posted_under_ref(actor, conversation, client_ref) if client_ref else None
     if earlier is not None:
         return earlier
     if conversation.archived_at is not None:
@@ -252,27 +247,6 @@ def _validate_post(conversation, body, payload, reply_to, client_ref) -> str:
             "A client ref can be at most 64 characters.", fields={"ref": "Too long."}
         )
     return body
-
-
-def _earlier_post(actor, conversation, client_ref) -> Message | None:
-    """The message this author already stored under CLIENT_REF in CONVERSATION, if any."""
-    if not client_ref:
-        return None
-    agent_author = actor if _is_agent(actor) else None
-    author = {
-        "author_agent_id": agent_author.id if agent_author else None,
-        "author_user_id": None if agent_author or actor is None else actor.id,
-    }
-    known = {name: value for name, value in author.items() if value is not None}
-    return compiled_first(  # every bridge reply carries a ref: compiled once
-        ("post_by_ref", *known),
-        lambda conversation_id, ref, **ids: Message.objects.filter(
-            conversation_id=conversation_id, client_ref=ref, **{k: ids.get(k) for k in author}
-        ),
-        conversation_id=conversation.id,
-        ref=client_ref,
-        **known,
-    )
 
 
 def _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake) -> PostPlan:

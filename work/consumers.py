@@ -22,7 +22,7 @@ from agents.auth import bearer_secret
 from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
+from agntchat.core.events import apublish_now, group_name, publish_live, wire, work_available
 from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
@@ -92,16 +92,11 @@ def _post(agent, data):
 
 def _announce_presence(agent) -> None:
     """Browsers of every workspace the agent appears in see its dot change at once."""
-    event = {
-        "type": "live.event",
-        "event": {
-            "type": "agent.presence",
-            "agent_id": str(agent.id),
-            "online": presence.is_online(agent.id),
-        },
-    }
-    publish_many(
-        [f"workspace.{w}" for w in workspaces_of_agent(agent).values_list("id", flat=True)], event
+    publish_live(
+        [f"workspace.{w}" for w in workspaces_of_agent(agent).values_list("id", flat=True)],
+        "agent.presence",
+        agent_id=agent.id,
+        online=presence.is_online(agent.id),
     )
 
 

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agntchat.core import crypto
-from agntchat.core.events import publish
+from agntchat.core.events import publish_live
 from workspaces.access import (
     invitation_refusal,
     removal_refusal,
@@ -20,10 +20,7 @@ from workspaces.models import ApiToken, Credential, Invitation, Membership, Role
 
 
 def _announce(workspace: Workspace, what: str) -> None:
-    publish(
-        f"workspace.{workspace.id}",
-        {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}},
-    )
+    publish_live([f"workspace.{workspace.id}"], what, workspace_id=workspace.id)
 
 
 def create_team_workspace(user: User, name: str) -> Workspace:
