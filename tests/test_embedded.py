@@ -4,9 +4,11 @@ These start real embedded servers (no DATABASE_URL / REDIS_URL) in a folder of t
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +19,19 @@ import redis
 from agntchat.core.embedded import postgres_running, stop_postgres
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def var_dir():
+    """A data folder the embedded PostgreSQL can reach. Run as root, it drops to a user of its
+    own, which cannot enter pytest's private tmp folders (mode 0700): use the checkout's var/."""
+    (ROOT / "var").mkdir(exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="test-embedded-", dir=ROOT / "var"))
+    folder.chmod(0o755)
+    yield folder / "var"
+    shutil.rmtree(folder, ignore_errors=True)
+
 
 # What a command under the launcher sees; with "serve" it then waits, as `make run` would,
 # until Ctrl-C.
@@ -66,8 +81,7 @@ def run_once(var_dir: Path, *args: str) -> tuple[dict, str]:
 
 
 @pytest.mark.timeout(240)
-def test_a_scratch_run_next_to_a_running_instance_leaves_it_running(tmp_path):
-    var_dir = tmp_path / "var"
+def test_a_scratch_run_next_to_a_running_instance_leaves_it_running(var_dir):
     # `make run`: its own session, as in a terminal, so that Ctrl-C can be sent to its group.
     running = launcher(
         var_dir, sys.executable, "-c", PROBE, "serve", stdin=subprocess.PIPE, start_new_session=True
