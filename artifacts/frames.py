@@ -58,9 +58,9 @@ def publish_artifact(agent, frame: dict) -> dict:
     return _with_ref(
         {
             "type": "artifact.published",
-            "artifactId": str(artifact.id),
+            "artifact_id": artifact.id,
             "version": 1,
-            "messageId": str(artifact.message_id),
+            "message_id": artifact.message_id,
         },
         data,
     )
@@ -71,7 +71,7 @@ def update_artifact(agent, frame: dict) -> dict:
     data = frame_data(UpdateFrame, frame)
     artifact = access_artifact(agent, data["artifact_id"])
     version = actions.update_artifact(agent, artifact, data["content"], data["note"])
-    return {"type": "artifact.updated", "artifactId": str(artifact.id), "version": version.number}
+    return {"type": "artifact.updated", "artifact_id": artifact.id, "version": version.number}
 
 
 def post_card(agent, frame: dict) -> dict:
@@ -82,4 +82,4 @@ def post_card(agent, frame: dict) -> dict:
     message = actions.post_card(
         agent, conversation, data["card"], data["body"], client_ref=data["ref"]
     )
-    return _with_ref({"type": "posted", "messageId": str(message.id)}, data)
+    return _with_ref({"type": "posted", "message_id": message.id}, data)

@@ -193,7 +193,7 @@ def post_message(
     if reply_to is not None and reply_to.conversation_id != conversation.id:
         raise ConversationRule(
             "A reply must be in the same conversation.",
-            fields={"replyTo": "Not in this conversation."},
+            fields={"reply_to": "Not in this conversation."},
         )
     agent_author = actor if _is_agent(actor) else None
     if len(client_ref) > 64:
