@@ -176,7 +176,7 @@ class AgentSocket(JsonSocket):
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         try:
-            self.configure(frame_data(frames.ConfigureFrame, {k: v[0] for k, v in query.items()}))
+            self.configure(frame_data(frames.ConfigureQuery, {k: v[0] for k, v in query.items()}))
         except FrameError as exc:
             await self.send_error(exc.code, exc.message, fields=exc.fields)
         await self.follow_session(self.session)
