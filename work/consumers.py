@@ -436,7 +436,7 @@ class AgentSocket(JsonSocket):
     async def on_artifact_frame(self, frame):
         """Artifacts and result cards: the artifacts app answers these frames (ART, CARD)."""
         handler = ARTIFACT_FRAMES[frame["type"]]
-        await self.send_json(wire(await database_sync_to_async(handler)(self.agent, frame)))
+        await self.send_json(await database_sync_to_async(handler)(self.agent, frame))
 
     async def on_personality_get(self, data):
         text = await _personality_get(self.agent)
