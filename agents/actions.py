@@ -98,7 +98,7 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
             missing = {str(w) for w in workspace_ids} - {str(w) for w in allowed}
             if missing:
                 # Someone else's workspace reads as no workspace at all.
-                raise WorkspaceNotFound(fields={"pinnedWorkspaces": "Unknown workspace."})
+                raise WorkspaceNotFound(fields={"pinned_workspaces": "Unknown workspace."})
             AgentPin.objects.bulk_create([AgentPin(agent=agent, workspace_id=w) for w in allowed])
             agent.visibility = Agent.Visibility.PINNED
         agent.save(update_fields=["visibility", "updated_at"])

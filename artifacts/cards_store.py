@@ -75,10 +75,10 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
         raise CardNotFound()
     items = card["items"]
     if isinstance(item_index, bool) or not isinstance(item_index, int):
-        raise CardActionRule("itemIndex must be a whole number.", fields={"itemIndex": "Invalid."})
+        raise CardActionRule("itemIndex must be a whole number.", fields={"item_index": "Invalid."})
     if not 0 <= item_index < len(items):
         raise CardActionNotFound(
-            "The card has no such item.", fields={"itemIndex": f"Must be 0 to {len(items) - 1}."}
+            "The card has no such item.", fields={"item_index": f"Must be 0 to {len(items) - 1}."}
         )
     item = items[item_index]
     # Only the buttons the sealed layout shows exist: a hidden action cannot be clicked.
@@ -89,7 +89,7 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
         if action["id"] == action_id:
             return item, {k: v for k, v in action.items() if k != "outcome"}
     raise CardActionNotFound(
-        "The item has no such button.", fields={"actionId": "Not an action of this item."}
+        "The item has no such button.", fields={"action_id": "Not an action of this item."}
     )
 
 

@@ -8,6 +8,7 @@ the reply frame; a refusal raises an AppError, which the socket turns into an ``
 from rest_framework import serializers
 
 from agntchat.core.api import StrictSerializer
+from agntchat.core.events import wire
 from agntchat.core.sockets import frame_data
 from artifacts import actions
 from artifacts.access import access_artifact
@@ -36,9 +37,10 @@ class CardFrame(StrictSerializer):
 
 
 def _with_ref(reply: dict, data: dict) -> dict:
+    """The reply frame as sent (converted by wire()), with the ref the frame came with."""
     if data.get("ref"):
         reply["ref"] = data["ref"]
-    return reply
+    return wire(reply)
 
 
 def publish_artifact(agent, frame: dict) -> dict:
@@ -58,9 +60,9 @@ def publish_artifact(agent, frame: dict) -> dict:
     return _with_ref(
         {
             "type": "artifact.published",
-            "artifactId": str(artifact.id),
+            "artifact_id": artifact.id,
             "version": 1,
-            "messageId": str(artifact.message_id),
+            "message_id": artifact.message_id,
         },
         data,
     )
@@ -71,7 +73,7 @@ def update_artifact(agent, frame: dict) -> dict:
     data = frame_data(UpdateFrame, frame)
     artifact = access_artifact(agent, data["artifact_id"])
     version = actions.update_artifact(agent, artifact, data["content"], data["note"])
-    return {"type": "artifact.updated", "artifactId": str(artifact.id), "version": version.number}
+    return wire({"type": "artifact.updated", "artifact_id": artifact.id, "version": version.number})
 
 
 def post_card(agent, frame: dict) -> dict:
@@ -82,4 +84,4 @@ def post_card(agent, frame: dict) -> dict:
     message = actions.post_card(
         agent, conversation, data["card"], data["body"], client_ref=data["ref"]
     )
-    return _with_ref({"type": "posted", "messageId": str(message.id)}, data)
+    return _with_ref({"type": "posted", "message_id": message.id}, data)

@@ -240,7 +240,7 @@ def _validate_post(conversation, body, payload, reply_to, client_ref) -> str:
     if reply_to is not None and reply_to.conversation_id != conversation.id:
         raise ConversationRule(
             "A reply must be in the same conversation.",
-            fields={"replyTo": "Not in this conversation."},
+            fields={"reply_to": "Not in this conversation."},
         )
     if len(client_ref) > 64:
         raise ConversationRule(

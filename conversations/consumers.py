@@ -1,8 +1,10 @@
 """The browser socket: live events of every conversation a person can read, and nothing else."""
 
 from channels.db import database_sync_to_async
+from rest_framework import serializers
 
-from agntchat.core.events import group_name, publish_live
+from agntchat.core.api import StrictSerializer
+from agntchat.core.events import group_name, publish_live, wire
 from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
@@ -30,10 +32,14 @@ def _announce_typing(user, conversation_id) -> None:
     )
 
 
+class TypingFrame(StrictSerializer):
+    conversation_id = serializers.CharField(max_length=64)
+
+
 class LiveSocket(JsonSocket):
     """Subscribed to the person's own topic and to each of their workspaces' topics."""
 
-    handlers = {"ping": "on_ping", "typing": "on_typing"}
+    handlers = {"ping": "on_ping", "typing": ("on_typing", TypingFrame)}
 
     async def connect(self):
         if not origin_allowed(self.scope):
@@ -50,7 +56,7 @@ class LiveSocket(JsonSocket):
         self.groups_joined: set[str] = set()
         await self.accept()
         await self.sync_groups()
-        await self.send_json({"type": "hello", "userId": str(user.id)})
+        await self.send_json(wire({"type": "hello", "user_id": user.id}))
 
     async def sync_groups(self) -> None:
         """Follow membership changes: join new workspaces' topics, leave old ones."""
@@ -70,9 +76,9 @@ class LiveSocket(JsonSocket):
     async def on_ping(self, frame):
         await self.send_json({"type": "pong"})
 
-    async def on_typing(self, frame):
+    async def on_typing(self, data):
         # An unknown id, or one of another workspace, raises ConversationNotFound: an error frame.
-        await _announce_typing(self.user, frame.get("conversationId"))
+        await _announce_typing(self.user, data["conversation_id"])
 
     async def live_event(self, event):
         await self.send_json(event["event"])

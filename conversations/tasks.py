@@ -300,7 +300,7 @@ def request_cancel(task: Task) -> Task:
             task.finished_at = task.acked_at = now
         else:
             task.cancel_state = Task.Cancel.REQUESTED
-            publish(f"agent.{task.agent_id}", {"type": "task.cancel", "task_id": str(task.id)})
+            publish(f"agent.{task.agent_id}", {"type": "task.cancel", "id": task.id})
         task.save(
             update_fields=[
                 "cancel_requested_at",

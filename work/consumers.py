@@ -176,7 +176,7 @@ class AgentSocket(JsonSocket):
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         try:
-            self.configure(frame_data(frames.ConnectQuery, {k: v[0] for k, v in query.items()}))
+            self.configure(frame_data(frames.ConfigureQuery, {k: v[0] for k, v in query.items()}))
         except FrameError as exc:
             await self.send_error(exc.code, exc.message, fields=exc.fields)
         await self.follow_session(self.session)
@@ -186,13 +186,15 @@ class AgentSocket(JsonSocket):
         await database_sync_to_async(presence.beat)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)
         await self.send_json(
-            {
-                "type": "hello",
-                "agentId": str(self.agent.id),
-                "connectionId": self.connection_id,
-                "prefetch": self.capacity["message"],
-                "tasks": self.capacity["task"],
-            }
+            wire(
+                {
+                    "type": "hello",
+                    "agent_id": self.agent.id,
+                    "connection_id": self.connection_id,
+                    "prefetch": self.capacity["message"],
+                    "tasks": self.capacity["task"],
+                }
+            )
         )
         await self.fill()
 
@@ -327,8 +329,8 @@ class AgentSocket(JsonSocket):
             await apublish_now(f"agent.{self.agent.id}", work_available(lane))
 
     async def task_cancel(self, event):
-        if self.held.get(event["taskId"]) == "task":
-            await self.send_json({"type": "cancel", "id": event["taskId"]})
+        if self.held.get(event["id"]) == "task":
+            await self.send_json({"type": "cancel", "id": event["id"]})
 
     # Frames from the bridge, each validated by its serializer (see ``handlers``).
     async def on_ack(self, data):
@@ -425,16 +427,16 @@ class AgentSocket(JsonSocket):
     async def on_done(self, data):
         """The agent is done in a conversation: not woken there until something new (TURN-3)."""
         conversation = await _done(self.agent, data)
-        await self.send_json({"type": "done.noted", "conversationId": str(conversation.id)})
+        await self.send_json(wire({"type": "done.noted", "conversation_id": conversation.id}))
 
     async def on_thread_resolve(self, data):
         thread = await _resolve(self.agent, data)
-        await self.send_json({"type": "thread.resolved", "conversationId": str(thread.id)})
+        await self.send_json(wire({"type": "thread.resolved", "conversation_id": thread.id}))
 
     async def on_artifact_frame(self, frame):
         """Artifacts and result cards: the artifacts app answers these frames (ART, CARD)."""
         handler = ARTIFACT_FRAMES[frame["type"]]
-        await self.send_json(wire(await database_sync_to_async(handler)(self.agent, frame)))
+        await self.send_json(await database_sync_to_async(handler)(self.agent, frame))
 
     async def on_personality_get(self, data):
         text = await _personality_get(self.agent)
@@ -442,7 +444,7 @@ class AgentSocket(JsonSocket):
 
     async def on_personality_set(self, data):
         revision = await _personality_set(self.agent, data)
-        await self.send_json({"type": "personality.saved", "revisionId": str(revision.id)})
+        await self.send_json(wire({"type": "personality.saved", "revision_id": revision.id}))
 
     async def on_extend(self, data):
         item_id = data["id"]
@@ -456,9 +458,7 @@ class AgentSocket(JsonSocket):
         except NotHeld:
             self.held.pop(item_id, None)
             raise
-        await self.send_json(
-            {"type": "extended", "id": item_id, "leaseExpiresAt": expires.isoformat()}
-        )
+        await self.send_json(wire({"type": "extended", "id": item_id, "lease_expires_at": expires}))
 
     async def on_heartbeat(self, data):
         if not await _session_is_live(self.session.id):
@@ -496,7 +496,7 @@ class AgentSocket(JsonSocket):
 
     async def on_post(self, data):
         message = await _post(self.agent, data)
-        reply = {"type": "posted", "messageId": str(message.id)}
+        reply = {"type": "posted", "message_id": message.id}
         if data["ref"]:
             reply["ref"] = data["ref"]
         if message.held_at is not None:
@@ -506,4 +506,4 @@ class AgentSocket(JsonSocket):
             reply["warnings"] = [
                 {"code": "side_thread_invalid", "message": message.payload["dm_error"]}
             ]
-        await self.send_json(reply)
+        await self.send_json(wire(reply))

@@ -82,8 +82,10 @@ class ConfigureFrame(StrictSerializer):
     tasks = serializers.IntegerField(**LANE_SIZE)
 
 
-class ConnectQuery(serializers.Serializer):
-    """The lane sizes a connection's query string asks for: text by nature, read as numbers."""
+class ConfigureQuery(serializers.Serializer):
+    """The same sizes in the socket's URL (``?prefetch=4&tasks=2``, as the bridge connects):
+    every value there is text, so numbers are read from digits, as REST reads its query
+    parameters; other parameters are ignored, as REST ignores them."""
 
     prefetch = serializers.IntegerField(**LANE_SIZE)
     tasks = serializers.IntegerField(**LANE_SIZE)

@@ -115,9 +115,9 @@ class TokenListView(APIView):
                         "id": t.id,
                         "name": t.name,
                         "prefix": t.prefix,
-                        "createdAt": t.created_at,
-                        "lastUsedAt": t.last_used_at,
-                        "revokedAt": t.revoked_at,
+                        "created_at": t.created_at,
+                        "last_used_at": t.last_used_at,
+                        "revoked_at": t.revoked_at,
                     }
                     for t in tokens
                 ]
@@ -242,9 +242,9 @@ def _invitation_out(invitation):
         "id": invitation.id,
         "role": invitation.role,
         "email": invitation.email,
-        "expiresAt": invitation.expires_at,
-        "acceptedAt": invitation.accepted_at,
-        "createdAt": invitation.created_at,
+        "expires_at": invitation.expires_at,
+        "accepted_at": invitation.accepted_at,
+        "created_at": invitation.created_at,
     }
 
 
@@ -295,7 +295,7 @@ def _credential_out(credential):
         "id": credential.id,
         "name": credential.name,
         "kind": credential.kind,
-        "createdAt": credential.created_at,
+        "created_at": credential.created_at,
     }
 
 

@@ -47,11 +47,14 @@ async def test_typing_reaches_the_readers_of_the_conversation_and_no_one_else(
     own = await frames_until(alice_live, lambda f: f.get("type") == "typing")
     assert own[-1]["user"]["id"] == str(alice.id)
     assert await charlie_live.receive_nothing(timeout=0.3)
-    # Another workspace's conversation, or a missing id: an error frame, and nothing is sent.
-    for conversation_id in (str(elsewhere.id), None):
+    # Another workspace's conversation, or no id: an error frame, and nothing is sent.
+    for conversation_id, code in (
+        (str(elsewhere.id), "conversation_not_found"),
+        (None, "bad_frame"),
+    ):
         await alice_live.send_json_to({"type": "typing", "conversationId": conversation_id})
         error = await next_frame(alice_live)
-        assert (error["type"], error["code"]) == ("error", "conversation_not_found")
+        assert (error["type"], error["code"]) == ("error", code)
     assert await bob_live.receive_nothing(timeout=0.3)
     assert await charlie_live.receive_nothing(timeout=0.2)
     for comm in (alice_live, bob_live, charlie_live):
