@@ -3,8 +3,8 @@
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from agents.exceptions import AgentNotFound, NotAgentOwner
-from agents.models import Agent, AgentPin, AgentSession
+from agents.exceptions import AgentNotFound, KeyNotFound, NotAgentOwner
+from agents.models import Agent, AgentKey, AgentPin, AgentSession, CredentialGrant
 from agntchat.core import crypto
 from agntchat.core.ids import as_uuid
 from workspaces.models import MANAGER_ROLES, Credential, Membership, Workspace
@@ -74,12 +74,33 @@ def access_agent(user, agent_id) -> Agent:
         raise AgentNotFound() from None
 
 
+def is_agent_owner(user, agent: Agent) -> bool:
+    """Only its owner configures an agent: keys, personality, pins, usage."""
+    return agent.owner_id == user.id
+
+
 def access_own_agent(user, agent_id) -> Agent:
     """An agent the person owns; seeing it without owning it is a 403, not seeing it a 404."""
     agent = access_agent(user, agent_id)
-    if agent.owner_id != user.id:
+    if not is_agent_owner(user, agent):
         raise NotAgentOwner()
     return agent
+
+
+def access_agent_key(agent: Agent, key_id) -> AgentKey:
+    """A key of an agent the caller already accessed as its owner; another agent's is not found."""
+    key = AgentKey.objects.filter(agent=agent, pk=as_uuid(key_id)).first()
+    if key is None:
+        raise KeyNotFound()
+    return key
+
+
+def access_credential_grant(credential: Credential, agent_id) -> CredentialGrant:
+    """The grant of a credential (already accessed by a manager) to AGENT_ID, or not found."""
+    grant = credential.grants.filter(agent_id=as_uuid(agent_id)).first()
+    if grant is None:
+        raise AgentNotFound("This agent has no grant for that credential.")
+    return grant
 
 
 def session_for_token(secret: str):

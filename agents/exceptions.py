@@ -6,6 +6,11 @@ class AgentNotFound(NotFound):
     default_message = "Agent not found."
 
 
+class KeyNotFound(NotFound):
+    code = "key_not_found"
+    default_message = "Key not found."
+
+
 class NotAgentOwner(PermissionDenied):
     code = "not_agent_owner"
     default_message = "Only the agent's owner can do that."

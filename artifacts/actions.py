@@ -6,7 +6,7 @@ import re
 from django.db import transaction
 
 from agents.models import Agent
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish_live
 from agntchat.core.validation import JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
@@ -24,6 +24,7 @@ from conversations.actions import post_message
 from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
+from conversations.refs import posted_under_ref
 from conversations.tasks import MAX_INSTRUCTIONS, create_task
 
 MAX_CONTENT_BYTES = 500 * 1024
@@ -160,12 +161,7 @@ def publish_artifact(
 
 def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
     """The artifact an earlier publish with this ref created (a retried frame)."""
-    earlier = Message.objects.filter(
-        conversation=conversation,
-        client_ref=client_ref,
-        author_agent=actor if _is_agent(actor) else None,
-        author_user=None if _is_agent(actor) else actor,
-    ).first()
+    earlier = posted_under_ref(actor, conversation, client_ref)
     if earlier is None:
         return None
     artifact = Artifact.objects.filter(pk=earlier.payload.get("artifact_id")).first()
@@ -195,18 +191,13 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
             **_authors(actor),
         )
         artifact.current_version = locked.current_version
-        publish_many(
+        publish_live(
             audience_topics(artifact.conversation),
-            {
-                "type": "live.event",
-                "event": {
-                    "type": "artifact.updated",
-                    "conversation_id": artifact.conversation_id,
-                    "artifact": artifact_ref(artifact),
-                    "author": author_data(version),
-                    "note": note,
-                },
-            },
+            "artifact.updated",
+            conversation_id=artifact.conversation_id,
+            artifact=artifact_ref(artifact),
+            author=author_data(version),
+            note=note,
         )
     return version
 
@@ -240,17 +231,12 @@ def comment_on_artifact(
         comment = ArtifactComment.objects.create(
             artifact=artifact, version=version, parent=parent, body=body, **_authors(actor)
         )
-        publish_many(
+        publish_live(
             audience_topics(artifact.conversation),
-            {
-                "type": "live.event",
-                "event": {
-                    "type": "artifact.commented",
-                    "conversation_id": artifact.conversation_id,
-                    "artifact": artifact_ref(artifact),
-                    "comment_id": comment.id,
-                },
-            },
+            "artifact.commented",
+            conversation_id=artifact.conversation_id,
+            artifact=artifact_ref(artifact),
+            comment_id=comment.id,
         )
     return comment
 

@@ -14,6 +14,7 @@ Same database and settings as pipeline.py (the bench database is recreated).
 """
 
 import argparse
+import json
 import statistics
 import time
 
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--short", type=int, default=2000)
     parser.add_argument("--count", type=int, default=40)
+    parser.add_argument("--json", action="store_true", help="the figures as one line of JSON")
     args = parser.parse_args()
     pipeline.setup_database()
     pipeline.setup_django()
@@ -109,6 +111,9 @@ def main() -> None:
                 times[name].append(ms)
     figures.update({name: statistics.median(values) for name, values in times.items()})
 
+    if args.json:
+        print(json.dumps(figures))
+        return
     print(
         f"A channel of {args.messages} messages among {args.short} short conversations; "
         f"wall time, median of {args.count}:"

@@ -17,6 +17,7 @@ a socket; claims and acks call the gateway as a socket's thread would.
 """
 
 import argparse
+import json
 import time
 
 from bench import pipeline
@@ -37,6 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--count", type=int, default=300)
+    parser.add_argument("--json", action="store_true", help="the figures as one line of JSON")
     args = parser.parse_args()
     pipeline.setup_database()
     pipeline.setup_django()
@@ -125,6 +127,17 @@ def main() -> None:
             time.sleep(0.005)  # and the answer's events
         answer_ms = min(answer_ms, answer_round / args.count * 1000)
 
+    if args.json:
+        figures = {
+            "bare_ms": bare_ms,
+            "post_ms": post_ms,
+            "history_ms": history_ms,
+            "claim_ms": claim_ms,
+            "ack_ms": ack_ms,
+            "answer_ms": answer_ms,
+        }
+        print(json.dumps(figures))
+        return
     print(f"CPU per operation, best of {args.rounds} rounds of {args.count}:")
     print(f"  bare DRF insert (test client)   {bare_ms:6.2f} ms")
     print(f"  post, person in a channel       {post_ms:6.2f} ms")

@@ -33,13 +33,15 @@ from pathlib import Path
 import httpx
 import websockets
 
+from bench import without
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 DB_NAME = os.environ.get("BENCH_DB", "agntchat_bench")
 PG_URL = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 DATABASE_URL = f"{PG_URL}/{DB_NAME}"
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-REDIS_PREFIX = "agntchat_bench"
+REDIS_PREFIX = os.environ.get("BENCH_REDIS_PREFIX", DB_NAME)
 DJQ_KEY = f"{REDIS_PREFIX}:bench:djq"
 
 # Every process of the run (daphne, qcluster, this one) sees the same environment. DEBUG off is
@@ -109,6 +111,7 @@ def setup_database() -> None:
     )
     with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
         conn.execute("CREATE TABLE bench_baseline (id bigserial PRIMARY KEY, body text NOT NULL)")
+        without.apply_database(conn)
 
 
 def setup_django() -> None:
@@ -118,6 +121,7 @@ def setup_django() -> None:
     import django
 
     django.setup()
+    without.apply()
 
 
 def clear_redis() -> None:
@@ -179,7 +183,7 @@ class Daphne:
         self.log = tempfile.NamedTemporaryFile(prefix="bench-daphne-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-            + ["agntchat.asgi:application"],
+            + ["bench.asgi:application"],
             cwd=ROOT,
             env=dict(os.environ, **BENCH_ENV),
             stdout=subprocess.DEVNULL,
@@ -1026,6 +1030,9 @@ def main() -> None:
         " prints raw"
         " figures instead of the report, for quick before/after checks",
     )
+    parser.add_argument(
+        "--json", action="store_true", help="with --only: the raw figures as one line of JSON"
+    )
     args = parser.parse_args()
     only = set(args.only.split(",")) if args.only else None
 
@@ -1092,6 +1099,9 @@ def main() -> None:
         for server in servers:
             server.stop()
     step("done")
+    if only is not None and args.json:
+        print(json.dumps(r))
+        return
     if only is not None:
         for phase, figures in r.items():
             print(

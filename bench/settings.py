@@ -1,9 +1,11 @@
-"""Settings for benchmark runs: the product's settings plus the bench-only baseline URL."""
+"""Settings for benchmark runs: the product's settings plus the bench-only baseline URL, less
+what BENCH_WITHOUT switches off (bench/without.py)."""
 
 import os
 
 from agntchat.settings import *  # noqa: F403
-from agntchat.settings import DATABASES
+from agntchat.settings import CHANNEL_LAYERS, DATABASES
+from bench.without import switched_off
 
 ROOT_URLCONF = "bench.urls"
 
@@ -13,3 +15,14 @@ if os.environ.get("BENCH_QCLUSTER") == "1":
     # the peer the way it works: no pool, persistent connections in its long-lived processes.
     DATABASES["default"]["OPTIONS"].pop("pool", None)
     DATABASES["default"]["CONN_MAX_AGE"] = 600
+
+_options = DATABASES["default"]["OPTIONS"]
+if {"generic_plan", "prepared"} & switched_off():
+    _options["options"] = _options.get("options", "").replace(
+        "-c plan_cache_mode=force_generic_plan", ""
+    )
+if "prepared" in switched_off():  # Django's default: parameters bound client-side
+    _options.pop("server_side_binding", None)
+    _options.pop("prepare_threshold", None)
+if "layers" in switched_off():
+    CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"

@@ -88,6 +88,15 @@ def access_conversation(actor, conversation_id) -> Conversation:
     return conversation
 
 
+def may_configure(membership: Membership, conversation: Conversation) -> bool:
+    """Who may change a conversation's settings, rename or archive it: its creator or a manager
+    of its workspace (MEMBERSHIP is the person's there; the caller has checked they may read
+    it). The actions refuse by it and the pages show their controls by it."""
+    if membership.workspace_id != conversation.workspace_id:
+        return False
+    return membership.is_manager or conversation.created_by_id == membership.user_id
+
+
 def messages_visible_to(actor):
     """Messages of the conversations ACTOR may read, less those the loop guard holds back."""
     return Message.objects.filter(

@@ -1,19 +1,21 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
-from agntchat.core.compiled import compiled_first, compiled_insert
-from agntchat.core.events import publish_many
+from agntchat.core.compiled import compiled_insert
+from agntchat.core.events import publish_live
 from conversations import deliveries, live, tasks, threads, turns
-from conversations.access import access_conversation
+from conversations.access import access_conversation, may_configure
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
 from conversations.models import Conversation, Message, Participant
+from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
@@ -74,13 +76,7 @@ def create_conversation(
             if kind == Conversation.Kind.CHANNEL
             else [f"user.{u}" for u in members]
         )
-        publish_many(
-            topics,
-            {
-                "type": "live.event",
-                "event": {"type": "conversation.created", "conversation_id": conversation.id},
-            },
-        )
+        publish_live(topics, "conversation.created", conversation_id=conversation.id)
     return conversation
 
 
@@ -112,13 +108,6 @@ def _channel_name_free(name: str):
         ) from None
 
 
-def may_configure(user, conversation: Conversation) -> bool:
-    """Who may change a conversation's settings, rename or archive it: its creator or a
-    workspace admin (the caller has checked that USER may read it)."""
-    membership = access_membership(user, conversation.workspace_id)
-    return membership.is_manager or conversation.created_by_id == user.id
-
-
 def update_channel(
     user, conversation: Conversation, *, title: str | None = None, archived: bool | None = None
 ) -> Conversation:
@@ -128,7 +117,7 @@ def update_channel(
         raise ConversationRule(
             "Only channels are renamed or archived.", fields={"kind": "Not a channel."}
         )
-    if not may_configure(user, conversation):
+    if not may_configure(access_membership(user, conversation.workspace_id), conversation):
         raise NotAllowed("Only the channel's creator or a workspace admin can change it.")
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
@@ -164,6 +153,40 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
     return participant
 
 
+@dataclass
+class PostPlan:
+    """What a post will do, decided before anything is written (``_plan_post``)."""
+
+    actor: object  # a person, an agent, or None for a notice
+    conversation: Conversation
+    fields: dict  # the message's columns
+    conversational: bool  # goes through the loop guard and the turn policy
+    by_person: bool
+    takes_part: bool  # the author is already a participant
+    guard: str  # turns.COUNTED, CAPPED or HELD
+    planned_threads: list = field(default_factory=list)  # side threads the text opens
+    delegation: tuple | None = None  # (agent, instructions): a task the text asks for
+
+    @property
+    def held(self) -> bool:
+        return self.guard == turns.HELD
+
+    @property
+    def single_write(self) -> bool:
+        """A plain post, a person's or an agent's, writes once, in its last statement
+        (settle_post), which locks the conversation row. In a transaction, that lock would be
+        held until this thread, competing for the GIL with the process's others, got round to
+        sending COMMIT: posts to one busy channel queued on it. Alone, the statement is its own
+        transaction and the lock lasts as long as PostgreSQL runs it."""
+        return (
+            self.conversational
+            and (self.takes_part or _is_agent(self.actor))
+            and not self.held
+            and self.delegation is None
+            and not self.planned_threads
+        )
+
+
 def post_message(
     actor,
     conversation: Conversation,
@@ -186,7 +209,25 @@ def post_message(
     sends its click to the card's author only); otherwise the conversation decides.
 
     PAYLOAD is the server's own data, never a client's unvetted: a card arrives sealed and
-    rendered by artifacts (``artifacts.actions.post_card``), which builds on this pipeline."""
+    rendered by artifacts (``artifacts.actions.post_card``), which builds on this pipeline.
+
+    In phases: validate → dedupe → plan → persist → announce."""
+    body = _validate_post(conversation, body, payload, reply_to, client_ref)
+    earlier = posted_under_ref(actor, conversation, client_ref) if client_ref else None
+    if earlier is not None:
+        return earlier
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
+    plan = _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake)
+    with nullcontext() if plan.single_write else transaction.atomic():
+        message, released = _persist_post(plan, wake)
+        if message.held_at is None:
+            _announce_post(message, released)
+    return message
+
+
+def _validate_post(conversation, body, payload, reply_to, client_ref) -> str:
+    """The post's text, trimmed; ConversationRule names what is wrong with it otherwise."""
     body = (body or "").strip()
     if not body and not payload:
         raise ConversationRule(
@@ -201,30 +242,17 @@ def post_message(
             "A reply must be in the same conversation.",
             fields={"replyTo": "Not in this conversation."},
         )
-    agent_author = actor if _is_agent(actor) else None
     if len(client_ref) > 64:
         raise ConversationRule(
             "A client ref can be at most 64 characters.", fields={"ref": "Too long."}
         )
-    if client_ref:
-        author = {
-            "author_agent_id": agent_author.id if agent_author else None,
-            "author_user_id": None if agent_author or actor is None else actor.id,
-        }
-        known = {name: value for name, value in author.items() if value is not None}
-        earlier = compiled_first(  # every bridge reply carries a ref: compiled once
-            ("post_by_ref", *known),
-            lambda conversation_id, ref, **ids: Message.objects.filter(
-                conversation_id=conversation_id, client_ref=ref, **{k: ids.get(k) for k in author}
-            ),
-            conversation_id=conversation.id,
-            ref=client_ref,
-            **known,
-        )
-        if earlier is not None:
-            return earlier
-    if conversation.archived_at is not None:
-        raise ConversationArchived()
+    return body
+
+
+def _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake) -> PostPlan:
+    """Decide what the post does: the side threads its text opens, the task it delegates, and
+    where it stands with the loop guard (TURN-2). Nothing is written yet."""
+    agent_author = actor if _is_agent(actor) else None
     payload = dict(payload or {})
     # Conversational messages go through the loop guard and the turn policy; notices, card
     # clicks and relayed results (explicit WAKE) do not.
@@ -235,9 +263,7 @@ def post_message(
             body, planned_threads = threads.plan_threads(agent_author, conversation, body)
         except threads.SideThreadError as exc:
             payload["dm_error"] = exc.message  # the text stays visible; nothing half-created
-    delegation = turns.delegation(body, conversation, actor) if conversational else None
     by_person = agent_author is None and actor is not None
-    takes_part = getattr(conversation, "takes_part", False)
     if conversational and by_person:
         conversation.agent_streak = 0  # reset (and held posts released) by settle_post
     # An agent's post counts against the loop guard (TURN-2), unless it answers a person.
@@ -246,80 +272,93 @@ def post_message(
         if conversational and agent_author
         else turns.COUNTED
     )
-    held = guard == turns.HELD
-    # A plain post, a person's or an agent's, writes once, in its last statement (settle_post),
-    # which locks the conversation row. In a transaction, that lock would be held until this
-    # thread, competing for the GIL with the process's others, got round to sending COMMIT:
-    # posts to one busy channel queued on it, and a second web process added nothing. Alone,
-    # the statement is its own transaction and the lock lasts as long as PostgreSQL runs it.
-    single_write = (
-        conversational
-        and (takes_part or agent_author is not None)
-        and not held
-        and delegation is None
-        and not planned_threads
+    return PostPlan(
+        actor=actor,
+        conversation=conversation,
+        fields={
+            "author_user": None if agent_author or actor is None else actor,
+            "author_agent": agent_author,
+            "kind": kind,
+            "body": body,
+            "payload": payload,
+            "reply_to": reply_to,
+            "client_ref": client_ref,
+        },
+        conversational=conversational,
+        by_person=by_person,
+        takes_part=getattr(conversation, "takes_part", False),
+        guard=guard,
+        planned_threads=planned_threads,
+        delegation=turns.delegation(body, conversation, actor) if conversational else None,
     )
-    with nullcontext() if single_write else transaction.atomic():
-        if by_person and not takes_part:
-            # Posting in an open channel joins it, as in any team chat.
-            Participant.objects.get_or_create(conversation=conversation, user=actor)
-        if held:
-            # Decided again under the row's lock: a person's post in between (release_held)
-            # would otherwise leave this one held.
-            turns.lock(conversation)
-            guard = turns.count_post(conversation, agent_author)
-            held = guard == turns.HELD
-        message = Message(
-            held_at=timezone.now() if held else None,
+
+
+def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
+    """Write the post and what follows from it: the author joins an open channel, the message
+    (held past the loop guard's cap), its turn decision and deliveries, its side threads, its
+    task. Returns the message and the held messages a person's post released."""
+    conversation = plan.conversation
+    if plan.by_person and not plan.takes_part:
+        # Posting in an open channel joins it, as in any team chat.
+        Participant.objects.get_or_create(conversation=conversation, user=plan.actor)
+    if plan.held:
+        # Decided again under the row's lock: a person's post in between (release_held)
+        # would otherwise leave this one held.
+        turns.lock(conversation)
+        plan.guard = turns.count_post(conversation, plan.actor)
+    message = Message(
+        conversation=conversation, held_at=timezone.now() if plan.held else None, **plan.fields
+    )
+    if plan.held:
+        # Past the loop guard's cap: kept, but nobody sees or is woken by it until a person
+        # speaks (their message releases it).
+        compiled_insert(message)
+        turns.announce_capped(conversation)
+        return message, []
+    rows = []  # stored with the message, in the post's last statement (settle_post)
+    holds_turn = False  # a turn from the turn queue: its ack hands the turn on
+    if plan.conversational and plan.delegation is None:
+        decision, wake = turns.start_turns(message, conversation, capped=plan.guard == turns.CAPPED)
+        rows += [decision] if decision else []
+        holds_turn = True
+    # Turn planning read only agents that appear in the workspace: no need to check again.
+    queued = deliveries.new_deliveries(
+        message, wake or [], holds_turn=holds_turn, visible=plan.conversational
+    )
+    released = turns.settle_post(
+        conversation, message, rows + queued, by_person=plan.conversational and plan.by_person
+    )
+    deliveries.wake_agents(queued)
+    # What needs the message stored: threads hang off it.
+    if plan.planned_threads:
+        threads.open_threads(message, plan.planned_threads)
+    else:
+        message.has_no_threads()
+    if plan.delegation is not None:
+        agent, instructions = plan.delegation
+        tasks.create_task(
+            plan.actor,
+            conversation.workspace,
+            agent,
+            instructions,
             conversation=conversation,
-            author_user=None if agent_author or actor is None else actor,
-            author_agent=agent_author,
-            kind=kind,
-            body=body,
-            payload=payload,
-            reply_to=reply_to,
-            client_ref=client_ref,
         )
-        if held:
-            # Past the loop guard's cap: kept, but nobody sees or is woken by it until a
-            # person speaks (their message releases it).
-            compiled_insert(message)
-            turns.announce_capped(conversation)
-            return message
-        rows = []  # stored with the message, in the post's last statement (settle_post)
-        holds_turn = False  # a turn from the turn queue: its ack hands the turn on
-        if conversational and delegation is None:
-            decision, wake = turns.start_turns(message, conversation, capped=guard == turns.CAPPED)
-            rows += [decision] if decision else []
-            holds_turn = True
-        # Turn planning read only agents that appear in the workspace: no need to check again.
-        queued = deliveries.new_deliveries(
-            message, wake or [], holds_turn=holds_turn, visible=conversational
+    return message, released
+
+
+def _announce_post(message: Message, released) -> None:
+    """Tell browsers, after commit: the held posts a person's post let through, then the post;
+    and a notice when the text's side thread could not be opened."""
+    for earlier in released:
+        live.announce_message(earlier, "message.created")
+    live.announce_message(message, "message.created")
+    if message.payload.get("dm_error"):
+        post_notice(
+            message.conversation,
+            f"{message.author_agent.name}'s side thread was not opened: "
+            f"{message.payload['dm_error']}",
+            payload={"about_message_id": str(message.id)},
         )
-        settled = turns.settle_post(
-            conversation, message, rows + queued, by_person=conversational and by_person
-        )
-        deliveries.wake_agents(queued)
-        # What needs the message stored: threads hang off it.
-        if planned_threads:
-            threads.open_threads(message, planned_threads)
-        else:
-            message.has_no_threads()
-        if delegation is not None:
-            agent, instructions = delegation
-            tasks.create_task(
-                actor, conversation.workspace, agent, instructions, conversation=conversation
-            )
-        for released in settled:
-            live.announce_message(released, "message.created")
-        live.announce_message(message, "message.created")
-        if payload.get("dm_error"):
-            post_notice(
-                conversation,
-                f"{agent_author.name}'s side thread was not opened: {payload['dm_error']}",
-                payload={"about_message_id": str(message.id)},
-            )
-    return message
 
 
 def post_notice(conversation: Conversation, body: str, *, payload: dict | None = None) -> Message:
@@ -336,7 +375,7 @@ def mark_read(user, conversation: Conversation) -> None:
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
     """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
     workspace admin may; other members may not."""
-    if not may_configure(user, conversation):
+    if not may_configure(access_membership(user, conversation.workspace_id), conversation):
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
         )

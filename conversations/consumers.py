@@ -2,7 +2,7 @@
 
 from channels.db import database_sync_to_async
 
-from agntchat.core.events import group_name, publish_many
+from agntchat.core.events import group_name, publish_live
 from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
@@ -22,16 +22,11 @@ def _announce_typing(user, conversation_id) -> None:
     """Tell everyone who may read the conversation that USER is typing there. Nothing is stored,
     and the sender is not excluded: each browser ignores its own user."""
     conversation = access_conversation(user, conversation_id)
-    publish_many(
+    publish_live(
         audience_topics(conversation),
-        {
-            "type": "live.event",
-            "event": {
-                "type": "typing",
-                "conversation_id": conversation.id,
-                "user": {"id": user.id, "name": user.label},
-            },
-        },
+        "typing",
+        conversation_id=conversation.id,
+        user={"id": user.id, "name": user.label},
     )
 
 
@@ -82,6 +77,6 @@ class LiveSocket(JsonSocket):
     async def live_event(self, event):
         await self.send_json(event["event"])
 
-    async def workspace_event(self, event):
+    async def live_regroup(self, event):
         await self.sync_groups()
         await self.send_json(event["event"])

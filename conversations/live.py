@@ -1,7 +1,7 @@
 """What browsers hear: every live event about conversations and messages is built here and
 sent to the topics of the people who may read it."""
 
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish_live
 from conversations.access import audience_user_ids
 from conversations.models import Conversation, Message
 from conversations.payloads import conversation_data, message_data
@@ -11,12 +11,12 @@ def announce_message(message: Message, event_type: str) -> None:
     """Send a message event to every browser that may read its conversation. With the
     conversation's kind: a side thread reaches everyone who may read its origin, but a sidebar
     lists only the threads one takes part in."""
-    event = {
-        "type": event_type,
-        "message": message_data(message),
-        "conversation_kind": message.conversation.kind,
-    }
-    publish_many(audience_topics(message.conversation), {"type": "live.event", "event": event})
+    publish_live(
+        audience_topics(message.conversation),
+        event_type,
+        message=message_data(message),
+        conversation_kind=message.conversation.kind,
+    )
 
 
 def audience_topics(conversation: Conversation) -> list[str]:
@@ -29,10 +29,6 @@ def audience_topics(conversation: Conversation) -> list[str]:
 
 
 def announce_conversation(conversation: Conversation, event_type: str) -> None:
-    publish_many(
-        audience_topics(conversation),
-        {
-            "type": "live.event",
-            "event": {"type": event_type, "conversation": conversation_data(conversation)},
-        },
+    publish_live(
+        audience_topics(conversation), event_type, conversation=conversation_data(conversation)
     )

@@ -15,7 +15,7 @@ from agents.access import agent_appears_in
 from agents.exceptions import AgentNotFound, TaskNotFound
 from agents.models import Agent
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import publish, publish_many, wake_agent
+from agntchat.core.events import publish, publish_live, wake_agent
 from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
 from conversations import actions, live
@@ -37,19 +37,24 @@ class ProtocolError(AppError):
 
 # Task visibility lives here, not in agents/access.py: it is its conversation's, and
 # conversations.access imports agents.access.
-def tasks_visible_to(user):
+def tasks_visible_to(actor):
     """A task is visible exactly where the conversation it was asked in is; one asked outside any
-    conversation (REST without one, a routine) to every member of its workspace."""
+    conversation (REST without one, a routine) to every member of its workspace. An agent sees
+    the tasks it works on."""
+    if isinstance(actor, Agent):
+        return Task.objects.filter(agent=actor)
+    user = actor
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
     return Task.objects.filter(Exists(member)).filter(
         Q(conversation__isnull=True) | Q(conversation__in=conversations_visible_to(user))
     )
 
 
-def access_task(user, task_id) -> Task:
-    """A task the person can see, or not found (also when its conversation is hidden from them)."""
+def access_task(actor, task_id) -> Task:
+    """A task the person (or agent) can see, or not found (also when its conversation is hidden
+    from them)."""
     try:
-        return tasks_visible_to(user).get(pk=as_uuid(task_id))
+        return tasks_visible_to(actor).get(pk=as_uuid(task_id))
     except Task.DoesNotExist:
         raise TaskNotFound() from None
 
@@ -83,11 +88,8 @@ def task_data(task: Task) -> dict:
     }
 
 
-def _announce(task: Task, event_type: str, **extra) -> None:
-    publish_many(
-        task_topics(task),
-        {"type": "live.event", "event": {"type": event_type, "task": task_data(task), **extra}},
-    )
+def _announce(task: Task, event_type: str) -> None:
+    publish_live(task_topics(task), event_type, task=task_data(task))
 
 
 def create_task(
@@ -176,10 +178,12 @@ def _record_violation(task: Task, what: str) -> ProtocolError:
 
 
 def mark_started(task_id) -> None:
-    """Called when a connection claims the task: it is running now."""
-    Task.objects.filter(pk=task_id, status=Task.Status.QUEUED).update(
+    """Called when a connection claims the task: it is running now, and its watchers hear so."""
+    started = Task.objects.filter(pk=task_id, status=Task.Status.QUEUED).update(
         status=Task.Status.RUNNING, started_at=timezone.now()
     )
+    if started:
+        _announce(Task.objects.get(pk=task_id), "task.started")
 
 
 def record_event(task_id, data: dict) -> TaskEvent:
@@ -193,8 +197,9 @@ def record_event(task_id, data: dict) -> TaskEvent:
             task.event_count += 1
             task.save(update_fields=["event_count", "updated_at"])
             event = TaskEvent.objects.create(task=task, seq=task.event_count, data=data)
-            progress = {"type": "task.progress", "task_id": task.id, "seq": event.seq, "data": data}
-            publish_many(task_topics(task), {"type": "live.event", "event": progress})
+            publish_live(
+                task_topics(task), "task.progress", task_id=task.id, seq=event.seq, data=data
+            )
             if (
                 task.work_conversation_id
                 and isinstance(data.get("message"), str)

@@ -23,7 +23,7 @@ from django.utils import timezone
 from agents.access import agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_insert, compiled_objects
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish_live
 from agntchat.core.exceptions import AppError
 from conversations import caps, deliveries, live
 from conversations.models import Conversation, Delivery, Message, Participant, TurnDecision
@@ -398,17 +398,12 @@ def mark_done(agent, conversation: Conversation) -> None:
 
 
 def announce_capped(conversation: Conversation) -> None:
-    publish_many(
+    publish_live(
         live.audience_topics(conversation),
-        {
-            "type": "live.event",
-            "event": {
-                "type": "conversation.capped",
-                "conversation_id": conversation.id,
-                "streak": conversation.agent_streak,
-                "cap": caps.cap_for(conversation),
-            },
-        },
+        "conversation.capped",
+        conversation_id=conversation.id,
+        streak=conversation.agent_streak,
+        cap=caps.cap_for(conversation),
     )
 
 

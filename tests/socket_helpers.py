@@ -139,9 +139,9 @@ async def live_socket_for(user) -> WebsocketCommunicator:
 
 
 class TopicInbox:
-    """A channel-layer inbox subscribed to one live topic, read from sync test code."""
+    """A channel-layer inbox subscribed to live topics, read from sync test code."""
 
-    def __init__(self, topic: str):
+    def __init__(self, *topics: str):
         from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
 
@@ -149,7 +149,8 @@ class TopicInbox:
 
         self.layer = get_channel_layer()
         self.inbox = async_to_sync(self.layer.new_channel)()
-        async_to_sync(self.layer.group_add)(group_name(topic), self.inbox)
+        for topic in topics:
+            async_to_sync(self.layer.group_add)(group_name(topic), self.inbox)
 
     def next(self, timeout: float = 3) -> dict:
         from asgiref.sync import async_to_sync

@@ -44,6 +44,9 @@ def test_request_bodies_are_as_strict_as_their_serializers(schema):
     assert name["minLength"] == 1
     pattern = re.compile(name["pattern"])
     assert pattern.search("Nova") and not pattern.search("   ") and not pattern.search("a\x00b")
+    # What DRF's trimming blanks, the pattern refuses (str.strip() takes \x1c-\x1f and \x85).
+    for blank in ("\x1d", "\x85", " \t\u3000"):
+        assert blank.strip() == "" and not pattern.search(blank)
     # A field whose own validator has a pattern keeps it.
     assert agent["properties"]["handle"]["pattern"] == "^[-a-zA-Z0-9_]+$"
     role = re.compile(agent["properties"]["role"]["pattern"])  # blank allowed, NUL never

@@ -8,7 +8,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import actions
-from agents.access import access_agent, access_own_agent, agents_visible_in, agents_visible_to
+from agents.access import (
+    access_agent,
+    access_agent_key,
+    access_credential_grant,
+    access_own_agent,
+    agents_visible_in,
+    agents_visible_to,
+)
 from agents.auth import bearer_secret
 from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import DEFAULT_TURN_TIME_LIMIT, Agent, AgentKey, CredentialGrant
@@ -138,10 +145,7 @@ class KeyDetailView(APIView):
 
     def delete(self, request, agent_id, key_id):
         agent = access_own_agent(request.user, agent_id)
-        key = AgentKey.objects.filter(agent=agent, id=key_id).first()
-        if key is None:
-            raise AgentNotFound("Key not found.")
-        actions.revoke_agent_key(key)
+        actions.revoke_agent_key(access_agent_key(agent, key_id))
         return Response(status=204)
 
 
@@ -249,9 +253,7 @@ class CredentialGrantDetailView(APIView):
     def delete(self, request, workspace_id, credential_id, agent_id):
         membership = access_membership(request.user, workspace_id)
         credential = access_credential(membership, credential_id)
-        grant = credential.grants.filter(agent_id=agent_id).first()
-        if grant is None:
-            raise AgentNotFound("This agent has no grant for that credential.")
+        grant = access_credential_grant(credential, agent_id)
         actions.revoke_credential_grant(membership, grant)
         return Response(status=204)
 

@@ -22,13 +22,13 @@ from agents.auth import bearer_secret
 from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name, publish_many, wire, work_available
+from agntchat.core.events import apublish_now, group_name, publish_live, wire, work_available
 from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
-from conversations.models import Message, Task
+from conversations.models import Message
 from conversations.usage import record_usage
 from work import frames, gateway
 
@@ -92,16 +92,11 @@ def _post(agent, data):
 
 def _announce_presence(agent) -> None:
     """Browsers of every workspace the agent appears in see its dot change at once."""
-    event = {
-        "type": "live.event",
-        "event": {
-            "type": "agent.presence",
-            "agent_id": str(agent.id),
-            "online": presence.is_online(agent.id),
-        },
-    }
-    publish_many(
-        [f"workspace.{w}" for w in workspaces_of_agent(agent).values_list("id", flat=True)], event
+    publish_live(
+        [f"workspace.{w}" for w in workspaces_of_agent(agent).values_list("id", flat=True)],
+        "agent.presence",
+        agent_id=agent.id,
+        online=presence.is_online(agent.id),
     )
 
 
@@ -121,7 +116,7 @@ def _resolve(agent, data):
 @database_sync_to_async
 def _record_task_usage(agent, task_id, usage):
     """Usage reported with a task's result (RUN-8)."""
-    task = Task.objects.get(pk=task_id)
+    task = tasks.access_task(agent, task_id)
     record_usage(
         agent, task.workspace_id, usage, conversation_id=task.conversation_id, task_id=task.id
     )
@@ -181,7 +176,7 @@ class AgentSocket(JsonSocket):
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
         try:
-            self.configure(frame_data(frames.ConfigureFrame, {k: v[0] for k, v in query.items()}))
+            self.configure(frame_data(frames.ConnectQuery, {k: v[0] for k, v in query.items()}))
         except FrameError as exc:
             await self.send_error(exc.code, exc.message, fields=exc.fields)
         await self.follow_session(self.session)

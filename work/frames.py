@@ -82,6 +82,13 @@ class ConfigureFrame(StrictSerializer):
     tasks = serializers.IntegerField(**LANE_SIZE)
 
 
+class ConnectQuery(serializers.Serializer):
+    """The lane sizes a connection's query string asks for: text by nature, read as numbers."""
+
+    prefetch = serializers.IntegerField(**LANE_SIZE)
+    tasks = serializers.IntegerField(**LANE_SIZE)
+
+
 # The REST input as it is: an agent cannot force a shrink (only the owner can).
 PersonalitySetFrame = PersonalityInput
 

@@ -7,17 +7,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from agntchat.core import crypto
-from agntchat.core.events import publish
-from workspaces.access import require_manager, require_owner
-from workspaces.exceptions import InvitationInvalid, NotAllowed, OwnerRule, PersonalWorkspaceRule
+from agntchat.core.events import publish_live
+from workspaces.access import (
+    invitation_refusal,
+    removal_refusal,
+    require_manager,
+    require_owner,
+    role_change_refusal,
+)
+from workspaces.exceptions import InvitationInvalid, OwnerRule, PersonalWorkspaceRule
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
 
 
 def _announce(workspace: Workspace, what: str) -> None:
-    publish(
-        f"workspace.{workspace.id}",
-        {"type": "workspace.event", "event": {"type": what, "workspaceId": str(workspace.id)}},
-    )
+    publish_live([f"workspace.{workspace.id}"], what, workspace_id=workspace.id)
 
 
 def create_team_workspace(user: User, name: str) -> Workspace:
@@ -50,13 +53,8 @@ def create_invitation(
 ) -> tuple[Invitation, str]:
     """Return the invitation and its secret token (shown once: only the hash is kept)."""
     workspace = membership.workspace
-    if workspace.is_personal:
-        raise PersonalWorkspaceRule("Nobody can be invited to a personal workspace.")
-    require_manager(membership)
-    if role == Role.OWNER:
-        raise OwnerRule("The owner is set at creation; nobody can be invited as owner.")
-    if role == Role.ADMIN and membership.role != Role.OWNER:
-        raise NotAllowed("Only the owner can invite someone as an admin.")
+    if refusal := invitation_refusal(membership, role):
+        raise refusal
     token = crypto.new_secret("inv")
     invitation = Invitation.objects.create(
         workspace=workspace,
@@ -102,9 +100,8 @@ def accept_invitation(user: User, token: str) -> Membership:
 
 def change_role(membership: Membership, target: Membership, role: str) -> Membership:
     """Only the owner changes roles, and never their own: the owner is fixed."""
-    require_owner(membership)
-    if target.role == Role.OWNER:
-        raise OwnerRule("The owner's role can never be changed.")
+    if refusal := role_change_refusal(membership, target):
+        raise refusal
     if role not in (Role.ADMIN, Role.MEMBER):
         raise OwnerRule("A member can only be made admin or member; the owner is fixed.")
     target.role = role
@@ -114,13 +111,10 @@ def change_role(membership: Membership, target: Membership, role: str) -> Member
 
 
 def remove_member(membership: Membership, target: Membership) -> None:
-    if target.role == Role.OWNER:
-        raise OwnerRule("The owner can never be removed from their workspace.")
-    if target.user_id == membership.user_id:
+    if target.user_id == membership.user_id and not target.is_owner:
         return leave_workspace(membership)
-    require_manager(membership)
-    if target.role == Role.ADMIN and membership.role != Role.OWNER:
-        raise NotAllowed("Only the owner can remove an admin.")
+    if refusal := removal_refusal(membership, target):
+        raise refusal
     target.delete()
     _announce(membership.workspace, "member.removed")
 
@@ -128,7 +122,7 @@ def remove_member(membership: Membership, target: Membership) -> None:
 def leave_workspace(membership: Membership) -> None:
     if membership.workspace.is_personal:
         raise PersonalWorkspaceRule("You cannot leave your personal workspace.")
-    if membership.role == Role.OWNER:
+    if membership.is_owner:
         raise OwnerRule("The owner cannot leave; delete the workspace instead.")
     membership.delete()
     _announce(membership.workspace, "member.left")

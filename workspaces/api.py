@@ -10,12 +10,14 @@ from agntchat.core.api import StrictSerializer, error_body, validated
 from workspaces import actions
 from workspaces.access import (
     IsPerson,
+    access_api_token,
     access_credential,
+    access_member,
     access_membership,
     require_manager,
     workspaces_visible_to,
 )
-from workspaces.exceptions import CredentialNameTaken, WorkspaceNotFound
+from workspaces.exceptions import CredentialNameTaken
 from workspaces.login import authenticate_person
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
@@ -127,10 +129,7 @@ class TokenDetailView(APIView):
     permission_classes = [IsPerson]
 
     def delete(self, request, token_id):
-        token = ApiToken.objects.filter(user=request.user, id=token_id).first()
-        if token is None:
-            raise WorkspaceNotFound("Token not found.")
-        actions.revoke_api_token(token)
+        actions.revoke_api_token(access_api_token(request.user, token_id))
         return Response(status=204)
 
 
@@ -198,17 +197,6 @@ class MemberListView(APIView):
         return Response({"results": MemberSerializer(members, many=True).data})
 
 
-def _target(membership, user_id) -> Membership:
-    target = (
-        Membership.objects.select_related("user", "workspace")
-        .filter(workspace=membership.workspace, user_id=user_id)
-        .first()
-    )
-    if target is None:
-        raise WorkspaceNotFound("Member not found.")
-    return target
-
-
 class MemberDetailView(APIView):
     inputs = {"patch": RoleInput}
     permission_classes = [IsPerson]
@@ -216,12 +204,12 @@ class MemberDetailView(APIView):
     def patch(self, request, workspace_id, user_id):
         membership = access_membership(request.user, workspace_id)
         data = validated(RoleInput, request.data)
-        target = actions.change_role(membership, _target(membership, user_id), data["role"])
+        target = actions.change_role(membership, access_member(membership, user_id), data["role"])
         return Response(MemberSerializer(target).data)
 
     def delete(self, request, workspace_id, user_id):
         membership = access_membership(request.user, workspace_id)
-        actions.remove_member(membership, _target(membership, user_id))
+        actions.remove_member(membership, access_member(membership, user_id))
         return Response(status=204)
 
 

@@ -11,6 +11,16 @@ class CredentialNotFound(NotFound):
     default_message = "Credential not found."
 
 
+class MemberNotFound(NotFound):
+    code = "member_not_found"
+    default_message = "Member not found."
+
+
+class TokenNotFound(NotFound):
+    code = "token_not_found"
+    default_message = "Token not found."
+
+
 class PersonalWorkspaceRule(AppError):
     """The personal workspace is never deleted, transferred, left or shared (WS-1)."""
 

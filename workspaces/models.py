@@ -84,6 +84,10 @@ class Membership(BaseModel):
         """Admin and owner do the same day to day: invite, credentials, hosts."""
         return self.role in MANAGER_ROLES
 
+    @property
+    def is_owner(self) -> bool:
+        return self.role == Role.OWNER
+
 
 class Invitation(BaseModel):
     """An invite link. The token is shown once; only its hash is stored."""

@@ -129,7 +129,8 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
-            if len(data) < self.min_fields:
+            # Required fields missing say so themselves; otherwise an empty change is refused.
+            if len(data) < self.min_fields and not any(f.required for f in self.fields.values()):
                 raise serializers.ValidationError(
                     {"non_field_errors": ["Nothing to change: name a field to change."]}
                 )

@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 import uuid
+from dataclasses import dataclass
 
 import orjson
 from channels.layers import get_channel_layer
@@ -117,6 +118,59 @@ def publish_many(topics, event: dict) -> None:
     """One event to several topics, after commit."""
     event, topics = wire(event), list(topics)
     transaction.on_commit(lambda: publisher.submit(topics, event), robust=True)
+
+
+@dataclass(frozen=True)
+class LiveEvent:
+    """What a live event to browsers carries besides its type (keys in snake_case, as built)."""
+
+    carries: tuple[str, ...]
+    # Membership may have changed: the browser socket follows its topics again before passing
+    # the event on (conversations.consumers.LiveSocket.live_regroup).
+    regroups: bool = False
+
+
+# Every live event a browser may hear (docs/protocol.md §7). tests/test_live_events.py applies
+# each one an action emits to a client's state and compares it with a fresh REST read.
+LIVE_EVENTS: dict[str, LiveEvent] = {
+    "conversation.created": LiveEvent(("conversation_id",)),
+    "conversation.updated": LiveEvent(("conversation",)),
+    "conversation.capped": LiveEvent(("conversation_id", "streak", "cap")),
+    "message.created": LiveEvent(("message", "conversation_kind")),
+    "message.updated": LiveEvent(("message", "conversation_kind")),
+    "typing": LiveEvent(("conversation_id", "user")),
+    "task.created": LiveEvent(("task",)),
+    "task.started": LiveEvent(("task",)),
+    "task.progress": LiveEvent(("task_id", "seq", "data")),
+    "task.cancel_requested": LiveEvent(("task",)),
+    "task.finished": LiveEvent(("task",)),
+    "artifact.updated": LiveEvent(("conversation_id", "artifact", "author", "note")),
+    "artifact.commented": LiveEvent(("conversation_id", "artifact", "comment_id")),
+    "agent.presence": LiveEvent(("agent_id", "online")),
+    "workspace.renamed": LiveEvent(("workspace_id",), regroups=True),
+    "workspace.deleted": LiveEvent(("workspace_id",), regroups=True),
+    "member.joined": LiveEvent(("workspace_id",), regroups=True),
+    "member.role_changed": LiveEvent(("workspace_id",), regroups=True),
+    "member.removed": LiveEvent(("workspace_id",), regroups=True),
+    "member.left": LiveEvent(("workspace_id",), regroups=True),
+}
+
+
+def live_envelope(event_type: str, **data) -> dict:
+    """The channel-layer message that brings a live event to browser sockets: the one place an
+    envelope is built. Refuses a type not listed in LIVE_EVENTS, or data not what it carries."""
+    spec = LIVE_EVENTS[event_type]
+    if set(data) != set(spec.carries):
+        raise ValueError(f"{event_type} carries {spec.carries}, not {tuple(data)}")
+    return {
+        "type": "live.regroup" if spec.regroups else "live.event",
+        "event": {"type": event_type, **data},
+    }
+
+
+def publish_live(topics, event_type: str, **data) -> None:
+    """A live event of EVENT_TYPE to browsers on TOPICS, after commit."""
+    publish_many(topics, live_envelope(event_type, **data))
 
 
 def work_available(kind: str | None = None) -> dict:

@@ -52,9 +52,10 @@ PAGE = ResolvedComponent(
 RECORD = {"type": "object"}
 
 # Text the server accepts: no NUL (PostgreSQL cannot store it), and when blank is refused, at
-# least one character that is not whitespace (DRF trims before checking).
+# least one character that Python's strip() keeps (DRF trims before checking; it strips
+# \x1c-\x1f and \x85 too, which a regex's \s may not).
 NO_NUL = r"^[^\x00]*$"
-NOT_BLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"
+NOT_BLANK = r"^[^\x00]*[^\s\x00\x1c-\x1f\x85][^\x00]*$"
 
 
 class AutoSchema(openapi.AutoSchema):

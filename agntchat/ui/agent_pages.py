@@ -12,7 +12,7 @@ from django.http import Http404
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
-from agents.access import access_agent, agents_visible_in
+from agents.access import access_agent, agent_appears_in, agents_visible_in, is_agent_owner
 from agents.models import Agent
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from artifacts.rendering import render_markdown
@@ -40,7 +40,7 @@ def _rows(agents, user):
             "agent": a,
             "online": online[a.id],
             "load": loads[a.id],
-            "mine": a.owner_id == user.id,
+            "mine": is_agent_owner(user, a),
         }
         for a in agents
     ]
@@ -83,7 +83,7 @@ def new_agent(request, membership):
 @workspace_page
 def agent_detail(request, membership, agent_id):
     agent = access_agent(request.user, agent_id)
-    is_owner = agent.owner_id == request.user.id
+    is_owner = is_agent_owner(request.user, agent)
     online = agent_presence([agent])[agent.id]
     context = shell(
         request,
@@ -93,7 +93,7 @@ def agent_detail(request, membership, agent_id):
         is_agent_owner=is_owner,
         online=online,
         load=scoring.agent_loads([agent.id])[agent.id],
-        appears_here=agents_visible_in(membership.workspace_id).filter(pk=agent.pk).exists(),
+        appears_here=agent_appears_in(agent, membership.workspace_id),
         pinned_ids={str(p.workspace_id) for p in agent.pins.all()},
         keys=agent.keys.order_by("-created_at") if is_owner else [],
         revisions=(

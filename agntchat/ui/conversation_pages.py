@@ -29,12 +29,12 @@ from artifacts.access import access_artifact, access_version
 from artifacts.models import Artifact
 from artifacts.rendering import diff_versions
 from conversations import actions
-from conversations.access import access_conversation
+from conversations.access import access_conversation, may_configure
 from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation, Participant
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
-from workspaces.models import Membership
+from workspaces.access import access_member
 
 PAGE = 50
 MAX_FRAGMENT_IDS = 200
@@ -47,11 +47,6 @@ def _conversation_in(membership, conversation_id) -> Conversation:
     if conversation.workspace_id != membership.workspace_id:
         raise Http404
     return conversation
-
-
-def _can_configure(membership, conversation) -> bool:
-    """The rule of conversations.actions.update_settings, to show or hide the controls."""
-    return membership.is_manager or conversation.created_by_id == membership.user_id
 
 
 def _participants(conversation):
@@ -91,7 +86,7 @@ def conversation(request, membership, conversation_id):
         addable_agents=addable,
         capped=is_capped(conversation),
         cap=cap_for(conversation),
-        can_configure=_can_configure(membership, conversation),
+        can_configure=may_configure(membership, conversation),
         mentions=mention_targets(membership.workspace),
         parent=conversation.parent_message,
     )
@@ -113,7 +108,7 @@ def conversation_settings(request, membership, conversation_id):
         current=conversation,
         conversation=conversation,
         label=conversation_label(conversation, request.user),
-        can_configure=_can_configure(membership, conversation),
+        can_configure=may_configure(membership, conversation),
         rulebook=settings.get("rulebook", {}),
         loop_guard=settings.get("loop_guard", {}),
         side_threads=settings.get("side_threads", {}),
@@ -181,10 +176,7 @@ def direct(request, membership):
             if not agent_appears_in(agent, workspace.id):
                 raise Http404
         elif user_id:
-            found = Membership.objects.filter(workspace=workspace, user_id=as_uuid(user_id)).first()
-            if found is None:
-                raise Http404
-            person = found.user
+            person = access_member(membership, user_id).user
         else:
             raise Http404
         existing = _existing_direct(workspace, request.user, agent=agent, person=person)

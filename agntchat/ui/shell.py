@@ -24,7 +24,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from agents.access import agents_visible_in
+from agents.access import agents_visible_in, is_agent_owner
 from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
@@ -181,7 +181,7 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "task_conversations": rows["task"],
         "unread_cap": UNREAD_CAP,  # for the browser, which counts on from the live events
         "agents": [
-            {"agent": a, "online": online[a.id], "mine": a.owner_id == user.id} for a in agents
+            {"agent": a, "online": online[a.id], "mine": is_agent_owner(user, a)} for a in agents
         ],
         "active_tasks": tasks_visible_to(user)
         .filter(workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING])
@@ -197,7 +197,7 @@ def shell(request, membership: Membership, *, current=None, section="", **extra)
         "membership": membership,
         "workspace": membership.workspace,
         "is_manager": membership.is_manager,
-        "is_owner": membership.role == "owner",
+        "is_owner": membership.is_owner,
         "workspaces": list(workspaces_visible_to(request.user)),
         "side": sidebar(request.user, membership, current),
         "section": section,

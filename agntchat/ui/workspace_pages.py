@@ -13,7 +13,12 @@ from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation
 from workspaces import actions
-from workspaces.access import workspaces_visible_to
+from workspaces.access import (
+    invitation_refusal,
+    removal_refusal,
+    role_change_refusal,
+    workspaces_visible_to,
+)
 from workspaces.forms import SignupForm, WorkspaceForm
 from workspaces.models import Invitation, Role
 
@@ -96,11 +101,18 @@ def workspace_home(request, membership):
 def members(request, membership):
     """Members and roles; invitations for admins; rename, leave and delete where allowed."""
     workspace = membership.workspace
+    members = list(workspace.memberships.select_related("user").order_by("created_at"))
+    for member in members:  # the controls shown are exactly what the actions allow
+        member.can_change_role = role_change_refusal(membership, member) is None
+        member.can_remove = (
+            member.user_id != membership.user_id and removal_refusal(membership, member) is None
+        )
     context = shell(
         request,
         membership,
         section="members",
-        members=workspace.memberships.select_related("user").order_by("created_at"),
+        members=members,
+        can_invite_admin=invitation_refusal(membership, Role.ADMIN) is None,
         invitations=(
             Invitation.objects.filter(workspace=workspace).order_by("-created_at")[:50]
             if membership.is_manager

@@ -132,15 +132,16 @@ def test_it_refuses_a_comment_on_a_missing_version_or_a_foreign_parent(alice, ch
         f"/api/v1/artifacts/{second}/comments/", {"body": "on budget"}, format="json"
     )
     before = counts()
-    for body, field in [
-        ({"body": "x", "parent": foreign.json()["id"]}, "parent"),
-        ({"body": "x", "version": 9}, "version"),
-        ({"body": "x", "version": "one"}, "version"),
-        ({"body": "   "}, "body"),
-        ({"body": "x", "mood": "happy"}, "mood"),
+    # An id naming nothing of this artifact is a 404 naming the field; malformed input a 400.
+    for body, field, status in [
+        ({"body": "x", "parent": foreign.json()["id"]}, "parent", 404),
+        ({"body": "x", "version": 9}, "version", 404),
+        ({"body": "x", "version": "one"}, "version", 400),
+        ({"body": "   "}, "body", 400),
+        ({"body": "x", "mood": "happy"}, "mood", 400),
     ]:
         response = api(alice).post(f"/api/v1/artifacts/{first}/comments/", body, format="json")
-        assert response.status_code == 400, body
+        assert response.status_code == status, body
         assert set(response.json()["error"]["fields"]) == {field}
     assert counts() == before
 

@@ -267,25 +267,26 @@ def test_it_refuses_clicks_that_name_no_button(alice, channel, nova, api):
     card_message = post_card(nova, channel, hotels())
     plain = conversation_actions.post_message(alice, channel, "no card here")
     before = Message.objects.count()
-    for message, body, field in [
-        (card_message, {"itemIndex": 3, "actionId": "book"}, "itemIndex"),
-        (card_message, {"itemIndex": 0, "actionId": "delete_everything"}, "actionId"),
-        (card_message, {"itemIndex": -1, "actionId": "book"}, "itemIndex"),
-        (card_message, {"itemIndex": "0", "actionId": "book"}, "itemIndex"),
-        (card_message, {"actionId": "book"}, "itemIndex"),
-        (plain, {"itemIndex": 0, "actionId": "book"}, None),
+    # Malformed clicks are a 400; well-formed ones naming nothing the card shows, a 404.
+    for message, body, field, status in [
+        (card_message, {"itemIndex": 3, "actionId": "book"}, "itemIndex", 404),
+        (card_message, {"itemIndex": 0, "actionId": "delete_everything"}, "actionId", 404),
+        (card_message, {"itemIndex": -1, "actionId": "book"}, "itemIndex", 400),
+        (card_message, {"itemIndex": "0", "actionId": "book"}, "itemIndex", 400),
+        (card_message, {"actionId": "book"}, "itemIndex", 400),
+        (plain, {"itemIndex": 0, "actionId": "book"}, None, 404),
     ]:
         response = api(alice).post(
             f"/api/v1/messages/{message.id}/card-actions/", body, format="json"
         )
-        assert response.status_code == 400, body
+        assert response.status_code == status, body
         if field:
             assert field in response.json()["error"]["fields"], body
     # Hidden by its layout, a button does not exist: weather cards show no actions.
     weather = post_card(
         nova, channel, {"type": "weather", "items": [hotel(title="Lisbon", image=None)]}
     )
-    assert click(api(alice), weather, 0, "book").status_code == 400
+    assert click(api(alice), weather, 0, "book").status_code == 404
     assert Message.objects.count() == before + 1
     card_message.refresh_from_db()
     assert "card_outcomes" not in card_message.payload

@@ -18,7 +18,7 @@ def published(monkeypatch):
     """Events the actions hand to the channel layer: (topics, event type)."""
     sent = []
     monkeypatch.setattr(
-        live, "publish_many", lambda topics, event: sent.append((topics, event["event"]["type"]))
+        live, "publish_live", lambda topics, event_type, **data: sent.append((topics, event_type))
     )
     return sent
 

@@ -289,7 +289,7 @@ def _conversation(orm, server, browser, page, team, nova, cast):
     expect(page.locator(".diff-ins")).to_contain_text("Low tide 12:30")
     page.get_by_label("Add a comment").fill("Add the evening tide next.")
     page.get_by_role("button", name="Comment", exact=True).click()
-    expect(page.locator(".comment")).to_contain_text("Add the evening tide next.")
+    expect(page.locator(".comment")).to_contain_text("Add the evening tide next.", timeout=WAIT)
     shot(page, "laptop-07-artifact-diff")
 
     # Charlie's socket was open all along and never carried any of it; the pages are 404.
