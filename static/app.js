@@ -82,13 +82,25 @@ async function renderMessages(ids) {
   return [...fragment(await fetchHtml(`/app/messages/?ids=${ids.join(",")}`)).children];
 }
 
-/** Replace the [data-region=NAME] parts of this page with a fresh server rendering. */
+/** True while REGION holds something the person typed and has not sent: replacing it would lose it. */
+const hasDraft = (region) =>
+  $$("textarea, input", region).some((field) => field.type !== "hidden" && field.value !== field.defaultValue);
+
+const lastAskedFor = new Map(); // region name → number of the latest refresh that asked for it
+let refreshes = 0;
+
+/** Replace the [data-region=NAME] parts of this page with a fresh server rendering. A rendering
+ * older than one asked for since is dropped (the later one is newer), and so is one for a region
+ * with a draft in it. */
 async function refreshRegions(...names) {
+  const mine = ++refreshes;
+  for (const name of names) lastAskedFor.set(name, mine);
   const fresh = new DOMParser().parseFromString(await fetchHtml(location.href), "text/html");
   for (const name of names) {
+    if (lastAskedFor.get(name) !== mine) continue;
     const now = $(`[data-region="${name}"]`);
     const next = $(`[data-region="${name}"]`, fresh);
-    if (now && next) {
+    if (now && next && !hasDraft(now)) {
       now.replaceWith(next);
       decorate(next);
     }

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from urllib.error import HTTPError
 from urllib.request import urlopen
@@ -13,6 +12,7 @@ from urllib.request import urlopen
 import pytest
 
 from tests.socket_helpers import free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -63,16 +63,20 @@ def make_run_server():
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
+
+    def serving() -> bool:
+        assert proc.poll() is None, "daphne exited"
         try:
             urlopen(f"{url}/static/app.css", timeout=1).close()
-            break
+            return True
         except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.2)
+            return False
+
+    try:
+        wait_until(serving, timeout=30, what="daphne serving")
+    except AssertionError:
+        proc.kill()
+        raise
     yield url
     proc.terminate()
     proc.wait(timeout=10)

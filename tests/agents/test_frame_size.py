@@ -17,6 +17,7 @@ from artifacts.actions import MAX_CONTENT_BYTES
 from artifacts.models import Artifact
 from tests.conftest import agent_session
 from tests.socket_helpers import Daphne
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,9 +74,8 @@ async def test_the_bridge_sends_a_legal_non_ascii_artifact_within_the_limit(
     bridge = Bridge(Config(url=server.url, key=key, workdir=tmp_path))
     running = asyncio.create_task(bridge.run_forever())
     try:
-        async with asyncio.timeout(15):
-            while not await sync_to_async(presence.is_online)(nova.id):
-                await asyncio.sleep(0.05)
+        online = sync_to_async(presence.is_online)
+        await until(lambda: online(nova.id), timeout=15, what="the bridge online")
         socket = bridge.ws
         # The largest content an artifact may have, all of it two-byte characters: escaped as
         # \uXXXX (six bytes each) it would be half as large again as the frame limit.
@@ -89,9 +89,7 @@ async def test_the_bridge_sends_a_legal_non_ascii_artifact_within_the_limit(
         }
         assert len(json.dumps(frame).encode()) > 1.4 * MAX_FRAME_BYTES
         await bridge.send(frame)
-        async with asyncio.timeout(10):
-            while not await Artifact.objects.aexists():
-                await asyncio.sleep(0.05)
+        await until(Artifact.objects.aexists, timeout=10, what="the artifact stored")
         stored = await Artifact.objects.aget()
         assert await sync_to_async(lambda: stored.versions.get().content)() == content
         # What the server would refuse is not sent at all, and the socket carries on.

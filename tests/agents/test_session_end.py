@@ -18,6 +18,7 @@ from agntchat.core.events import group_name
 from conversations import actions
 from conversations.models import Delivery, Message
 from tests.socket_helpers import Daphne, agent_communicator, next_frame
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,25 +133,27 @@ async def test_a_bridge_renews_its_session_on_the_open_socket(alice, channel, no
     # A first socket warms the server up, so the bridge's first 5 s session is not spent on it.
     _, token = await open_session(nova)
     await (await open_socket(server, token)).close()
-    async with asyncio.timeout(5):
-        while await sync_to_async(presence.is_online)(nova.id):
-            await asyncio.sleep(0.05)
+    online = sync_to_async(presence.is_online)
+
+    async def offline():
+        return not await online(nova.id)
+
+    await until(offline, timeout=5, what="the first socket gone")
     _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
     bridge = Bridge(
         Config(url=server.url, key=key, workdir=tmp_path, heartbeat_seconds=0.2, max_backoff=1)
     )
     running = asyncio.create_task(bridge.run_forever())
     try:
-        async with asyncio.timeout(10):
-            while not await sync_to_async(presence.is_online)(nova.id):
-                await asyncio.sleep(0.05)
+        await until(lambda: online(nova.id), timeout=10, what="the bridge online")
         socket = bridge.ws
-        await asyncio.sleep(6)  # past the first session's expiry
+        # What must not close the socket is the server's timer for the first session, in
+        # another process: the behaviour under test is real time passing its expiry.
+        await asyncio.sleep(6)  # past the first session's 5 s
         assert bridge.ws is socket
         await post(alice, channel, "still there?")
-        async with asyncio.timeout(10):
-            while not await Message.objects.filter(author_agent=nova).aexists():
-                await asyncio.sleep(0.05)
+        replied = Message.objects.filter(author_agent=nova)
+        await until(replied.aexists, timeout=10, what="the reply")
         reply = await Message.objects.aget(author_agent=nova)
         assert reply.body == "Echo: still there?"
         assert bridge.ws is socket

@@ -542,3 +542,36 @@ def test_a_live_page_fetches_what_changed_before_its_socket_listened(orm, cast, 
     finished.append(True)
     live(page)
     expect(status).to_contain_text("Completed", timeout=WAIT)
+
+
+def test_a_live_refresh_keeps_what_the_person_is_typing(orm, cast, server, browser):
+    """A new version arrives while Alice writes a comment on the artifact's page: the page is
+    not redrawn under her (her draft stays), and her comment goes out as typed."""
+    alice_user, _, _ = cast
+
+    def an_artifact():
+        team = create_team_workspace(alice_user, "Tide Lab")
+        nova = agent_actions.create_agent(alice_user, name="Nova", backend="scripted")
+        general = create_conversation(alice_user, team, kind="channel", title="general")
+        artifact = artifact_actions.publish_artifact(
+            nova, general, "Tide report", "markdown", "# Tide report\n"
+        )
+        return team, nova, artifact
+
+    team, nova, artifact = orm(an_artifact)
+    page = log_in(browser, server, "alice")
+    page.goto(f"/w/{team.id}/artifacts/{artifact.id}/")
+    live(page)
+    draft = page.get_by_label("Add a comment")
+    draft.fill("Half-way through a thought")
+
+    def new_version():
+        fresh = Artifact.objects.select_related("conversation").get(pk=artifact.pk)
+        artifact_actions.update_artifact(nova, fresh, "# Tide report\n\n- Low tide\n", "v2")
+
+    # The page fetches itself again on the update: its answer must not replace the draft.
+    with page.expect_response(lambda r: r.url == page.url and r.request.method == "GET"):
+        orm(new_version)
+    expect(draft).to_have_value("Half-way through a thought")
+    page.get_by_role("button", name="Comment", exact=True).click()
+    expect(page.locator(".comment")).to_contain_text("Half-way through a thought", timeout=WAIT)
