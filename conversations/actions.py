@@ -3,7 +3,8 @@
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
@@ -27,15 +28,15 @@ def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
 
 
-def create_conversation(
-    creator, workspace, *, kind: str, title: str = "", user_ids=(), agent_ids=()
-) -> Conversation:
-    """Open a conversation; every participant must belong to (or appear in) the workspace."""
+def _participants(creator, workspace, user_ids, agent_ids) -> tuple[list[str], list[str]]:
+    """The people and agents of a new conversation: those named and its creator, every one
+    belonging to (or appearing in) the workspace. Agents keep the order given: that order is
+    the default fallback order (TURN-1)."""
     user_ids = {str(u) for u in user_ids}
-    # Agents join in the order given: that order is the default fallback order (TURN-1).
     agent_order = list(dict.fromkeys(str(a) for a in agent_ids))
-    agent_ids = set(agent_order)
-    if not _is_agent(creator):
+    if _is_agent(creator):
+        agent_order = list(dict.fromkeys([*agent_order, str(creator.id)]))
+    else:
         user_ids.add(str(creator.id))
     members = {
         str(u)
@@ -46,16 +47,61 @@ def create_conversation(
     agents = {
         str(a)
         for a in agents_visible_in(workspace.id)
-        .filter(pk__in=agent_ids)
+        .filter(pk__in=agent_order)
         .values_list("id", flat=True)
     }
-    unknown = (user_ids - members) | (agent_ids - agents)
+    if _is_agent(creator):
+        agents.add(str(creator.id))  # it takes part in what it opens
+    unknown = (user_ids - members) | (set(agent_order) - agents)
     if unknown:
         raise ConversationRule(
             "Some participants are not in this workspace.", fields={"participants": sorted(unknown)}
         )
+    return sorted(members), agent_order
+
+
+def create_conversation(
+    creator, workspace, *, kind: str, title: str = "", user_ids=(), agent_ids=()
+) -> Conversation:
+    """Open a conversation; every participant must belong to (or appear in) the workspace."""
+    members, agents = _participants(creator, workspace, user_ids, agent_ids)
     if kind == Conversation.Kind.CHANNEL:
         title = _valid_channel_name(title)
+    return _create(creator, workspace, kind, title, members, agents)
+
+
+def open_direct(
+    creator, workspace, *, title: str = "", user_ids=(), agent_ids=()
+) -> tuple[Conversation, bool]:
+    """The direct conversation of exactly the creator and those named, found or else created
+    (True when created): one per set of participants, however it is asked for (REST, the page,
+    an agent). A title is given only at creation."""
+    members, agents = _participants(creator, workspace, user_ids, agent_ids)
+    with transaction.atomic():
+        # Two requests opening the same conversation at once: the second waits and finds it.
+        key = f"direct:{workspace.id}:{','.join(members)}:{','.join(sorted(agents))}"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+        existing = _direct_of(workspace, members, agents)
+        if existing is not None:
+            return existing, False
+        return _create(creator, workspace, Conversation.Kind.DIRECT, title, members, agents), True
+
+
+def _direct_of(workspace, members: list[str], agents: list[str]) -> Conversation | None:
+    """The oldest direct conversation whose participants are exactly MEMBERS and AGENTS."""
+    size = len(members) + len(agents)
+    named = Q(participants__user_id__in=members) | Q(participants__agent_id__in=agents)
+    return (
+        Conversation.objects.filter(workspace=workspace, kind=Conversation.Kind.DIRECT)
+        .annotate(size=Count("participants"), named=Count("participants", filter=named))
+        .filter(size=size, named=size)
+        .order_by("created_at")
+        .first()
+    )
+
+
+def _create(creator, workspace, kind: str, title: str, members, agents) -> Conversation:
     with transaction.atomic(), _channel_name_free(title):
         conversation = Conversation.objects.create(
             workspace=workspace,
@@ -63,12 +109,8 @@ def create_conversation(
             title=title,
             created_by=None if _is_agent(creator) else creator,
         )
-        rows = [Participant(conversation=conversation, user_id=u) for u in sorted(members)]
-        rows += [
-            Participant(conversation=conversation, agent_id=a) for a in agent_order if a in agents
-        ]
-        if _is_agent(creator) and str(creator.id) not in agents:
-            rows.append(Participant(conversation=conversation, agent=creator))
+        rows = [Participant(conversation=conversation, user_id=u) for u in members]
+        rows += [Participant(conversation=conversation, agent_id=a) for a in agents]
         Participant.objects.bulk_create(rows)
         # A channel is news for every member of the workspace; anything else for its people.
         topics = (

@@ -54,7 +54,11 @@ class HistoryQuery(serializers.Serializer):
 
 
 class ConversationListView(APIView):
+    """POST opens a channel (201), or the direct conversation of exactly its participants: 200
+    when it existed, 201 when created."""
+
     inputs = {"post": ConversationInput}
+    statuses = {"post": (200, 201)}
 
     def get(self, request):
         conversations = conversations_visible_to(request.user)
@@ -72,15 +76,22 @@ class ConversationListView(APIView):
         workspace = access_workspace(request.user, data["workspace"])
         people = [p["id"] for p in data["participants"] if p["type"] == "person"]
         agents = [p["id"] for p in data["participants"] if p["type"] == "agent"]
-        conversation = actions.create_conversation(
-            request.user,
-            workspace,
-            kind=data["kind"],
-            title=data["title"],
-            user_ids=people,
-            agent_ids=agents,
-        )
-        return Response(conversation_data(conversation), status=201)
+        if data["kind"] == Conversation.Kind.DIRECT:
+            # One direct conversation per set of people and agents: asked again, the same one.
+            conversation, created = actions.open_direct(
+                request.user, workspace, title=data["title"], user_ids=people, agent_ids=agents
+            )
+        else:
+            conversation = actions.create_conversation(
+                request.user,
+                workspace,
+                kind=data["kind"],
+                title=data["title"],
+                user_ids=people,
+                agent_ids=agents,
+            )
+            created = True
+        return Response(conversation_data(conversation), status=201 if created else 200)
 
 
 class ConversationDetailView(APIView):

@@ -6,11 +6,16 @@ from django.db import transaction
 
 from agents import actions as agent_actions
 from agents.access import access_agent_key, access_credential_grant
-from agents.models import AgentKey, CredentialGrant
+from agents.models import Agent, AgentKey, CredentialGrant
 from agntchat.core.exceptions import AppError, NotFound
 from conversations import tasks
 from conversations.access import may_configure
-from conversations.actions import create_conversation, update_channel, update_settings
+from conversations.actions import (
+    create_conversation,
+    open_direct,
+    update_channel,
+    update_settings,
+)
 from conversations.models import Conversation
 from tests.conftest import make_person
 from workspaces import actions as workspace_actions
@@ -170,3 +175,50 @@ class TestOnePredicatePerRule:
         assert shown["alice", "dora"] == shown["alice", "bob"] == (True, True)
         assert shown["dora", "erin"] == (False, True) and shown["dora", "alice"] == (False, False)
         assert shown["bob", "erin"] == shown["bob", "dora"] == (False, False)
+
+
+class TestOneDirectConversationPerSetOfParticipants:
+    def url(self):
+        return "/api/v1/conversations/"
+
+    def open(self, client, workspace, *participants):
+        return client.post(
+            self.url(),
+            {
+                "workspace": str(workspace.id),
+                "kind": "direct",
+                "participants": [
+                    {"type": "agent" if isinstance(p, Agent) else "person", "id": str(p.id)}
+                    for p in participants
+                ],
+            },
+            format="json",
+        )
+
+    def test_rest_asked_twice_answers_the_same_one(self, alice, bob, team_a, nova, api):
+        first = self.open(api(alice), team_a, nova)
+        again = self.open(api(alice), team_a, nova)
+        assert (first.status_code, again.status_code) == (201, 200)
+        assert first.json()["id"] == again.json()["id"]
+        # Another set of participants is another conversation; order does not matter.
+        group = self.open(api(alice), team_a, nova, bob)
+        assert group.status_code == 201 and group.json()["id"] != first.json()["id"]
+        same_group = self.open(api(bob), team_a, alice, nova)
+        assert (same_group.status_code, same_group.json()["id"]) == (200, group.json()["id"])
+        assert Conversation.objects.filter(kind="direct").count() == 2
+
+    def test_the_page_and_rest_reach_the_same_one(self, client, alice, bob, team_a, nova, api):
+        client.force_login(alice)
+        page = client.post(f"/w/{team_a.id}/direct/", {"person": bob.id})
+        rest = self.open(api(bob), team_a, alice)
+        assert rest.status_code == 200
+        assert page.url == f"/w/{team_a.id}/c/{rest.json()['id']}/"
+        with_nova = self.open(api(alice), team_a, nova)
+        page = client.post(f"/w/{team_a.id}/direct/", {"agent": nova.id})
+        assert page.url == f"/w/{team_a.id}/c/{with_nova.json()['id']}/"
+        assert Conversation.objects.filter(kind="direct").count() == 2
+
+    def test_an_agent_opening_one_finds_the_persons(self, alice, team_a, nova):
+        mine, created = open_direct(alice, team_a, agent_ids=[nova.id])
+        theirs, created_again = open_direct(nova, team_a, user_ids=[alice.id])
+        assert (created, created_again) == (True, False) and theirs == mine

@@ -7,7 +7,6 @@ REST API by the page script; these views only read, except the few forms below t
 """
 
 from django.contrib import messages
-from django.db.models import Count, Exists, OuterRef
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
@@ -32,7 +31,7 @@ from conversations import actions
 from conversations.access import access_conversation, may_configure
 from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
-from conversations.models import Conversation, Participant
+from conversations.models import Conversation
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
 from workspaces.access import access_member
 
@@ -146,24 +145,6 @@ def new_channel(request, membership):
     return render(request, "conversations/new_channel.html", context)
 
 
-def _existing_direct(workspace, user, *, agent=None, person=None):
-    """The direct conversation of exactly USER and one other (agent or person), if any."""
-    other = (
-        Participant.objects.filter(conversation=OuterRef("pk"), agent=agent)
-        if agent is not None
-        else Participant.objects.filter(conversation=OuterRef("pk"), user=person)
-    )
-    me = Participant.objects.filter(conversation=OuterRef("pk"), user=user)
-    return (
-        Conversation.objects.filter(workspace=workspace, kind="direct")
-        .filter(Exists(me), Exists(other))
-        .annotate(size=Count("participants"))
-        .filter(size=2)
-        .order_by("created_at")
-        .first()
-    )
-
-
 @workspace_page
 def direct(request, membership):
     """Pick someone to talk to; POST opens the existing conversation or starts one."""
@@ -179,16 +160,13 @@ def direct(request, membership):
             person = access_member(membership, user_id).user
         else:
             raise Http404
-        existing = _existing_direct(workspace, request.user, agent=agent, person=person)
-        if existing is None:
-            existing = actions.create_conversation(
-                request.user,
-                workspace,
-                kind="direct",
-                agent_ids=[agent.id] if agent else [],
-                user_ids=[person.id] if person else [],
-            )
-        return redirect("conversation", workspace_id=workspace.id, conversation_id=existing.id)
+        found, _ = actions.open_direct(
+            request.user,
+            workspace,
+            agent_ids=[agent.id] if agent else [],
+            user_ids=[person.id] if person else [],
+        )
+        return redirect("conversation", workspace_id=workspace.id, conversation_id=found.id)
     agents = list(agents_visible_in(workspace.id).order_by("name"))
     online = agent_presence(agents)
     context = shell(

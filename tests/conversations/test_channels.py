@@ -63,9 +63,12 @@ def test_names_are_stored_normalised_and_free_in_other_workspaces(
 ):
     response = create(api(charlie), team_b, "General")
     assert response.status_code == 201 and response.json()["title"] == "general"
-    # Direct conversations keep their titles as written, and may share them.
-    for _ in range(2):
-        assert create(api(charlie), team_b, "My Notes", kind="direct").status_code == 201
+    # Direct conversations keep their titles as written, and may share them (those of other
+    # people: asked again, the same people's direct conversation is the one they have).
+    for person in (alice, charlie):
+        workspace = team_b if person == charlie else channel.workspace
+        created = create(api(person), workspace, "My Notes", kind="direct")
+        assert created.status_code == 201 and created.json()["title"] == "My Notes"
 
 
 @pytest.mark.parametrize("title", ["", "   ", "!!!", "#"])
