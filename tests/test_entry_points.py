@@ -6,17 +6,18 @@ from django.db import transaction
 
 from agents import actions as agent_actions
 from agents.access import access_agent_key, access_credential_grant
-from agents.models import Agent, AgentKey, CredentialGrant
+from agents.models import Agent, AgentKey, AgentSession, CredentialGrant
 from agntchat.core.exceptions import AppError, NotFound
 from conversations import tasks
 from conversations.access import may_configure
 from conversations.actions import (
     create_conversation,
     open_direct,
+    post_message,
     update_channel,
     update_settings,
 )
-from conversations.models import Conversation
+from conversations.models import Conversation, Message
 from tests.conftest import make_person
 from workspaces import actions as workspace_actions
 from workspaces.access import access_api_token, access_member
@@ -222,3 +223,59 @@ class TestOneDirectConversationPerSetOfParticipants:
         mine, created = open_direct(alice, team_a, agent_ids=[nova.id])
         theirs, created_again = open_direct(nova, team_a, user_ids=[alice.id])
         assert (created, created_again) == (True, False) and theirs == mine
+
+
+class TestAdminChangesGoThroughActions:
+    @pytest.fixture
+    def staff(self, client):
+        person = make_person("stella")
+        person.is_staff = person.is_superuser = True
+        person.save()
+        client.force_login(person)
+        return client
+
+    def test_revoking_keys_ends_their_sessions(self, staff, nova):
+        key, secret = agent_actions.create_agent_key(nova)
+        agent_actions.open_agent_session(secret)
+        response = staff.post(
+            "/admin/agents/agentkey/",
+            {"action": "revoke_keys", "_selected_action": [str(key.id)]},
+        )
+        assert response.status_code == 302
+        assert AgentKey.objects.get(pk=key.pk).revoked_at is not None
+        assert not AgentSession.objects.filter(key=key).exists()  # the action's side effect
+
+    def test_rows_written_around_their_actions_are_refused(self, staff, alice, nova, channel):
+        message = post_message(alice, channel, "hello")
+        key, _ = agent_actions.create_agent_key(nova)
+        for path, obj in (
+            ("agents/agent", nova),
+            ("agents/agentkey", key),
+            ("conversations/conversation", channel),
+            ("conversations/message", message),
+        ):
+            url = f"/admin/{path}/{obj.pk}/"
+            changed = staff.post(f"{url}change/", {"name": "x", "title": "x", "body": "x"})
+            assert changed.status_code in (200, 403), path  # 200: a read-only view, nothing saved
+            assert staff.post(f"{url}delete/", {"post": "yes"}).status_code == 403, path
+            assert staff.get(f"/admin/{path}/add/").status_code == 403, path
+        assert (Agent.objects.get(pk=nova.pk).name, Message.objects.get(pk=message.pk).body) == (
+            "Nova",
+            "hello",
+        )
+        assert Conversation.objects.get(pk=channel.pk).title == "general"
+
+    def test_renaming_a_workspace_goes_through_its_action(self, staff, team_a):
+        response = staff.post(
+            f"/admin/workspaces/workspace/{team_a.id}/change/",
+            {
+                "name": "Renamed",
+                "memberships-TOTAL_FORMS": "0",
+                "memberships-INITIAL_FORMS": "0",
+                "memberships-MIN_NUM_FORMS": "0",
+                "memberships-MAX_NUM_FORMS": "1000",
+            },
+        )
+        assert response.status_code == 302, response.content[:500]
+        team_a.refresh_from_db()
+        assert team_a.name == "Renamed"

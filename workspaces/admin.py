@@ -6,7 +6,7 @@ from django.contrib.auth.admin import UserAdmin
 from agntchat.core.exceptions import AppError
 from workspaces import actions
 from workspaces.forms import AdminLoginForm
-from workspaces.models import Membership, User, Workspace
+from workspaces.models import Membership, Role, User, Workspace
 
 # The admin's login checks passwords like every other sign-in: throttled (workspaces/login.py).
 admin.site.login_form = AdminLoginForm
@@ -48,12 +48,21 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
     def delete_model(self, request, obj):
         try:
-            actions.delete_workspace(Membership.objects.get(workspace=obj, role="owner"))
+            actions.delete_workspace(_owners_membership(obj))
         except AppError as exc:
             messages.error(request, exc.message)
 
     def save_model(self, request, obj, form, change):
+        # Staff act as the owner, through the owner's actions (which announce the change).
         if change:
-            obj.save(update_fields=["name", "updated_at"])
+            actions.rename_workspace(_owners_membership(obj), obj.name)
         else:
             actions.create_team_workspace(obj.owner, obj.name)
+
+
+def _owners_membership(workspace: Workspace) -> Membership:
+    membership = Membership.objects.select_related("workspace").get(
+        workspace=workspace, role=Role.OWNER
+    )
+    membership.workspace = workspace  # with the name the form set
+    return membership
