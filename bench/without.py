@@ -62,15 +62,21 @@ def apply_database(connection) -> None:
 
 
 def _load_product() -> None:
-    """Import every module that may hold a switched function by name, so that it is replaced
-    there too."""
+    """Import every module of the project's apps, so that a switched function is replaced
+    wherever it was imported by name."""
     import importlib
+    import pkgutil
+    from pathlib import Path
 
-    from django.urls import get_resolver
+    from django.apps import apps
 
-    get_resolver().url_patterns  # noqa: B018 (the views and APIs, through the URLconf)
-    for module in ("agents.consumers", "conversations.consumers", "agntchat.core.auth"):
-        importlib.import_module(module)
+    root = Path(__file__).resolve().parent.parent
+    for config in apps.get_app_configs():
+        if not Path(config.path).is_relative_to(root) or "site-packages" in config.path:
+            continue
+        for module in pkgutil.walk_packages([config.path], f"{config.name}."):
+            if not {"migrations", "management", "bridge"} & set(module.name.split(".")):
+                importlib.import_module(module.name)
 
 
 def _replace(module_name: str, name: str, replacement) -> None:
