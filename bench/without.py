@@ -17,7 +17,6 @@ SWITCHES = {
     "compiled": "core/compiled.py: querysets run by the ORM, inserts by bulk_create",
     "http": "core/http.py: Django's own ASGI handler serves HTTP",
     "layers": "core/layers.py: channels_redis' RedisChannelLayer, one group_send per topic",
-    "generic_plan": "plan_cache_mode=force_generic_plan: PostgreSQL's default (auto)",
     "n_distinct": "the n_distinct override on conversation_id: reset, then ANALYZE",
     "gc_freeze": "gc.freeze() in agntchat/asgi.py: undone with gc.unfreeze()",
     "prepared": "server-side binding and prepared statements: Django's client-side binding",
