@@ -113,14 +113,6 @@ MECHANISMS = {
         "a generic plan may read a whole channel for a page without it, depending on the"
         " statistics: tests/conversations/test_read_plans.py (plan forced generic) catches it",
     ),
-    "gc_freeze": Mechanism(
-        pipeline("lat"),
-        [
-            cpu("lat.p99", "post->push p99 @ 50 msg/s"),
-            cpu("lat.p50", "post->push p50 @ 50 msg/s"),
-            cpu("lat.max", "post->push max @ 50 msg/s"),
-        ],
-    ),
     "prepared": Mechanism(
         HISTORY,
         [

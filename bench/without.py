@@ -18,7 +18,6 @@ SWITCHES = {
     "http": "core/http.py: Django's own ASGI handler serves HTTP",
     "layers": "core/layers.py: channels_redis' RedisChannelLayer, one group_send per topic",
     "n_distinct": "the n_distinct override on conversation_id: reset, then ANALYZE",
-    "gc_freeze": "gc.freeze() in agntchat/asgi.py: undone with gc.unfreeze()",
     "prepared": "server-side binding and prepared statements: Django's client-side binding",
     "relaxed_commit": "synchronous_commit=off inside claims, acks and releases: durable commits",
     "thread_cache": "messages marked as having no side threads: one prefetch for every message",
