@@ -161,7 +161,7 @@ REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
 )
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "agntchat.core.layers.RedisLayer",
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             # redis-py 8 reads with a 5 s socket timeout by default, the same as the layer's
             # blocking pop: idle sockets would die every 5 s. Give reads room beyond the pop.

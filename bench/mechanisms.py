@@ -95,14 +95,6 @@ MECHANISMS = {
             rate("base.rps", "bare DRF endpoint (pipeline baseline)", "req/s"),
         ],
     ),
-    "layers": Mechanism(
-        pipeline("e2e,lat"),
-        [
-            cpu("e2e.cpu_ms", "daphne CPU per message, posted and pushed (e2e)"),
-            rate("e2e.messages_per_s", "end to end, posted and pushed", "msg/s"),
-            cpu("lat.p50", "post->push p50 @ 50 msg/s"),
-        ],
-    ),
     "n_distinct": Mechanism(
         HISTORY,
         [

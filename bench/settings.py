@@ -4,7 +4,7 @@ what BENCH_WITHOUT switches off (bench/without.py)."""
 import os
 
 from agntchat.settings import *  # noqa: F403
-from agntchat.settings import CHANNEL_LAYERS, DATABASES
+from agntchat.settings import DATABASES
 from bench.without import switched_off
 
 ROOT_URLCONF = "bench.urls"
@@ -19,5 +19,3 @@ if os.environ.get("BENCH_QCLUSTER") == "1":
 if "prepared" in switched_off():  # Django's default: parameters bound client-side
     DATABASES["default"]["OPTIONS"].pop("server_side_binding", None)
     DATABASES["default"]["OPTIONS"].pop("prepare_threshold", None)
-if "layers" in switched_off():
-    CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"

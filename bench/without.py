@@ -16,7 +16,6 @@ import sys
 SWITCHES = {
     "compiled": "core/compiled.py: querysets run by the ORM, inserts by bulk_create",
     "http": "core/http.py: Django's own ASGI handler serves HTTP",
-    "layers": "core/layers.py: channels_redis' RedisChannelLayer, one group_send per topic",
     "n_distinct": "the n_distinct override on conversation_id: reset, then ANALYZE",
     "prepared": "server-side binding and prepared statements: Django's client-side binding",
     "relaxed_commit": "synchronous_commit=off inside claims, acks and releases: durable commits",
@@ -40,8 +39,6 @@ def apply() -> None:
         _load_product()
     if "compiled" in off:
         _without_compiled()
-    if "layers" in off:
-        _without_layers()
     if "relaxed_commit" in off:
         from agntchat.core import claims
 
@@ -135,21 +132,6 @@ def _without_compiled() -> None:
     _replace("agntchat.core.compiled", "compiled_first", compiled_first)
     _replace("agntchat.core.compiled", "compiled_read", compiled_read)
     _replace("agntchat.core.compiled", "compiled_insert", compiled_insert)
-
-
-def _without_layers() -> None:
-    """The event publisher sends with channels_redis' own group_send, one topic at a time."""
-    from channels.layers import get_channel_layer
-
-    from agntchat.core import events
-
-    async def send(batch) -> None:
-        layer = get_channel_layer()
-        for topics, event in batch:
-            for topic in topics:
-                await layer.group_send(events.group_name(topic), event)
-
-    events.Publisher.send = staticmethod(send)
 
 
 def _without_thread_cache() -> None:
