@@ -120,6 +120,14 @@ MECHANISMS = {
             rate("deep.cycles_per_s", "raw claim+ack, 5000 queued", "/s"),
         ],
     ),
+    "publisher_thread": Mechanism(
+        pipeline("posts,lat"),
+        [
+            rate("posts.rps", "POST a message, closed loop (pipeline)", "req/s"),
+            cpu("posts.cpu_ms", "daphne CPU per POST"),
+            cpu("lat.p50", "post->push p50 @ 50 msg/s"),
+        ],
+    ),
     "thread_cache": Mechanism(
         HOTPATH,
         [

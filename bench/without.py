@@ -19,6 +19,7 @@ SWITCHES = {
     "n_distinct": "the n_distinct override on conversation_id: reset, then ANALYZE",
     "prepared": "server-side binding and prepared statements: Django's client-side binding",
     "relaxed_commit": "synchronous_commit=off inside claims, acks and releases: durable commits",
+    "publisher_thread": "the publisher thread: events sent by async_to_sync in the committing thread",
     "thread_cache": "messages marked as having no side threads: one prefetch for every message",
 }
 
@@ -45,6 +46,8 @@ def apply() -> None:
         claims.RELAXED = ""
     if "thread_cache" in off:
         _without_thread_cache()
+    if "publisher_thread" in off:
+        _without_publisher_thread()
 
 
 def apply_database(connection) -> None:
@@ -148,3 +151,12 @@ def _without_thread_cache() -> None:
 
     Message.has_no_threads = lambda self, empty=None: None
     _replace("conversations.payloads", "with_thread_cards", with_thread_cards)
+
+
+def _without_publisher_thread() -> None:
+    """Each event sent on commit by the thread that committed, as Channels' docs show it."""
+    from asgiref.sync import async_to_sync
+
+    from agntchat.core import events
+
+    events.publisher.submit = async_to_sync(events.Publisher.send)
