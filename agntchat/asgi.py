@@ -1,6 +1,5 @@
 """ASGI entry point: HTTP through Django, WebSockets for agents (/ws/agent/) and browsers (/ws/live/)."""
 
-import gc
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agntchat.settings")
@@ -36,9 +35,3 @@ application = ProtocolTypeRouter(
         ),
     }
 )
-
-# Everything loaded so far (Django, the apps, their modules) lives as long as the process. Left
-# to the collector, each full pass walks all of it and stalls every request and push for tens
-# of milliseconds; frozen, those passes only walk what was made since.
-gc.collect()
-gc.freeze()

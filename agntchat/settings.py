@@ -129,18 +129,16 @@ elif sys.argv[1:2] == ["qcluster"]:
 else:
     # Under ASGI each request runs in a fresh thread: persistent per-thread connections
     # exhaust PostgreSQL, a shared pool does not. Pooled connections live long, so the hot
-    # statements are bound server-side and prepared after a few runs: PostgreSQL plans the
-    # many-join payload and access queries once per connection, not on every message: their
-    # plans (lookups by key) do not depend on the values, and left to choose, PostgreSQL kept
-    # planning them anew (up to 1 ms each). A statement whose best plan would depend on a value
-    # must be written so that it does not (the claim's LIMIT: core/claims.py, tested in
-    # tests/test_claims.py). DB_PREPARE_THRESHOLD set empty turns preparing off (e.g. while
-    # migrating a live system).
+    # statements are bound server-side and prepared after a few runs: PostgreSQL parses and
+    # plans the many-join payload and access queries once per connection, not on every message.
+    # After a few runs PostgreSQL may settle on a generic plan, which knows no parameter value:
+    # a statement whose best plan would depend on one must be written so that it does not (the
+    # claim's LIMIT: core/claims.py; tests/test_claim_plans.py and
+    # tests/conversations/test_read_plans.py check the plans under both modes).
+    # DB_PREPARE_THRESHOLD set empty turns preparing off (e.g. while migrating a live system).
     _db["OPTIONS"]["server_side_binding"] = True
     _prepare = os.environ.get("DB_PREPARE_THRESHOLD", "5").strip()
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
-    if _prepare:
-        _session.append("-c plan_cache_mode=force_generic_plan")
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
         "max_size": env_int("DB_POOL_MAX", 20),
@@ -163,7 +161,7 @@ REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
 )
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "agntchat.core.layers.RedisLayer",
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
             # redis-py 8 reads with a 5 s socket timeout by default, the same as the layer's
             # blocking pop: idle sockets would die every 5 s. Give reads room beyond the pop.

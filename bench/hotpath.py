@@ -1,12 +1,11 @@
 """CPU per operation on the message path, in one process: a post, a page of history, a one-item
 claim, its ack, an agent's answer.
 
-The end-to-end bench (bench/pipeline.py) measures what a user sees, but on this shared 2-core
-machine its figures move by 10 % from one run to the next, more than a single cut on the hot
-path is worth. CPU time of one operation repeated in one process, with nothing else running in
-it, moves less (still 20-30 % between runs here: alternate old and new code, as in
-docs/benchmarks.md): use this to decide whether a cut of a millisecond pays, pipeline.py to
-report.
+The end-to-end bench (bench/pipeline.py) measures what a user sees, but on a shared machine its
+figures move from one run to the next by more than a single cut on the hot path is worth. CPU
+time of one operation repeated in one process, with nothing else running in it, moves less
+(still enough to alternate old and new code: bench/mechanisms.py): use this to decide whether a
+cut of a millisecond pays, pipeline.py to report.
 
     .venv/bin/python -m bench.hotpath            # best of 5 rounds of 300 each
     .venv/bin/python -m bench.hotpath --rounds 3 --count 100

@@ -242,9 +242,9 @@ class Reply:
 class PostClient:
     """A minimal HTTP/1.1 keep-alive client for JSON POSTs to one server.
 
-    The measured figures are the server's: a full-featured async client (httpx) costs several
-    milliseconds of CPU per request on this machine, which inflates latencies and takes CPU
-    from the server it shares the cores with. Each request borrows an idle connection or opens
+    The measured figures are the server's: a full-featured async client (httpx) spends more CPU
+    per request than the server does, which inflates latencies and takes CPU from the server it
+    shares the cores with. Each request borrows an idle connection or opens
     one; responses must carry Content-Length (Django's CommonMiddleware sets it)."""
 
     def __init__(self, base_url: str, token: str | None = None):
@@ -607,8 +607,7 @@ def analyze() -> None:
     """Statistics for every table, as autovacuum keeps them on a live database. The bench's
     database is new, and its phases grow it faster than autovacuum's first pass: statements
     planned (and kept prepared by pooled connections) before a table has statistics take plans
-    a running system would not. Measured: after the end-to-end phases, post→push p50 at 50 msg/s
-    was 46–79 ms without this and 14–25 ms with it (docs/benchmarks.md)."""
+    a running system would not, and the phases after the end-to-end ones would measure those."""
     from django.db import connection
 
     with connection.cursor() as cursor:

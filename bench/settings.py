@@ -4,7 +4,7 @@ what BENCH_WITHOUT switches off (bench/without.py)."""
 import os
 
 from agntchat.settings import *  # noqa: F403
-from agntchat.settings import CHANNEL_LAYERS, DATABASES
+from agntchat.settings import DATABASES
 from bench.without import switched_off
 
 ROOT_URLCONF = "bench.urls"
@@ -16,13 +16,6 @@ if os.environ.get("BENCH_QCLUSTER") == "1":
     DATABASES["default"]["OPTIONS"].pop("pool", None)
     DATABASES["default"]["CONN_MAX_AGE"] = 600
 
-_options = DATABASES["default"]["OPTIONS"]
-if {"generic_plan", "prepared"} & switched_off():
-    _options["options"] = _options.get("options", "").replace(
-        "-c plan_cache_mode=force_generic_plan", ""
-    )
 if "prepared" in switched_off():  # Django's default: parameters bound client-side
-    _options.pop("server_side_binding", None)
-    _options.pop("prepare_threshold", None)
-if "layers" in switched_off():
-    CHANNEL_LAYERS["default"]["BACKEND"] = "channels_redis.core.RedisChannelLayer"
+    DATABASES["default"]["OPTIONS"].pop("server_side_binding", None)
+    DATABASES["default"]["OPTIONS"].pop("prepare_threshold", None)

@@ -16,12 +16,10 @@ import sys
 SWITCHES = {
     "compiled": "core/compiled.py: querysets run by the ORM, inserts by bulk_create",
     "http": "core/http.py: Django's own ASGI handler serves HTTP",
-    "layers": "core/layers.py: channels_redis' RedisChannelLayer, one group_send per topic",
-    "generic_plan": "plan_cache_mode=force_generic_plan: PostgreSQL's default (auto)",
     "n_distinct": "the n_distinct override on conversation_id: reset, then ANALYZE",
-    "gc_freeze": "gc.freeze() in agntchat/asgi.py: undone with gc.unfreeze()",
     "prepared": "server-side binding and prepared statements: Django's client-side binding",
     "relaxed_commit": "synchronous_commit=off inside claims, acks and releases: durable commits",
+    "publisher_thread": "the publisher thread: events sent by async_to_sync in the committing thread",
     "thread_cache": "messages marked as having no side threads: one prefetch for every message",
 }
 
@@ -42,14 +40,14 @@ def apply() -> None:
         _load_product()
     if "compiled" in off:
         _without_compiled()
-    if "layers" in off:
-        _without_layers()
     if "relaxed_commit" in off:
         from agntchat.core import claims
 
         claims.RELAXED = ""
     if "thread_cache" in off:
         _without_thread_cache()
+    if "publisher_thread" in off:
+        _without_publisher_thread()
 
 
 def apply_database(connection) -> None:
@@ -62,15 +60,21 @@ def apply_database(connection) -> None:
 
 
 def _load_product() -> None:
-    """Import every module that may hold a switched function by name, so that it is replaced
-    there too."""
+    """Import every module of the project's apps, so that a switched function is replaced
+    wherever it was imported by name."""
     import importlib
+    import pkgutil
+    from pathlib import Path
 
-    from django.urls import get_resolver
+    from django.apps import apps
 
-    get_resolver().url_patterns  # noqa: B018 (the views and APIs, through the URLconf)
-    for module in ("agents.consumers", "conversations.consumers", "agntchat.core.auth"):
-        importlib.import_module(module)
+    root = Path(__file__).resolve().parent.parent
+    for config in apps.get_app_configs():
+        if not Path(config.path).is_relative_to(root) or "site-packages" in config.path:
+            continue
+        for module in pkgutil.walk_packages([config.path], f"{config.name}."):
+            if not {"migrations", "management", "bridge"} & set(module.name.split(".")):
+                importlib.import_module(module.name)
 
 
 def _replace(module_name: str, name: str, replacement) -> None:
@@ -133,21 +137,6 @@ def _without_compiled() -> None:
     _replace("agntchat.core.compiled", "compiled_insert", compiled_insert)
 
 
-def _without_layers() -> None:
-    """The event publisher sends with channels_redis' own group_send, one topic at a time."""
-    from channels.layers import get_channel_layer
-
-    from agntchat.core import events
-
-    async def send(batch) -> None:
-        layer = get_channel_layer()
-        for topics, event in batch:
-            for topic in topics:
-                await layer.group_send(events.group_name(topic), event)
-
-    events.Publisher.send = staticmethod(send)
-
-
 def _without_thread_cache() -> None:
     """Side threads prefetched for every message shown; a new message's read by query."""
     from django.db.models import prefetch_related_objects
@@ -162,3 +151,12 @@ def _without_thread_cache() -> None:
 
     Message.has_no_threads = lambda self, empty=None: None
     _replace("conversations.payloads", "with_thread_cards", with_thread_cards)
+
+
+def _without_publisher_thread() -> None:
+    """Each event sent on commit by the thread that committed, as Channels' docs show it."""
+    from asgiref.sync import async_to_sync
+
+    from agntchat.core import events
+
+    events.publisher.submit = async_to_sync(events.Publisher.send)

@@ -133,8 +133,7 @@ HISTORY_KEY = history_key(F("created_at"), F("id"))
 def history_page(direction: str, limit: int):
     """The query of one kind of history page (DIRECTION: the newest messages, or those after or
     before an anchor given by its created_at and id), for ``compiled_objects``: every opened
-    conversation and every "load more" runs it, and compiling it took a third of a small
-    page's CPU."""
+    conversation and every "load more" runs it."""
 
     def build(conversation_id, anchor_at=None, anchor_id=None):
         messages = (

@@ -70,8 +70,7 @@ def thread_card(thread: Conversation) -> dict:
 def with_thread_cards(messages) -> list:
     """MESSAGES (a list) ready for ``message_data``: the side threads of the agents' messages
     read for the whole list at once. Only an agent's message opens side threads; the others are
-    marked as having none, which spares Django's prefetch its per-message work (a page of 50
-    people's messages took a third of its CPU there)."""
+    marked as having none, which spares Django's prefetch its per-message work."""
     empty = no_threads()
     for message in messages:
         if message.author_agent_id is None:

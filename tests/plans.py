@@ -1,7 +1,7 @@
 """Executed plans of our own statements, as pooled connections run them: prepared, under the
-session's ``plan_cache_mode`` (``force_generic_plan`` in production: a generic plan knows no
-parameter value, not even a LIMIT), with EXPLAIN ANALYZE inside a transaction that is rolled
-back, so whatever the statement changes is undone."""
+session's ``plan_cache_mode`` (tests force each mode: after a few runs PostgreSQL may settle on a
+generic plan, which knows no parameter value, not even a LIMIT), with EXPLAIN ANALYZE inside a
+transaction that is rolled back, so whatever the statement changes is undone."""
 
 from django.db import connection, transaction
 from psycopg import sql as psql

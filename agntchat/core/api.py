@@ -18,8 +18,7 @@ from agntchat.core.validation import check_json_text
 class CamelCaseRenderer(renderers.JSONRenderer):
     """Every record leaving the API is camelCase, converted here and nowhere else: by ``wire``,
     as sockets and live events convert theirs, so a message reads the same (timestamps to the
-    millisecond) over REST and live. A page of 50 messages renders in a third of the time
-    djangorestframework-camel-case's renderer took."""
+    millisecond) over REST and live."""
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         return b"" if data is None else json_bytes(wire(data))

@@ -72,7 +72,7 @@ class Claimable(models.Model):
 # first straight off the open-rows index: rows are pulled (and locked) lazily, so a claim touches
 # about LIMIT rows plus one probe per workspace, however deep the queue or long the history is,
 # and no row beyond LIMIT is locked. The rows are updated by key as an array: pooled connections
-# run this statement with a generic plan, which cannot know how small LIMIT is and would join
+# may run this statement with a generic plan, which cannot know how small LIMIT is and would join
 # ``picked`` to the table by reading all of it. The rows taken, as updated, are ``claimed``; the
 # final SELECT reads them (parameters in order: agent ×4, now, limit ×2, connection, now, lease).
 CLAIM_SQL = """

@@ -1,8 +1,8 @@
 """Hot statements whose SQL is compiled once per process, then run again with other values.
 
-Django compiles a queryset to SQL on every run. For the reads on the message path (access
-checks, turn planning, the work payload's joins), compiling costs several times what PostgreSQL
-needs to answer. ``compiled_objects`` (model instances, with their ``select_related`` objects and
+Django compiles a queryset to SQL on every run, and the reads on the message path (access checks,
+turn planning, the work payload's joins) run for every message: most of their cost in Python is
+that compiling (what it buys: docs/benchmarks.md). ``compiled_objects`` (model instances, with their ``select_related`` objects and
 annotations) and ``compiled_rows`` (plain rows) build the queryset once with stand-in values,
 keep its SQL and how its rows become objects, and later bind the real values at the stand-ins'
 positions. The rules stay written once, as the querysets every other caller uses.

@@ -1,15 +1,14 @@
 """Django's HTTP side under daphne, in one hop to a worker thread per request.
 
 Django's ASGI handler runs each hook of each sync middleware in its own hop between the event
-loop and the sync thread: two per middleware, about a dozen per request. Measured here, those
-hops cost more CPU than a simple view (a bare DRF insert: 5.8 ms per request under daphne, 1.1 ms
-of it Django). Every view and middleware of this project is sync and every response is a
-complete body, so the whole request (middleware, view, response) runs in one call through
+loop and the sync thread: two per middleware, about a dozen per request, and together they cost
+more than our views do. Every view and middleware of this project is sync and every response is
+a complete body, so the whole request (middleware, view, response) runs in one call through
 Django's WSGI handler, and the response goes back to the event loop at once.
 
 Requests run side by side on a few threads of their own, each whole request on one thread, as a
-threaded WSGI server runs them. On Django's single sync thread they queued behind each other's
-database round trips: that thread, not the CPU, capped how many posts one process served.
+threaded WSGI server runs them: on Django's single sync thread they would queue behind each
+other's database round trips. What this buys: docs/benchmarks.md.
 """
 
 import sys

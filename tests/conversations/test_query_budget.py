@@ -68,8 +68,8 @@ def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
 ):
     """Every post stamps its conversation's row, so posts to one channel take turns at its lock.
     Held until COMMIT, the lock also covered the time the posting thread waited for the GIL to
-    send it: posts queued behind each other, and a second web process added nothing
-    (docs/benchmarks.md, ninth session). A plain post is one statement on its own."""
+    send it: posts queued behind each other, and a second web process added nothing. A plain
+    post is one statement on its own."""
     probes = []
     wake = deliveries.wake_agents
 

@@ -4,8 +4,8 @@ PostgreSQL estimates one conversation's length as the average over all conversat
 messages, where most conversations are direct messages and side threads. Under that estimate, a
 page of history is cheapest read by fetching the whole conversation and sorting it, which for a
 busy channel is every message it ever had, on every read. These tests run the statements the
-endpoints run, as pooled connections run them (prepared, with generic plans), and count the rows
-their plans read."""
+endpoints run, as pooled connections run them (prepared, with custom plans and with the generic
+plan PostgreSQL may settle on), and count the rows their plans read."""
 
 import json
 
