@@ -90,6 +90,7 @@ def fetch(url: str) -> tuple[int, str, str]:
         return error.code, error.headers["Content-Type"], error.read().decode()
 
 
+@pytest.mark.slow
 def test_make_run_serves_static_files_and_our_404_without_debug(make_run_server):
     for path, content_type in [("/static/app.css", "text/css"), ("/static/app.js", "javascript")]:
         status, served_as, _ = fetch(make_run_server + path)

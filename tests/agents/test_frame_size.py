@@ -19,7 +19,7 @@ from tests.conftest import agent_session
 from tests.socket_helpers import Daphne
 from tests.waiting import until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture

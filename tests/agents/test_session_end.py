@@ -70,6 +70,7 @@ async def work_frames(ws, count, timeout=3) -> list[dict]:
     return frames
 
 
+@pytest.mark.slow
 async def test_revoking_a_key_closes_its_open_socket_and_frees_what_it_held(
     alice, channel, nova, server, api
 ):
@@ -103,6 +104,7 @@ async def test_revoking_a_key_closes_its_open_socket_and_frees_what_it_held(
     await fresh.close()
 
 
+@pytest.mark.slow
 async def test_an_idle_socket_closes_when_its_session_expires(
     alice, channel, nova, server, settings
 ):
@@ -126,6 +128,7 @@ async def test_an_idle_socket_closes_when_its_session_expires(
     await fresh.close()
 
 
+@pytest.mark.slow
 async def test_a_bridge_renews_its_session_on_the_open_socket(alice, channel, nova, tmp_path):
     """Sessions here last 5 s and the bridge beats every 0.2 s: it takes a new token well
     before each expiry and hands it to the open socket, which goes on (no reconnect)."""
