@@ -178,7 +178,7 @@ def measure(name: str, pairs: int) -> list[tuple]:
 
 def print_table(rows) -> None:
     print(
-        f"{'mechanism':15s} {'figure':52s} {'unit':6s} {'with: median (range)':24s} "
+        f"{'mechanism':17s} {'figure':52s} {'unit':6s} {'with: median (range)':24s} "
         f"{'without: median (range)':24s} {'gain: median (range)':22s} verdict"
     )
     last = None
@@ -188,7 +188,7 @@ def print_table(rows) -> None:
         gain = statistics.median(gains)
         verdict = ("KEEP" if gain >= KEEP_AT else "REMOVE") if target else ""
         print(
-            f"{name if target else '':15s} {figure.label:52s} {figure.unit:6s} "
+            f"{name if target else '':17s} {figure.label:52s} {figure.unit:6s} "
             f"{spread(with_it):24s} {spread(without_it):24s} "
             f"{gain:+6.1%} ({min(gains):+.0%}..{max(gains):+.0%})  {verdict}"
         )
