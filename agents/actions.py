@@ -19,7 +19,7 @@ from agents.models import (
     PersonalityRevision,
 )
 from agntchat.core import crypto
-from agntchat.core.events import publish_many
+from agntchat.core.events import publish, publish_many
 from workspaces.access import require_manager
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Credential, Membership
@@ -80,7 +80,14 @@ def update_agent(agent: Agent, **changes) -> Agent:
             fields.append(name)
     if fields:
         agent.save(update_fields=[*fields, "updated_at"])
+        announce_agent_changed(agent)
     return agent
+
+
+def announce_agent_changed(agent: Agent) -> None:
+    """The agent's open sockets read its configuration again (after commit), so the next turn's
+    directives and tools follow what its owner just changed."""
+    publish(f"agent.{agent.id}", {"type": "agent.changed"})
 
 
 def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
@@ -198,6 +205,7 @@ def set_personality(agent: Agent, text: str, *, author, force: bool = False) -> 
             )
         agent.personality = text
         agent.save(update_fields=["personality", "updated_at"])
+        announce_agent_changed(agent)
         return PersonalityRevision.objects.create(
             agent=agent,
             text=text,

@@ -3,7 +3,11 @@ from django.apps import AppConfig
 
 class WorkConfig(AppConfig):
     """The work agents do, above conversations and artifacts: the agent socket (gateway,
-    consumers), work payloads and directives; next the tool registry, approvals, skills, memory
-    and hosting."""
+    consumers), work payloads and directives, the tool registry, permissions and approvals;
+    next skills, memory and hosting."""
 
     name = "work"
+
+    def ready(self):
+        # Registers the platform tools with the registry.
+        from work.tools import platform  # noqa: F401

@@ -31,6 +31,8 @@ from conversations.access import access_conversation, access_message
 from conversations.models import Message
 from conversations.usage import record_usage
 from work import frames, gateway
+from work.tools import calls
+from work.tools.registry import agent_tools
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ def in_pool(func):
 HANDLED_WAKES: OrderedDict[str, None] = OrderedDict()
 # Open connections per agent in this process: who could have skipped a wake-up.
 LOCAL_CONNECTIONS: Counter = Counter()
+# Decided permission requests a connection takes at a time: each is a few bytes and is acked
+# as soon as the bridge has it.
+PERMISSION_ROOM = 20
 SESSION_ENDED = {
     "revoked": "The agent key of this session was revoked.",
     "expired": "The session expired; renew it in time with a 'session.renew' frame.",
@@ -132,6 +137,14 @@ def _personality_get(agent):
     return Agent.objects.values_list("personality", flat=True).get(pk=agent.pk)
 
 
+def _configured_agent(agent_id) -> Agent:
+    """The agent as configured now, with its granted tools read (the claims' directives use
+    them, and a claim reads nothing more)."""
+    agent = Agent.objects.get(pk=agent_id)
+    agent_tools(agent)
+    return agent
+
+
 class AgentSocket(JsonSocket):
     # Frame type → handler, and the serializer that validates the frame before it is used.
     handlers = {
@@ -151,6 +164,7 @@ class AgentSocket(JsonSocket):
         "personality.get": ("on_personality_get", frames.EmptyFrame),
         "personality.set": ("on_personality_set", frames.PersonalitySetFrame),
         "session.renew": ("on_session_renew", frames.SessionRenewFrame),
+        "tool.call": ("on_tool_call", frames.ToolCallFrame),
     }
 
     async def connect(self):
@@ -160,17 +174,18 @@ class AgentSocket(JsonSocket):
                 "A valid agent session token is required (Authorization: Bearer ags_…)."
             )
             return
-        self.agent = self.session.agent
+        self.agent = await database_sync_to_async(_configured_agent)(self.session.agent_id)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = uuid.uuid4().hex
         self.held: dict[str, str] = {}  # item id → kind
         self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
-        self.capacity = {"message": 1, "task": 1}
+        self.capacity = {"message": 1, "task": 1, "permission": PERMISSION_ROOM}
         self.starved: set[str] = set()  # lanes that may have work this connection had no room for
         self.acking: list[str] = []  # bare acks received, not yet written
         self.acker: asyncio.Task | None = None  # writes them, a batch per trip
         self.claiming = asyncio.Lock()  # one claim at a time, or two could overfill the window
+        self.tool_runs: set[asyncio.Task] = set()  # tool calls under way (they run beside frames)
         self.closing = False
         self.released = False
         self.topic = group_name(f"agent.{self.agent.id}")
@@ -226,6 +241,8 @@ class AgentSocket(JsonSocket):
         self.closing = True
         if getattr(self, "expiry", None) is not None:
             self.expiry.cancel()
+        for run in list(getattr(self, "tool_runs", ())):
+            run.cancel()  # a handler already running finishes in its thread, answered to no one
         await self.channel_layer.group_discard(self.topic, self.channel_name)
         if getattr(self, "session_group", None) is not None:
             await self.channel_layer.group_discard(self.session_group, self.channel_name)
@@ -342,6 +359,9 @@ class AgentSocket(JsonSocket):
             raise FrameError("This connection does not hold that item.", code="not_held")
         if kind == "task":
             raise FrameError("A task ends with a 'result' frame, not an ack.")
+        if kind == "permission":
+            await self.ack_permission(item_id)
+            return
         if data["done"] or data["usage"] is not None:
             await self.ack_reporting(item_id, data)
             return
@@ -381,6 +401,16 @@ class AgentSocket(JsonSocket):
         self.remember_done(item_id, "message")
         if self.wants_refill():
             await self.fill("message")
+
+    async def ack_permission(self, item_id: str) -> None:
+        """The bridge has a decision: the request leaves the queue and its slot is free."""
+        try:
+            await in_pool(gateway.ack_permission)(item_id, self.connection_id)
+        finally:
+            self.held.pop(item_id, None)
+        self.remember_done(item_id, "permission")
+        if "permission" in self.starved:
+            await self.fill("permission")
 
     def remember_done(self, item_id: str, kind: str) -> None:
         self.recently_acked[item_id] = kind
@@ -446,6 +476,57 @@ class AgentSocket(JsonSocket):
         revision = await _personality_set(self.agent, data)
         await self.send_json(wire({"type": "personality.saved", "revision_id": revision.id}))
 
+    async def on_tool_call(self, data):
+        """A tool call of a turn this connection holds. It runs beside the socket's other
+        frames (a tool may take a while; acks, extends and heartbeats must not wait behind it)
+        and is answered with one ``tool.result``."""
+        kind = self.held.get(data["id"])
+        if kind not in ("message", "task"):
+            raise FrameError("This connection does not hold that item.", code="not_held")
+        run = asyncio.create_task(self.run_tool_call(kind, data))
+        self.tool_runs.add(run)
+        run.add_done_callback(self.tool_runs.discard)
+
+    async def run_tool_call(self, kind: str, data: dict) -> None:
+        try:
+            answer, prepared = await in_pool(calls.call_tool)(
+                self.agent, self.connection_id, kind, data["id"], data["call_id"], data["name"],
+                data["input"],
+            )  # fmt: skip
+            if prepared is not None:
+                answer = await self.run_prepared(prepared)
+        except NotHeld as exc:
+            await self.send_error(exc.code, exc.message, {"id": data["id"], "ref": data["ref"]})
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("tool call %s failed", data["call_id"])
+            answer = calls.Answer(
+                data["call_id"], False,
+                error={"code": "tool_error", "message": "The server failed on this tool call."},
+            )  # fmt: skip
+        frame = answer.frame()
+        if data["ref"]:
+            frame["ref"] = data["ref"]
+        await self.send_json(wire(frame))
+
+    async def run_prepared(self, prepared) -> "calls.Answer":
+        """Run the handler in the pool, for at most the tool's time: past it the model is told,
+        and the handler's work, should it still finish, is rolled back (calls.Guard)."""
+        guard = calls.Guard()
+        running = asyncio.ensure_future(in_pool(calls.run_prepared)(prepared, guard))
+        try:
+            return await asyncio.wait_for(asyncio.shield(running), prepared.tool.timeout_seconds)
+        except TimeoutError:
+            if guard.give_up():
+                return calls.timeout_answer(prepared)
+            return await running  # it was committing its outcome already
+
+    async def agent_changed(self, event):
+        """The agent's owner changed its configuration or tools: later work uses them."""
+        self.agent = await database_sync_to_async(_configured_agent)(self.agent.id)
+
     async def on_extend(self, data):
         item_id = data["id"]
         kind = self.held.get(item_id)
@@ -475,7 +556,8 @@ class AgentSocket(JsonSocket):
         if session is None or session.agent_id != self.agent.id:
             raise FrameError("A live session token of this agent is required.", code="unauthorized")
         await self.follow_session(session)
-        self.agent = session.agent  # read afresh: its configuration may have changed since
+        # Read afresh: its configuration may have changed since.
+        self.agent = await database_sync_to_async(_configured_agent)(session.agent_id)
         await self.send_json(wire({"type": "session.renewed", "expires_at": session.expires_at}))
 
     def configure(self, data: dict) -> None:

@@ -17,6 +17,7 @@ from agents.models import Agent
 from agntchat.core.crypto import decrypt
 from conversations.models import Message
 from conversations.threads import wording
+from work.tools.registry import agent_tools, definitions
 
 HISTORY_TURNS = 20
 # Only what a history entry shows (key: column): no model instances, no timestamps to parse.
@@ -42,8 +43,15 @@ RULEBOOK_FIELDS = {
 }
 
 
+TOOLS_INTRO = (
+    "You act through these tools (call them; they act in the conversation or task you were "
+    "given, as yourself). Writing that you did something does not do it."
+)
+
+
 def stable_block(agent: Agent, tools=(), skills=()) -> str:
-    """The cached part. Only its inputs may change it: no clocks, ids of turns or counters."""
+    """The cached part. Only its inputs may change it: no clocks, ids of turns or counters.
+    TOOLS: the agent's tools (registry ``Tool``s)."""
     parts = [
         f"# Who you are\nName: {agent.name} (@{agent.handle})",
         f"Role: {agent.role or 'general assistant'}",
@@ -55,10 +63,8 @@ def stable_block(agent: Agent, tools=(), skills=()) -> str:
         parts.append("# Your personality\n" + agent.personality.strip())
     if tools:
         parts.append(
-            "# Tools\n"
-            + "\n".join(
-                f"- {t['name']}: {t['summary']}" for t in sorted(tools, key=lambda t: t["name"])
-            )
+            f"# Tools\n{TOOLS_INTRO}\n"
+            + "\n".join(f"- {t.name}: {t.summary}" for t in sorted(tools, key=lambda t: t.name))
         )
     if skills:
         parts.append(
@@ -145,8 +151,10 @@ def history_window(conversation: str) -> Func:
 def for_messages(agent: Agent, messages) -> dict:
     """Directives for answering each of MESSAGES (loaded with their conversation, turn and
     ``history_window``), by message id. Shared reads are done once for the batch."""
-    stable = stable_block(agent)
+    tools = agent_tools(agent)
+    stable = stable_block(agent, tools)
     stable_digest = stable_hash(stable)
+    tool_definitions = definitions(tools)
     api_keys = {}
     out = {}
     for message in messages:
@@ -188,13 +196,15 @@ def for_messages(agent: Agent, messages) -> dict:
             "rulebook": rulebook,
             "session_key": f"conversation:{conversation.id}",
             "api_key": api_keys[conversation.workspace_id],
+            "tools": tool_definitions,
         }
     return out
 
 
 def for_task(agent: Agent, task) -> dict:
     """Directives for running TASK."""
-    stable = stable_block(agent)
+    tools = agent_tools(agent)
+    stable = stable_block(agent, tools)
     rulebook = task.conversation.settings.get("rulebook", {}) if task.conversation_id else {}
     author = task.created_by_user or task.created_by_agent
     return {
@@ -212,4 +222,5 @@ def for_task(agent: Agent, task) -> dict:
         "rulebook": rulebook,
         "session_key": f"task:{task.id}",
         "api_key": workspace_api_key(agent, task.workspace_id),
+        "tools": definitions(tools),
     }

@@ -99,5 +99,14 @@ class SessionRenewFrame(StrictSerializer):
     token = serializers.CharField(max_length=200)
 
 
+class ToolCallFrame(ItemFrame):
+    """A tool call of the turn working on item ``id`` (docs/protocol.md §4)."""
+
+    call_id = serializers.CharField(max_length=64)
+    name = serializers.CharField(max_length=128)
+    input = serializers.DictField()
+    ref = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
+
+
 class EmptyFrame(StrictSerializer):
     """heartbeat, personality.get: nothing but the type."""

@@ -23,7 +23,8 @@ from conversations.payloads import (
     with_thread_cards,
 )
 from conversations.usage import record_usage
-from work import directives
+from work import approvals, directives
+from work.models import PermissionRequest
 
 # Columns a work payload never shows, left out of its read: each costs every push (a timestamp
 # is parsed in Python). A deferred column the payload does read would cost a query per item:
@@ -116,10 +117,27 @@ def task_work(agent: Agent, claimed_tasks) -> dict:
     return out
 
 
+def permission_read():
+    """A claim's final SELECT for decided permission requests (as ``message_read``)."""
+    return compiled_read(
+        ("permission_work",),
+        lambda: PermissionRequest.objects.select_related("call", "decided_by").order_by(
+            "created_at", "id"
+        ),
+    )
+
+
+def permission_work(agent: Agent, requests) -> dict:
+    """Work payloads for decided permission requests, by request id: the decision, for the turn
+    whose tool call waits on it (MSG-6)."""
+    return {request.id: approvals.decision_payload(request) for request in requests}
+
+
 # kind name → (queue model, its claim's read, payload builder). Claimed in this order.
 WORK_KINDS = {
     "message": (Delivery, message_read, message_work),
     "task": (Task, task_read, task_work),
+    "permission": (PermissionRequest, permission_read, permission_work),
 }
 
 
@@ -207,6 +225,11 @@ def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[
             if row["hand_on"]:
                 turns.hand_on(row["id"])
     return not_held, claim_work(agent, connection_id, rooms) if rooms else []
+
+
+def ack_permission(item_id, connection_id: str) -> bool:
+    """The connection has the decision: a permission request leaves the queue."""
+    return claims.ack(PermissionRequest, item_id, connection_id, timezone.now()) is not None
 
 
 def extend_work(kind: str, item_id, connection_id: str, lease_seconds: int | None = None):

@@ -34,6 +34,8 @@ class WorkspaceAdmin(admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("name", "owner__username")
     inlines = [MembershipInline]
+    # Staff rename or create a workspace here; its other settings change through its pages.
+    fields = ("name", "kind", "owner")
 
     def get_readonly_fields(self, request, obj=None):
         # The owner and the kind are fixed at creation (WS-1, WS-2).

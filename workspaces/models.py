@@ -38,6 +38,8 @@ class Workspace(BaseModel):
     kind = models.CharField(max_length=10, choices=Kind.choices)
     # Set once at creation; no action changes it (WS-2).
     owner = models.ForeignKey(User, on_delete=models.PROTECT, related_name="owned_workspaces")
+    # How long an agent's tool call waits for a person's approval before it expires (TOOL-6).
+    approval_expiry_minutes = models.PositiveIntegerField(default=15)
 
     class Meta:
         constraints = [

@@ -48,6 +48,10 @@ class Claimable(models.Model):
     acked_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
 
+    # A condition (SQL on the row as ``q``) a row must also meet to be claimable, for a kind
+    # whose rows wait for something first (a permission request, until a person decides).
+    claim_ready_sql = ""
+
     class Meta:
         abstract = True
         indexes = [
@@ -96,7 +100,7 @@ picked AS (
     SELECT c.id FROM turns CROSS JOIN LATERAL (
         SELECT q.id FROM {t} q
          WHERE q.agent_id = %s AND q.workspace_id = turns.workspace_id
-           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s)
+           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s){ready}
          ORDER BY q.created_at
          LIMIT %s
            FOR UPDATE OF q SKIP LOCKED
@@ -138,7 +142,9 @@ def _statement(model, sql: str, **parts) -> str:
     commit; inside a caller's transaction it leaves that transaction's durability alone."""
     # Evaluated for each row the statement changes, so it is set before the implicit commit.
     relaxed = "" if connection.in_atomic_block else RELAXED
-    return sql.format(t=connection.ops.quote_name(model._meta.db_table), relaxed=relaxed, **parts)
+    ready = f" AND {model.claim_ready_sql}" if model.claim_ready_sql else ""
+    table = connection.ops.quote_name(model._meta.db_table)
+    return sql.format(t=table, relaxed=relaxed, ready=ready, **parts)
 
 
 def _execute(sql: str, params, *, named: bool = False):

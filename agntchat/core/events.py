@@ -36,11 +36,21 @@ def camel(key: str) -> str:
     return camelize_re.sub(underscore_to_camel, key) if "_" in key else key
 
 
+@dataclass(frozen=True)
+class Verbatim:
+    """JSON whose keys are content, not our fields (a tool's input schema, a model's tool
+    arguments): ``wire`` passes it on as it is. It must hold plain JSON types only."""
+
+    value: object
+
+
 def wire(data):
     """Plain JSON types, camelCase keys: the one conversion for sockets and events. What a JSON
     round trip through Django's encoder would give, in one walk (this runs for every push)."""
     if isinstance(data, (str, int, float)) or data is None:  # bool is an int
         return data
+    if isinstance(data, Verbatim):
+        return data.value
     if isinstance(data, dict):
         return {
             camel(key if isinstance(key, str) else json.dumps(key)): wire(value)
@@ -144,6 +154,7 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     "artifact.updated": LiveEvent(("conversation_id", "artifact", "author", "note")),
     "artifact.commented": LiveEvent(("conversation_id", "artifact", "comment_id")),
     "agent.presence": LiveEvent(("agent_id", "online")),
+    "tool.updated": LiveEvent(("call",)),
     "workspace.renamed": LiveEvent(("workspace_id",), regroups=True),
     "workspace.deleted": LiveEvent(("workspace_id",), regroups=True),
     "member.joined": LiveEvent(("workspace_id",), regroups=True),

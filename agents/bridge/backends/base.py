@@ -11,8 +11,10 @@ import signal
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass
@@ -25,6 +27,53 @@ class Usage:
     cache_write_tokens: int = 0
     cost_usd: float | None = None
     latency_ms: int = 0
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call gave: OUTPUT is the text the model reads (JSON text when the tool
+    returns data); ERROR, when OK is false, says plainly what went wrong so the model can
+    correct itself."""
+
+    ok: bool
+    output: str = ""
+    error: str = ""
+
+    @property
+    def text(self) -> str:
+        """What goes back to the model as the tool's result."""
+        return self.output if self.ok else self.error
+
+
+class ToolCaller(Protocol):
+    """How a backend calls one of the agent's tools (the bridge sends a ``tool.call`` frame).
+
+    CHECKPOINT is JSON data from which the backend could resume the turn at this very call:
+    when the call waits for a person's approval, the bridge stores it with the work item, and
+    if the turn is redelivered (the bridge restarted meanwhile) the backend gets it back as
+    ``Turn.resume`` instead of starting the turn over."""
+
+    def __call__(
+        self, name: str, arguments: dict, *, checkpoint: dict | None = None
+    ) -> Awaitable[ToolOutcome]: ...
+
+
+class Deadline:
+    """The turn's time limit, which can be paused: waiting for a person's decision on a tool
+    call does not count toward it. run_to_result sets one on every Turn it runs."""
+
+    def __init__(self, timeout: asyncio.Timeout | None = None):
+        self.timeout = timeout
+
+    @asynccontextmanager
+    async def paused(self):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            when = self.timeout.when() if self.timeout is not None else None
+            if when is not None:
+                self.timeout.reschedule(when + (time.monotonic() - start))
 
 
 @dataclass
@@ -41,6 +90,15 @@ class Turn:
     base_url: str | None = None
     api_key: str | None = None  # falls back to env ANTHROPIC_API_KEY / OPENAI_API_KEY
     cli_state: dict = field(default_factory=dict)  # opaque: pass back the previous Result.cli_state
+    # The agent's tools, as the model should see them: [{"name", "description", "inputSchema"}]
+    # in a stable order (part of the cached prefix), and how to call one.
+    tools: list[dict] = field(default_factory=list)
+    call_tool: ToolCaller | None = None
+    # A turn parked at a tool call that waited for approval, redelivered: the CHECKPOINT the
+    # backend gave with that call ({"checkpoint": …, "name", "arguments"}). The backend resumes
+    # from it, calling that tool again first (the same call: the server answers it once).
+    resume: dict | None = None
+    deadline: Deadline = field(default_factory=Deadline)
 
 
 @dataclass
@@ -125,6 +183,7 @@ async def run_to_result(
     gen = backend.run(turn)
     try:
         async with asyncio.timeout(time_limit) as deadline:
+            turn.deadline = Deadline(deadline)
             try:
                 async for item in gen:
                     if result is not None:

@@ -1,0 +1,163 @@
+"""What agents do with tools: which tools each may use, standing permissions, every call made,
+and the permission requests people decide (TOOL-1, TOOL-5, TOOL-6, MSG-6)."""
+
+from django.db import models
+from django.db.models import Q
+
+from agents.models import Agent
+from agntchat.core.claims import Claimable
+from agntchat.core.models import BaseModel
+from conversations.models import Conversation, Delivery, Message, Task
+from workspaces.models import User, Workspace
+
+
+class Risk(models.TextChoices):
+    """How much a tool call can do, which sets its default permission (work/permissions.py)."""
+
+    READ = "read"
+    WRITE = "write"
+    EXTERNAL = "external"
+    DESTRUCTIVE = "destructive"
+
+
+class Decision(models.TextChoices):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+class ToolGrant(BaseModel):
+    """An owner's change to which tools an agent may use: a platform tool taken away
+    (``granted`` false) or a tool that is not granted by default given (``granted`` true).
+    Without a row, an agent has exactly the platform tools."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tool_grants")
+    tool = models.CharField(max_length=128)
+    granted = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "tool"], name="one_grant_per_agent_tool")
+        ]
+
+
+class ToolPermission(BaseModel):
+    """A standing permission: for an agent (its owner's), a workspace (its admins'), or an
+    agent inside one workspace ("Always allow"), about one tool or a whole risk level."""
+
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_permissions"
+    )
+    workspace = models.ForeignKey(
+        Workspace, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_permissions"
+    )
+    tool = models.CharField(max_length=128, blank=True)
+    risk = models.CharField(max_length=12, choices=Risk.choices, blank=True)
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    set_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(agent__isnull=False) | Q(workspace__isnull=False),
+                name="permission_has_a_scope",
+            ),
+            models.CheckConstraint(
+                condition=(Q(tool="") & ~Q(risk="")) | (~Q(tool="") & Q(risk="")),
+                name="permission_names_a_tool_or_a_risk",
+            ),
+            models.UniqueConstraint(
+                fields=["agent", "workspace", "tool", "risk"],
+                name="one_permission_per_scope",
+                nulls_distinct=False,
+            ),
+        ]
+
+
+class ToolCall(BaseModel):
+    """One call an agent made to a tool, within one work item (a message delivery or a task),
+    with what it gave. ``call_id`` is the bridge's id for it, the same when a redelivered turn
+    makes the same call again: the call then runs once and its stored outcome is the answer."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        WAITING = "waiting"  # for a person's approval
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tool_calls")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # Where it acts and is shown: the conversation of the message answered, or of the task.
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    delivery = models.ForeignKey(
+        Delivery, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    message = models.ForeignKey(  # the message the turn answers (a delivery's message)
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls"
+    )
+    call_id = models.CharField(max_length=64)
+    tool = models.CharField(max_length=128)
+    arguments = models.JSONField(default=dict)
+    # The same tool with the same arguments, for the repeated-failure guard (TURN-4).
+    arguments_hash = models.CharField(max_length=64)
+    risk = models.CharField(max_length=12, choices=Risk.choices)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    output = models.TextField(blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "call_id"], name="one_tool_call_per_call_id")
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="tool_calls_in_conversation"),
+            models.Index(fields=["message", "agent"], name="tool_calls_of_a_turn"),
+        ]
+
+
+class PermissionRequest(Claimable, BaseModel):
+    """A tool call waiting for a person's approval (TOOL-5). Once decided (or expired) it is the
+    third kind of work an agent claims (MSG-6): its connection learns the decision through the
+    same claim as messages and tasks, so a bridge offline meanwhile gets it on reconnect."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+
+    # Only decided requests are claimable (core.claims reads this).
+    claim_ready_sql = "q.decided_at IS NOT NULL"
+
+    call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="request")
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # "Always allow": the decision also wrote a standing permission.
+    always = models.BooleanField(default=False)
+
+    class Meta(Claimable.Meta):
+        indexes = [
+            *Claimable.Meta.indexes,
+            # The expiry sweep's rows: pending ones, by when they run out.
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(status="pending"),
+                name="permission_request_pending",
+            ),
+        ]
