@@ -10,6 +10,7 @@ from agntchat.core.health import healthz
 api = [
     path("", include("workspaces.api")),
     path("", include("work.api")),
+    path("", include("work.tools.api")),
     path("", include("conversations.api")),
     path("", include("artifacts.api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -12,20 +12,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from agntchat.core.events import wake_agent
-from agntchat.core.exceptions import AppError, Conflict, NotFound, PermissionDenied
-from agntchat.core.ids import as_uuid
-from conversations.access import conversations_visible_to
-from conversations.tasks import tasks_visible_to
+from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
 from work import live
 from work.models import Decision, PermissionRequest, ToolCall, ToolPermission
 from workspaces.models import MANAGER_ROLES, Membership
 
 DEFAULT_EXPIRY_MINUTES = 15
-
-
-class RequestNotFound(NotFound):
-    code = "permission_request_not_found"
-    default_message = "Permission request not found."
 
 
 class ApprovalExpired(Conflict):
@@ -60,27 +52,6 @@ def request_permission(call: ToolCall) -> PermissionRequest:
     )
     call.request = request
     live.announce_call(call)
-    return request
-
-
-def requests_visible_to(user):
-    """Permission requests of calls made where USER may read."""
-    return PermissionRequest.objects.filter(
-        conversation__in=conversations_visible_to(user)
-    ) | PermissionRequest.objects.filter(
-        conversation__isnull=True, call__task__in=tasks_visible_to(user)
-    )
-
-
-def access_permission_request(user, request_id) -> PermissionRequest:
-    request = (
-        requests_visible_to(user)
-        .select_related("call__agent", "call__workspace", "call__conversation", "decided_by")
-        .filter(pk=as_uuid(request_id))
-        .first()
-    )
-    if request is None:
-        raise RequestNotFound()
     return request
 
 
@@ -140,7 +111,7 @@ def expire_permission_requests(now=None) -> int:
     ).values_list("id", flat=True):
         with transaction.atomic():
             request = (
-                PermissionRequest.objects.select_for_update()
+                PermissionRequest.objects.select_for_update(of=("self",))
                 .select_related("call__conversation")
                 .get(pk=request_id)
             )

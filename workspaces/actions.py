@@ -39,6 +39,18 @@ def rename_workspace(membership: Membership, name: str) -> Workspace:
     return workspace
 
 
+def update_workspace(membership: Membership, **changes) -> Workspace:
+    """What a workspace's admins change on it: its name, how long approvals wait."""
+    require_manager(membership)
+    workspace = membership.workspace
+    if "approval_expiry_minutes" in changes:
+        workspace.approval_expiry_minutes = changes["approval_expiry_minutes"]
+        workspace.save(update_fields=["approval_expiry_minutes", "updated_at"])
+    if "name" in changes:
+        workspace = rename_workspace(membership, changes["name"])
+    return workspace
+
+
 def delete_workspace(membership: Membership) -> None:
     workspace = membership.workspace
     if workspace.is_personal:

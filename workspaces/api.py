@@ -35,7 +35,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workspace
-        fields = ["id", "name", "kind", "owner_id", "role", "created_at"]
+        fields = ["id", "name", "kind", "owner_id", "role", "approval_expiry_minutes", "created_at"]
 
     def get_role(self, workspace):
         roles = self.context.get("roles", {})
@@ -53,6 +53,15 @@ class MemberSerializer(serializers.ModelSerializer):
 class NameInput(StrictSerializer):
     min_fields = 1
     name = serializers.CharField(max_length=80, trim_whitespace=True)
+
+
+class WorkspaceUpdate(StrictSerializer):
+    min_fields = 1
+    name = serializers.CharField(max_length=80, trim_whitespace=True, required=False)
+    # How long an agent's tool call waits for approval (TOOL-6): a minute to a day.
+    approval_expiry_minutes = serializers.IntegerField(
+        min_value=1, max_value=24 * 60, required=False
+    )
 
 
 class TokenInput(StrictSerializer):
@@ -161,7 +170,7 @@ class WorkspaceListView(APIView):
 
 
 class WorkspaceDetailView(APIView):
-    inputs = {"patch": NameInput}
+    inputs = {"patch": WorkspaceUpdate}
     permission_classes = [IsPerson]
 
     def get(self, request, workspace_id):
@@ -170,8 +179,8 @@ class WorkspaceDetailView(APIView):
 
     def patch(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        data = validated(NameInput, request.data)
-        workspace = actions.rename_workspace(membership, data["name"])
+        data = validated(WorkspaceUpdate, request.data)
+        workspace = actions.update_workspace(membership, **data)
         return Response(_workspace_out(request, workspace, membership.role))
 
     def delete(self, request, workspace_id):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import random
 import time
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,13 +25,23 @@ from pathlib import Path
 import httpx
 import websockets
 
-from .backends.base import Backend, BackendError, Event, Turn, make_backend, run_to_result
+from .backends.base import (
+    Backend,
+    BackendError,
+    Event,
+    ToolOutcome,
+    Turn,
+    make_backend,
+    run_to_result,
+)
 
 log = logging.getLogger("agntchat.bridge")
 
 
 # The server's limit on a frame: bytes of its UTF-8 text (docs/protocol.md §2).
 MAX_FRAME_BYTES = 1024 * 1024
+# How long the server may take to answer one tool call (its tools stop well within this).
+TOOL_ANSWER_SECONDS = 180
 
 
 class FrameTooLarge(ValueError):
@@ -38,6 +50,15 @@ class FrameTooLarge(ValueError):
 
 class AuthError(Exception):
     """The key was refused: retrying will not help until someone fixes it."""
+
+
+class Refused(RuntimeError):
+    """The server answered a frame with an ``error`` frame."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
 
 
 @dataclass
@@ -72,10 +93,41 @@ class SessionStore:
 
     def put(self, key: str, session_id: str | None, cli_state: dict) -> None:
         self.data[key] = {"session_id": session_id, "cli_state": cli_state}
+        self.save()
+
+    # A turn parked at a tool call that waits for a person's approval, by work item: what its
+    # backend needs to resume there if the item comes back after a restart.
+    def parked(self, item_id: str) -> dict | None:
+        return self.data.get(f"parked:{item_id}")
+
+    def park(self, item_id: str, state: dict) -> None:
+        self.data[f"parked:{item_id}"] = state
+        self.save()
+
+    def unpark(self, item_id: str) -> None:
+        if self.data.pop(f"parked:{item_id}", None) is not None:
+            self.save()
+
+    def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.data))
         tmp.replace(self.path)
+
+
+def call_id_for(item_id: str, name: str, arguments: dict, occurrence: int) -> str:
+    """The id of a tool call: the same for the same call made again when a turn is redone
+    (same item, tool, arguments, and how many times this turn made it before), so the server
+    runs it once and answers the redone turn with the stored outcome."""
+    key = json.dumps([item_id, name, arguments, occurrence], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(key.encode()).hexdigest()[:40]
+
+
+def outcome_of(answer: dict) -> ToolOutcome:
+    if answer.get("ok"):
+        return ToolOutcome(True, output=answer.get("output") or "")
+    error = answer.get("error") or {}
+    return ToolOutcome(False, error=error.get("message") or "the tool call failed")
 
 
 class Bridge:
@@ -97,6 +149,10 @@ class Bridge:
         # Per conversation: its lock, and how many held items wait for it or hold it.
         self.conversations: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self.sessions: SessionStore | None = None
+        # Permission requests: tool calls waiting for a decision, and decisions that came in
+        # (a decision may arrive before its call starts waiting for it).
+        self.awaiting: dict[str, asyncio.Future] = {}
+        self.decided: OrderedDict[str, dict] = OrderedDict()
 
     # --- session and configuration -------------------------------------------------------
 
@@ -212,10 +268,11 @@ class Bridge:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self.running.clear()
-        for future in self.pending.values():
+        for future in [*self.pending.values(), *self.awaiting.values()]:
             if not future.done():
                 future.set_exception(ConnectionError("socket closed"))
         self.pending.clear()
+        self.awaiting.clear()
 
     async def send(self, frame: dict) -> None:
         if self.ws is None:
@@ -239,9 +296,13 @@ class Bridge:
 
     async def on_frame(self, frame: dict) -> None:
         kind = frame.get("type")
-        if kind == "work":
+        if kind == "work" and frame["kind"] == "permission":
+            await self.on_decision(frame)
+        elif kind == "work":
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
             self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
+        elif kind == "tool.result":
+            self.resolve(f"tool:{frame['callId']}", frame)
         elif kind == "cancel":
             task = self.running.get(frame["id"])
             if task is not None:
@@ -253,9 +314,7 @@ class Bridge:
         elif kind == "error":
             key = frame.get("ref") or (f"result:{frame['id']}" if frame.get("id") else None)
             if key in self.pending:
-                self.pending[key].set_exception(
-                    RuntimeError(f"{frame['code']}: {frame['message']}")
-                )
+                self.pending[key].set_exception(Refused(frame["code"], frame["message"]))
             else:
                 log.warning("server error frame: %s", frame)
         elif kind == "hello":
@@ -304,11 +363,99 @@ class Bridge:
             if not holders[0]:
                 del self.conversations[conversation_id]
 
+    # --- tools and their approvals ------------------------------------------------------------
+
+    async def on_decision(self, frame: dict) -> None:
+        """A person decided on (or let expire) a tool call's permission request: the turn
+        waiting on it goes on. The item is acked at once; the decision itself is kept by the
+        server, which the call asks again."""
+        decision = frame["payload"]
+        request_id = decision["requestId"]
+        self.decided[request_id] = decision
+        if len(self.decided) > 1000:
+            self.decided.popitem(last=False)
+        future = self.awaiting.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(decision)
+        await self.send({"type": "ack", "id": frame["id"]})
+
+    async def decision(self, request_id: str) -> dict:
+        """Wait for the decision on REQUEST_ID (claimed as a ``permission`` work item)."""
+        if request_id in self.decided:
+            return self.decided[request_id]
+        future = self.awaiting.get(request_id)
+        if future is None:
+            future = self.awaiting[request_id] = asyncio.get_running_loop().create_future()
+        return await future
+
+    @contextlib.asynccontextmanager
+    async def lane_handed_back(self, kind: str):
+        """While a turn waits for a person, its lane serves other work; it takes a lane again
+        (waiting its turn) before it goes on."""
+        self.lanes[kind].release()
+        try:
+            yield
+        finally:
+            await self.lanes[kind].acquire()
+
+    def tool_caller(self, frame: dict, turn: Turn):
+        """``turn.call_tool`` for the turn working on FRAME's item: a ``tool.call`` frame per
+        call. A call that must wait for approval parks the turn (its checkpoint is kept, in case
+        the bridge restarts), hands the lane back and pauses the time limit until decided."""
+        item_id, kind = frame["id"], frame["kind"]
+        made: Counter = Counter()
+        parked = self.sessions.parked(item_id) or {}
+        # The parked call is the first of a resumed turn: it keeps its id.
+        resumed_id = parked.get("callId")
+
+        async def call(name: str, arguments: dict, *, checkpoint: dict | None = None):
+            nonlocal resumed_id
+            key = json.dumps([name, arguments], sort_keys=True, ensure_ascii=False)
+            made[key] += 1
+            call_id = resumed_id or call_id_for(item_id, name, arguments, made[key])
+            resumed_id = None
+            request = {
+                "type": "tool.call",
+                "id": item_id,
+                "callId": call_id,
+                "name": name,
+                "input": arguments,
+                "ref": f"tool:{call_id}",
+            }
+            answer = await self.ask(request)
+            while answer.get("pending"):
+                self.sessions.park(
+                    item_id,
+                    {"callId": call_id, "name": name, "arguments": arguments,
+                     "checkpoint": checkpoint},
+                )  # fmt: skip
+                async with turn.deadline.paused(), self.lane_handed_back(kind):
+                    await self.decision(answer["pending"]["requestId"])
+                answer = await self.ask(request)
+            return outcome_of(answer)
+
+        return call
+
+    async def ask(self, request: dict) -> dict:
+        """Send a ``tool.call`` and return the server's ``tool.result``. A refused frame or no
+        answer in time is a failed call the model hears of; an item this connection no longer
+        holds ends the turn (another connection has it now)."""
+        try:
+            return await self.call(request, request["ref"], timeout=TOOL_ANSWER_SECONDS)
+        except Refused as exc:
+            if exc.code == "not_held":
+                raise
+            return {"ok": False, "error": {"code": exc.code, "message": exc.message}}
+        except TimeoutError:
+            message = "the server did not answer this tool call in time"
+            return {"ok": False, "error": {"code": "tool_timeout", "message": message}}
+
     # --- work ------------------------------------------------------------------------------
 
-    def turn_for(self, directives: dict) -> Turn:
+    def turn_for(self, directives: dict, frame: dict | None = None) -> Turn:
+        """The Turn for an item's directives; with FRAME (the work item), its tools too."""
         saved = self.sessions.get(directives["sessionKey"])
-        return Turn(
+        turn = Turn(
             stable=directives["stable"],
             volatile=directives["volatile"],
             prompt=directives["prompt"],
@@ -320,7 +467,18 @@ class Bridge:
             base_url=self.agent.get("baseUrl") or None,
             # A workspace credential handed over with the item wins over the environment.
             api_key=directives.get("apiKey") or None,
+            tools=directives.get("tools") or [],
         )
+        if frame is not None and turn.tools:
+            turn.call_tool = self.tool_caller(frame, turn)
+            parked = self.sessions.parked(frame["id"])
+            if parked is not None:
+                turn.resume = {
+                    "checkpoint": parked.get("checkpoint"),
+                    "name": parked["name"],
+                    "arguments": parked["arguments"],
+                }
+        return turn
 
     async def keep_alive(self, item_id: str) -> None:
         """Extend the item's lease while its turn runs: a turn can take minutes."""
@@ -336,10 +494,9 @@ class Bridge:
         try:
             try:
                 # The agent's limit on one turn comes with each item (a hung CLI stops there).
+                turn = self.turn_for(directives, frame)
                 result = await run_to_result(
-                    self.backend,
-                    self.turn_for(directives),
-                    time_limit=payload.get("timeLimitSeconds"),
+                    self.backend, turn, time_limit=payload.get("timeLimitSeconds")
                 )
             except BackendError as exc:
                 # Visible, never silent: a short notice in the conversation.
@@ -352,7 +509,9 @@ class Bridge:
                 usage = None
             else:
                 self.sessions.put(directives["sessionKey"], result.session_id, result.cli_state)
-                await self.post(conversation_id, result.text, frame)
+                # A turn that only acted (published, said done…) has nothing more to say.
+                if result.text.strip() or not turn.tools:
+                    await self.post(conversation_id, result.text, frame)
                 usage = {
                     **result.usage.__dict__,
                     "backend": self.backend.name,
@@ -361,6 +520,7 @@ class Bridge:
         finally:
             extender.cancel()
         await self.send({"type": "ack", "id": frame["id"], **({"usage": usage} if usage else {})})
+        self.sessions.unpark(frame["id"])
 
     async def post(
         self, conversation_id: str, body: str, frame: dict, notice: bool = False
@@ -395,7 +555,7 @@ class Bridge:
         try:
             outcome = await run_to_result(
                 self.backend,
-                self.turn_for(directives),
+                self.turn_for(directives, frame),
                 on_event,
                 time_limit=frame["payload"].get("timeLimitSeconds"),
             )
@@ -423,3 +583,4 @@ class Bridge:
         if usage:
             frame_out["usage"] = usage
         await self.call(frame_out, f"result:{frame['id']}")
+        self.sessions.unpark(frame["id"])
