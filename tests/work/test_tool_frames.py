@@ -235,3 +235,20 @@ async def test_a_bad_tool_call_frame_is_refused(alice, channel, nova):
     assert set(error["fields"]) == {"callId", "input"}
     assert not await ToolCall.objects.aexists()
     await comm.disconnect()
+
+
+async def test_an_owners_change_reaches_the_next_work_item(alice, channel, nova, api):
+    comm = await connected(nova)
+    first = await held_message(comm, alice, channel, "one")
+    assert "done" in [t["name"] for t in first["payload"]["directives"]["tools"]]
+    assert "- done:" in first["payload"]["directives"]["stable"]
+    await comm.send_json_to({"type": "ack", "id": first["id"]})
+    client = await sync_to_async(api)(alice)
+    changed = await sync_to_async(client.patch)(
+        f"/api/v1/agents/{nova.id}/tools/done/", {"granted": False}, format="json"
+    )
+    assert changed.status_code == 200
+    second = await held_message(comm, alice, channel, "two")
+    assert "done" not in [t["name"] for t in second["payload"]["directives"]["tools"]]
+    assert "- done:" not in second["payload"]["directives"]["stable"]
+    await comm.disconnect()
