@@ -93,7 +93,8 @@ def test_workspace_admins_set_standing_permissions_members_read_them(
         == 404
     )
     for body in ({"decision": "deny"}, {"tool": "done", "risk": "read", "decision": "deny"},
-                 {"tool": "nope", "decision": "deny"}, {"risk": "read", "decision": "maybe"}):  # fmt: skip
+                 {"tool": "nope", "decision": "deny"}, {"risk": "read", "decision": "maybe"},
+                 {"tool": "", "risk": "", "decision": "deny"}, {"risk": "", "decision": "deny"}):  # fmt: skip
         assert api(alice).post(url, body, format="json").status_code == 400, body
     assert ToolPermission.objects.count() == 1
     permission_id = made.json()["id"]

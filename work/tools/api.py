@@ -2,6 +2,7 @@
 standing permissions (its admins), the calls agents made, and deciding permission requests."""
 
 from django.urls import path
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -92,19 +93,30 @@ def workspace_permission_out(permission: ToolPermission) -> dict:
     }
 
 
-class WorkspacePermissionInput(StrictSerializer):
-    tool = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
-    risk = serializers.ChoiceField(
-        choices=Risk.choices, required=False, allow_blank=True, default=""
-    )
+class ToolPermissionInput(StrictSerializer):
+    """A standing permission for one tool."""
+
+    tool = serializers.ChoiceField(choices=[])
     decision = serializers.ChoiceField(choices=Decision.choices)
 
-    def validate(self, data):
-        if bool(data["tool"]) == bool(data["risk"]):
-            raise serializers.ValidationError({"tool": "Name a tool or a risk level, not both."})
-        if data["tool"] and data["tool"] not in REGISTRY:
-            raise serializers.ValidationError({"tool": "No tool has this name."})
-        return data
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tool"].choices = sorted(REGISTRY)  # registered once the apps are ready
+
+
+class RiskPermissionInput(StrictSerializer):
+    """A standing permission for every tool of one risk level."""
+
+    risk = serializers.ChoiceField(choices=Risk.choices)
+    decision = serializers.ChoiceField(choices=Decision.choices)
+
+
+# A tool or a risk level, never both: the schema says so (oneOf two closed objects).
+WorkspacePermissionInput = PolymorphicProxySerializer(
+    component_name="WorkspacePermissionInput",
+    serializers=[ToolPermissionInput, RiskPermissionInput],
+    resource_type_field_name=None,
+)
 
 
 class WorkspacePermissionListView(APIView):
@@ -123,8 +135,14 @@ class WorkspacePermissionListView(APIView):
 
     def post(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        data = validated(WorkspacePermissionInput, request.data)
-        permission = actions.set_workspace_permission(membership, **data)
+        by_risk = isinstance(request.data, dict) and "tool" not in request.data
+        data = validated(RiskPermissionInput if by_risk else ToolPermissionInput, request.data)
+        permission = actions.set_workspace_permission(
+            membership,
+            tool=data.get("tool", ""),
+            risk=data.get("risk", ""),
+            decision=data["decision"],
+        )
         return Response(workspace_permission_out(permission), status=201)
 
 
