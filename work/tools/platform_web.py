@@ -198,7 +198,8 @@ def fetch_page(url: str) -> dict:
                 extensions={"sni_hostname": server_name},
             )
             try:
-                with client.send(request, stream=True) as response:
+                response = client.send(request, stream=True)
+                try:
                     location = response.headers.get("location")
                     if response.is_redirect and location:
                         url = urljoin(url, location)
@@ -206,6 +207,8 @@ def fetch_page(url: str) -> dict:
                     body, cut = _read(response, deadline)
                     title, text = page_text(response, body)
                     status = response.status_code
+                finally:
+                    response.close()
             except httpx.TimeoutException:
                 raise FetchFailed("The server did not answer in time.") from None
             except httpx.HTTPError as exc:
