@@ -88,9 +88,8 @@ def checked_target(url: str) -> tuple[str, str, str]:
         netloc += f":{parts.port}"
     path = parts.path or "/"
     pinned = urlunsplit((parts.scheme, netloc, path, parts.query, ""))
-    host_header = host if not parts.port else f"{host}:{parts.port}"
-    if ":" in host and not host_header.startswith("["):
-        host_header = f"[{host}]" + (f":{parts.port}" if parts.port else "")
+    # The Host header as the URL gives it (brackets and port included), without any userinfo.
+    host_header = parts.netloc.rpartition("@")[2]
     return pinned, host_header, host
 
 
