@@ -231,6 +231,11 @@ CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
 
+# The web_fetch tool refuses private, loopback, link-local, multicast and reserved addresses,
+# so an agent cannot reach the server's own network; an operator may allow them (a local
+# deployment fetching its intranet, tests against a local server).
+WEB_FETCH_ALLOW_PRIVATE = env_bool("WEB_FETCH_ALLOW_PRIVATE", False)
+
 # Password sign-in throttling (workspaces/login.py, in Redis): this many failures within the
 # window lock a username (or a client address) for LOGIN_LOCK_SECONDS, twice as long for each
 # further lock within a day, up to LOGIN_LOCK_MAX_SECONDS. A client address is where the

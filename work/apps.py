@@ -10,4 +10,9 @@ class WorkConfig(AppConfig):
 
     def ready(self):
         # Registers the platform tools with the registry.
-        from work.tools import platform  # noqa: F401
+        from work.tools import (  # noqa: F401
+            platform,
+            platform_artifacts,
+            platform_reading,
+            platform_web,
+        )

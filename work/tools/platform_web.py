@@ -1,0 +1,253 @@
+"""The web_fetch tool: a web page as clean readable text, within limits of size, time and
+redirects, and never from the server's own network unless the operator allows it.
+
+Every hop (the first URL and each redirect) is checked before it is requested: http or https,
+a host whose every address is public, and the connection goes to the address that was checked
+(with the name kept for the Host header and TLS), so a name cannot resolve to a public address
+for the check and a private one for the request.
+"""
+
+import ipaddress
+import re
+import socket
+import time
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import httpx
+from django.conf import settings
+
+from agntchat.core.exceptions import AppError
+from work.models import Risk
+from work.tools.registry import ToolContext, tool
+
+MAX_BYTES = 2 * 1024 * 1024  # read at most this much of a response
+MAX_CHARS = 20_000  # and return at most this much text
+MAX_REDIRECTS = 5
+FETCH_SECONDS = 20.0  # the whole fetch, every hop included
+USER_AGENT = "agntchat-web-fetch/1 (+https://github.com/agntchat)"
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+TEXT_TYPES = ("text/", "application/json", "application/xml", "+json", "+xml")
+
+
+class FetchRefused(AppError):
+    code = "web_fetch_refused"
+
+
+class FetchFailed(AppError):
+    code = "web_fetch_failed"
+
+
+def refused_address(address: str) -> bool:
+    """True for addresses of the server's own networks: private, loopback, link-local,
+    multicast, reserved, unspecified (an IPv4 address mapped into IPv6 counts as itself)."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return (
+        not ip.is_global
+        or ip.is_private
+        or ip.is_loopback
+        or ip.is_link_local
+        or ip.is_multicast
+        or ip.is_reserved
+        or ip.is_unspecified
+    )
+
+
+def resolve(host: str, port: int) -> list[str]:
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise FetchFailed(f"The host {host!r} could not be resolved.") from None
+    return list(dict.fromkeys(info[4][0] for info in found))
+
+
+def checked_target(url: str) -> tuple[str, str, str]:
+    """(URL to connect to, with the checked address; Host header; TLS server name) for URL, or
+    FetchRefused saying why it may not be fetched."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise FetchRefused(f"{url!r} is not a valid URL.") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FetchRefused(f"Only http and https URLs with a host can be fetched, not {url!r}.")
+    host = parts.hostname
+    addresses = resolve(host, port)
+    if not settings.WEB_FETCH_ALLOW_PRIVATE:
+        private = [a for a in addresses if refused_address(a)]
+        if private:
+            raise FetchRefused(
+                f"{host} resolves to a private or reserved address ({private[0]}); pages on "
+                "the server's own network cannot be fetched."
+            )
+    address = addresses[0].split("%", 1)[0]
+    netloc = f"[{address}]" if ":" in address else address
+    if parts.port:
+        netloc += f":{parts.port}"
+    path = parts.path or "/"
+    pinned = urlunsplit((parts.scheme, netloc, path, parts.query, ""))
+    # The Host header as the URL gives it (brackets and port included), without any userinfo.
+    host_header = parts.netloc.rpartition("@")[2]
+    return pinned, host_header, host
+
+
+class TextOfPage(HTMLParser):
+    """The readable text of an HTML page, and its title; scripts, styles and markup dropped."""
+
+    SKIPPED = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
+    BLOCKS = {
+        "p", "div", "br", "li", "ul", "ol", "tr", "table", "section", "article", "header",
+        "footer", "main", "nav", "aside", "blockquote", "pre", "hr", "dd", "dt", "form",
+        "h1", "h2", "h3", "h4", "h5", "h6",
+    }  # fmt: skip
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.title_parts: list[str] = []
+        self.skipping: list[str] = []
+        self.in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "title":
+            self.in_title = True
+        elif tag in self.SKIPPED:
+            self.skipping.append(tag)
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_startendtag(self, tag, attrs):
+        if tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag == "title":
+            self.in_title = False
+        elif tag in self.SKIPPED:
+            if tag in self.skipping:
+                while self.skipping and self.skipping.pop() != tag:
+                    pass
+        elif tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data):
+        if self.in_title:
+            self.title_parts.append(data)
+        elif not self.skipping:
+            self.parts.append(data)
+
+    @property
+    def title(self) -> str:
+        return " ".join("".join(self.title_parts).split())
+
+    @property
+    def text(self) -> str:
+        return tidy("".join(self.parts))
+
+
+def tidy(text: str) -> str:
+    """Runs of spaces to one, blank lines to one, each line trimmed."""
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _read(response: httpx.Response, deadline: float) -> tuple[bytes, bool]:
+    """Up to MAX_BYTES of the body (and whether there was more), before DEADLINE."""
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > MAX_BYTES:
+            return bytes(body[:MAX_BYTES]), True
+        if time.monotonic() > deadline:
+            raise FetchFailed(f"The page took longer than {FETCH_SECONDS:g} seconds to read.")
+    return bytes(body), False
+
+
+def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
+    """(title, text) of a response, or FetchRefused when it is not text."""
+    kind = response.headers.get("content-type", "text/html").split(";")[0].strip().lower()
+    text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+    if kind in HTML_TYPES:
+        parser = TextOfPage()
+        parser.feed(text)
+        parser.close()
+        return parser.title, parser.text
+    if kind.startswith(TEXT_TYPES[0]) or any(t in kind for t in TEXT_TYPES[1:]):
+        return "", text.strip()
+    raise FetchRefused(f"The page is not text (its content type is {kind}); nothing to read.")
+
+
+def fetch_page(url: str) -> dict:
+    deadline = time.monotonic() + FETCH_SECONDS
+    timeout = httpx.Timeout(10.0, connect=5.0)
+    # trust_env off: no proxy from the environment sees (or bypasses) the checks.
+    with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        for _hop in range(MAX_REDIRECTS + 1):
+            pinned, host_header, server_name = checked_target(url)
+            request = client.build_request(
+                "GET",
+                pinned,
+                headers={
+                    "Host": host_header,
+                    "User-Agent": USER_AGENT,
+                    "Accept": "text/html,text/plain;q=0.9,*/*;q=0.5",
+                },
+                extensions={"sni_hostname": server_name},
+            )
+            try:
+                response = client.send(request, stream=True)
+                try:
+                    location = response.headers.get("location")
+                    if response.is_redirect and location:
+                        url = urljoin(url, location)
+                        continue
+                    body, cut = _read(response, deadline)
+                    title, text = page_text(response, body)
+                    status = response.status_code
+                finally:
+                    response.close()
+            except httpx.TimeoutException:
+                raise FetchFailed("The server did not answer in time.") from None
+            except httpx.HTTPError as exc:
+                raise FetchFailed(f"The page could not be fetched: {exc}.") from None
+            if len(text) > MAX_CHARS:
+                text, cut = text[:MAX_CHARS], True
+            page = {"url": url, "status": status, "title": title, "text": text, "truncated": cut}
+            if cut:
+                page["note"] = (
+                    f"The page was longer than this tool returns ({MAX_CHARS} characters of "
+                    f"text from at most {MAX_BYTES // (1024 * 1024)} MB); the rest is cut off."
+                )
+            return page
+    raise FetchRefused(f"The page redirected more than {MAX_REDIRECTS} times; stopped.")
+
+
+@tool(
+    "web_fetch",
+    description=(
+        "Fetch a web page (http or https) and read it as plain text: its title, then its "
+        f"readable text without scripts, styles or markup, at most {MAX_CHARS} characters "
+        "(says when it was cut). Redirects are followed up to 5 times. Pages on private or "
+        "local networks are refused. Use it to read a page someone linked or you need to cite."
+    ),
+    risk=Risk.EXTERNAL,
+    timeout_seconds=FETCH_SECONDS + 5,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 2048,
+                "pattern": "^[hH][tT][tT][pP][sS]?://",
+                "description": "The page's http or https URL.",
+            }
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+)
+def web_fetch(context: ToolContext, arguments: dict):
+    return fetch_page(arguments["url"])
