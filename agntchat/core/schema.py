@@ -9,6 +9,7 @@ from drf_spectacular import openapi
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.plumbing import ResolvedComponent, force_instance
 from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 from agntchat.core.api import StrictSerializer
@@ -79,6 +80,8 @@ class AutoSchema(openapi.AutoSchema):
         serializer = force_instance(self.get_request_serializer())
         if body and isinstance(serializer, StrictSerializer) and serializer.min_fields:
             body["required"] = True  # a PATCH must name something to change
+        if body and isinstance(serializer, PolymorphicProxySerializer):
+            body["required"] = True  # one of several shapes, each with required fields
         return body
 
     def _is_list_view(self, serializer=None):
