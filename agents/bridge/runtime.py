@@ -403,17 +403,21 @@ class Bridge:
         call. A call that must wait for approval parks the turn (its checkpoint is kept, in case
         the bridge restarts), hands the lane back and pauses the time limit until decided."""
         item_id, kind = frame["id"], frame["kind"]
-        made: Counter = Counter()
         parked = self.sessions.parked(item_id) or {}
-        # The parked call is the first of a resumed turn: it keeps its id.
-        resumed_id = parked.get("callId")
+        # How many times this turn made each call so far (a resumed turn goes on counting), and
+        # the parked call, which keeps its id when the resumed turn makes it again.
+        made: Counter = Counter(parked.get("made") or {})
+        resumed = parked.get("callId") and (parked["name"], parked["arguments"])
 
         async def call(name: str, arguments: dict, *, checkpoint: dict | None = None):
-            nonlocal resumed_id
+            nonlocal resumed
             key = json.dumps([name, arguments], sort_keys=True, ensure_ascii=False)
-            made[key] += 1
-            call_id = resumed_id or call_id_for(item_id, name, arguments, made[key])
-            resumed_id = None
+            if resumed == (name, arguments):
+                call_id = parked["callId"]
+            else:
+                made[key] += 1
+                call_id = call_id_for(item_id, name, arguments, made[key])
+            resumed = None
             request = {
                 "type": "tool.call",
                 "id": item_id,
@@ -427,7 +431,7 @@ class Bridge:
                 self.sessions.park(
                     item_id,
                     {"callId": call_id, "name": name, "arguments": arguments,
-                     "checkpoint": checkpoint},
+                     "checkpoint": checkpoint, "made": dict(made)},
                 )  # fmt: skip
                 async with turn.deadline.paused(), self.lane_handed_back(kind):
                     await self.decision(answer["pending"]["requestId"])

@@ -1,9 +1,19 @@
-"""Loopback stand-ins for the Anthropic Messages API and OpenAI chat.completions, speaking the real wire formats."""
+"""Loopback stand-ins for the Anthropic Messages API, OpenAI chat.completions and the Responses
+API, speaking the real wire formats, tool calls included.
+
+A stand-in model follows ``tool_script``: a list of steps, one per model response. A step is
+{"tool": name, "input": {…}} (one call), {"calls": [{"tool", "input"}, …]} (parallel calls), or
+{"text": …}; a tool step may carry "say" (text before the call). Which step answers a request is
+read from the request itself: how many tool results it carries since the last person's message.
+Past the script, the model replies with ``reply``. Strings in inputs may use {result} or
+{result.key} of the latest tool result. Tool names match the ones offered by suffix, so
+"done" calls "mcp__agntchat__done" when a CLI offers our tools through MCP."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,7 +54,77 @@ def responses_prompt_tokens(body: dict) -> int:
 def _content_text(content) -> str:
     if isinstance(content, str):
         return content
-    return "".join(block.get("text", "") for block in content or [])
+    return "".join(
+        block.get("text", "")
+        if block.get("type") != "tool_result"
+        else _content_text(block.get("content"))
+        for block in content or []
+    )
+
+
+def with_result(value, result: str | None):
+    """VALUE with {result} / {result.key} in its strings filled from RESULT (a tool's output)."""
+    if isinstance(value, dict):
+        return {k: with_result(v, result) for k, v in value.items()}
+    if isinstance(value, list):
+        return [with_result(v, result) for v in value]
+    if not isinstance(value, str) or result is None:
+        return value
+    try:
+        data = json.loads(result)
+    except ValueError:
+        data = None
+
+    def one(match: re.Match) -> str:
+        if match.group(1) is None:
+            return result
+        return str(data.get(match.group(1), "")) if isinstance(data, dict) else ""
+
+    return re.sub(r"\{result(?:\.([A-Za-z0-9_]+))?\}", one, value)
+
+
+def anthropic_results(messages: list[dict]) -> list[str]:
+    """The tool results since the last person's message, oldest first."""
+    results = []
+    for message in messages:
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        found = [b for b in blocks if b.get("type") == "tool_result"]
+        if message["role"] == "user" and not found:
+            results = []
+        results += [_content_text(b.get("content")) for b in found]
+    return results
+
+
+def openai_results(messages: list[dict]) -> list[str]:
+    results = []
+    for message in messages:
+        if message["role"] == "user":
+            results = []
+        elif message["role"] == "tool":
+            results.append(_content_text(message.get("content")))
+    return results
+
+
+def responses_tool_names(tools: list[dict]) -> list:
+    """The function names a Responses request offers; a namespaced one as (namespace, name)."""
+    names = []
+    for tool in tools:
+        if tool.get("type") == "namespace":
+            names += [(tool["name"], t["name"]) for t in tool.get("tools") or []]
+        elif tool.get("name"):
+            names.append(tool["name"])
+    return names
+
+
+def responses_results(items: list[dict]) -> list[str]:
+    results = []
+    for item in items:
+        if item.get("role") == "user":
+            results = []
+        elif item.get("type") == "function_call_output":
+            output = item.get("output")
+            results.append(output if isinstance(output, str) else _content_text(output))
+    return results
 
 
 class StandinServer:
@@ -60,6 +140,8 @@ class StandinServer:
         )
         self.omit_usage_details = False  # openai: mimic compatible servers that omit *_details
         self.cache: set[str] = set()  # prefixes seen: the simulated provider prompt cache
+        self.tool_script: list[dict] = []
+        self.stream_tool_input = True  # stream a call's input in pieces (else in one piece)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
@@ -76,10 +158,51 @@ class StandinServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def chunks(self) -> list[str]:
-        """The reply split the way a model streams it."""
-        words = self.reply.split(" ")
-        return [w if i == 0 else " " + w for i, w in enumerate(words)]
+    def chunks(self, text: str | None = None) -> list[str]:
+        """TEXT (by default the reply) split the way a model streams it."""
+        words = (self.reply if text is None else text).split(" ")
+        return [w if i == 0 else " " + w for i, w in enumerate(words)] if words != [""] else []
+
+    def input_pieces(self, arguments: dict) -> list[str]:
+        """A call's input as JSON text, in the pieces a model streams it in."""
+        text = json.dumps(arguments)
+        if not self.stream_tool_input:
+            return [text]
+        return [text[i : i + 7] for i in range(0, len(text), 7)] or [""]
+
+    def step(self, results: list[str], offered: list[str]) -> dict:
+        """This request's answer: {"say": text, "calls": [{"id", "name", "input"}]}. RESULTS are
+        the tool results the request carries; OFFERED the tool names it offers."""
+        done = len(results)
+        for step in self.tool_script:
+            calls = step.get("calls") or ([step] if "tool" in step else [])
+            if not calls:
+                return {"say": step["text"], "calls": []}
+            if done >= len(calls):
+                done -= len(calls)
+                continue
+            last = results[-1] if results else None
+            seed = hashlib.sha1(json.dumps(results).encode()).hexdigest()[:12]
+            return {
+                "say": step.get("say", ""),
+                "calls": [
+                    {
+                        "id": f"{seed}{len(results) + n}",
+                        "name": self._offered_name(call["tool"], offered),
+                        "input": with_result(call.get("input") or {}, last),
+                    }
+                    for n, call in enumerate(calls)
+                ],
+            }
+        return {"say": self.reply, "calls": []}
+
+    @staticmethod
+    def _offered_name(name: str, offered: list):
+        for candidate in offered:
+            bare = candidate[1] if isinstance(candidate, tuple) else candidate
+            if bare == name or bare.endswith("__" + name):
+                return candidate
+        return name
 
     def _cache_lookup(self, prefix: str) -> tuple[int, int]:
         """(cache_write, cache_read) tokens for a cacheable prefix, updating the simulated cache."""
@@ -159,22 +282,38 @@ class StandinServer:
                 if isinstance(system, str):
                     system = [{"type": "text", "text": system}]
                 # The cached prefix runs up to and including the last block marked cache_control,
-                # keyed on the exact bytes of those blocks.
+                # keyed on the exact bytes of what precedes it: the tools, then the system blocks.
                 marked = [i for i, b in enumerate(system) if b.get("cache_control")]
                 cut = marked[-1] + 1 if marked else 0
                 write = read = 0
                 if cut:
-                    write, read = server._cache_lookup(json.dumps(system[:cut], sort_keys=True))
+                    prefix = [body.get("tools") or [], system[:cut]]
+                    write, read = server._cache_lookup(json.dumps(prefix, sort_keys=True))
                 rest = _content_text(system[cut:]) + "".join(
                     _content_text(m["content"]) for m in body["messages"]
                 )
+                offered = [t["name"] for t in body.get("tools") or []]
+                answer = server.step(anthropic_results(body["messages"]), offered)
+                content = [{"type": "text", "text": answer["say"]}] if answer["say"] else []
+                content += [
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_" + c["id"],
+                        "name": c["name"],
+                        "input": c["input"],
+                    }
+                    for c in answer["calls"]
+                ]
+                stop = "tool_use" if answer["calls"] else "end_turn"
                 usage = {
                     "input_tokens": tokens(rest),
                     "cache_creation_input_tokens": write,
                     "cache_read_input_tokens": read,
                     "output_tokens": 1,
                 }
-                self._sse_start()
+                output_tokens = (
+                    tokens(json.dumps(content)) if answer["calls"] else tokens(answer["say"])
+                )
                 message = {
                     "id": f"msg_standin{len(server.requests)}",
                     "type": "message",
@@ -185,63 +324,107 @@ class StandinServer:
                     "stop_sequence": None,
                     "usage": usage,
                 }
-                self._send("message_start", {"type": "message_start", "message": message})
-                block = {"type": "text", "text": ""}
-                self._send(
-                    "content_block_start",
-                    {"type": "content_block_start", "index": 0, "content_block": block},
-                )
-                self._send("ping", {"type": "ping"})
-                for n, chunk in enumerate(server.chunks()):
-                    delta = {"type": "text_delta", "text": chunk}
-                    self._send(
-                        "content_block_delta",
-                        {"type": "content_block_delta", "index": 0, "delta": delta},
+                if not body.get("stream"):
+                    final = {**message, "content": content, "stop_reason": stop}
+                    return self._json(
+                        200, {**final, "usage": {**usage, "output_tokens": output_tokens}}
                     )
-                    if n == 0 and server.midstream_error:
-                        return self._send("error", server.midstream_error)
-                self._send("content_block_stop", {"type": "content_block_stop", "index": 0})
-                out = {"output_tokens": tokens(server.reply)}
-                delta = {"stop_reason": "end_turn", "stop_sequence": None}
+                self._sse_start()
+                self._send("message_start", {"type": "message_start", "message": message})
+                for index, block in enumerate(content):
+                    empty = (
+                        {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
+                    )
+                    self._send(
+                        "content_block_start",
+                        {"type": "content_block_start", "index": index, "content_block": empty},
+                    )
+                    if index == 0:
+                        self._send("ping", {"type": "ping"})
+                    if block["type"] == "text":
+                        deltas = [
+                            {"type": "text_delta", "text": c} for c in server.chunks(block["text"])
+                        ]
+                    else:
+                        deltas = [
+                            {"type": "input_json_delta", "partial_json": piece}
+                            for piece in server.input_pieces(block["input"])
+                        ]
+                    for n, delta in enumerate(deltas):
+                        self._send(
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                        if n == 0 and server.midstream_error:
+                            return self._send("error", server.midstream_error)
+                    self._send("content_block_stop", {"type": "content_block_stop", "index": index})
+                delta = {"stop_reason": stop, "stop_sequence": None}
+                out = {"output_tokens": output_tokens}
                 self._send("message_delta", {"type": "message_delta", "delta": delta, "usage": out})
                 self._send("message_stop", {"type": "message_stop"})
 
             def _openai(self, body: dict):
                 messages = body["messages"]
-                # Automatic prefix caching, simulated on the leading system message.
+                # Automatic prefix caching, simulated on the leading system message and the tools.
                 cached = 0
                 if messages and messages[0]["role"] == "system":
-                    _, cached = server._cache_lookup("openai:" + messages[0]["content"])
-                prompt_tokens = sum(tokens(_content_text(m["content"])) for m in messages)
+                    head = (json.dumps(body["tools"]) if body.get("tools") else "") + messages[0][
+                        "content"
+                    ]
+                    _, cached = server._cache_lookup("openai:" + head)
+                prompt_tokens = sum(tokens(_content_text(m.get("content"))) for m in messages)
+                offered = [t["function"]["name"] for t in body.get("tools") or []]
+                answer = server.step(openai_results(messages), offered)
+                calls = [
+                    {"id": "call_" + c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(c["input"])}}
+                    for c in answer["calls"]
+                ]  # fmt: skip
+                finish = "tool_calls" if calls else "stop"
+                completion_tokens = tokens(answer["say"] + json.dumps(calls) * bool(calls))
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                }
+                if not server.omit_usage_details:
+                    usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
+                    usage["completion_tokens_details"] = {"reasoning_tokens": 0}
                 base = {
                     "id": "chatcmpl-standin",
-                    "object": "chat.completion.chunk",
                     "created": int(time.time()),
+                    "model": body.get("model"),
                 }
-                base["model"] = body.get("model")
+                if not body.get("stream"):
+                    reply = {"role": "assistant", "content": answer["say"] or None}
+                    if calls:
+                        reply["tool_calls"] = calls
+                    choice = {"index": 0, "message": reply, "finish_reason": finish}
+                    return self._json(
+                        200,
+                        {**base, "object": "chat.completion", "choices": [choice], "usage": usage},
+                    )
+                base["object"] = "chat.completion.chunk"
                 self._sse_start()
-                first = {"role": "assistant", "content": ""}
-                self._send(
-                    None, {**base, "choices": [{"index": 0, "delta": first, "finish_reason": None}]}
-                )
-                for chunk in server.chunks():
-                    choice = {"index": 0, "delta": {"content": chunk}, "finish_reason": None}
+
+                def delta(d: dict, finish_reason=None):
+                    choice = {"index": 0, "delta": d, "finish_reason": finish_reason}
                     self._send(None, {**base, "choices": [choice]})
-                self._send(
-                    None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-                )
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    usage = {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": tokens(server.reply),
-                        "total_tokens": prompt_tokens + tokens(server.reply),
+
+                delta({"role": "assistant", "content": ""})
+                for chunk in server.chunks(answer["say"]):
+                    delta({"content": chunk})
+                for index, call in enumerate(calls):
+                    first = {
+                        **call,
+                        "index": index,
+                        "function": {**call["function"], "arguments": ""},
                     }
-                    if not server.omit_usage_details:
-                        usage["prompt_tokens_details"] = {
-                            "cached_tokens": cached,
-                            "audio_tokens": 0,
-                        }
-                        usage["completion_tokens_details"] = {"reasoning_tokens": 0}
+                    delta({"tool_calls": [first]})
+                    for piece in server.input_pieces(json.loads(call["function"]["arguments"])):
+                        delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                delta({}, finish)
+                if (body.get("stream_options") or {}).get("include_usage"):
                     self._send(None, {**base, "choices": [], "usage": usage})
                 self._send(None, "[DONE]")
 
@@ -255,12 +438,11 @@ class StandinServer:
                     json.dumps(items[0], sort_keys=True) if items else ""
                 )
                 _, cached = server._cache_lookup("responses:" + head)
-                rid, mid = (
-                    f"resp_standin{len(server.requests)}",
-                    f"msg_standin{len(server.requests)}",
-                )
+                n = len(server.requests)
+                offered = responses_tool_names(body.get("tools") or [])
+                answer = server.step(responses_results(items), offered)
                 response = {
-                    "id": rid,
+                    "id": f"resp_standin{n}",
                     "object": "response",
                     "created_at": int(time.time()),
                     "status": "in_progress",
@@ -270,40 +452,67 @@ class StandinServer:
                 }
                 self._sse_start()
                 self._send("response.created", {"type": "response.created", "response": response})
-                item = {
-                    "id": mid,
-                    "type": "message",
-                    "status": "in_progress",
-                    "role": "assistant",
-                    "content": [],
-                }
-                self._send(
-                    "response.output_item.added",
-                    {"type": "response.output_item.added", "output_index": 0, "item": item},
-                )
-                for chunk in server.chunks():
-                    delta = {
-                        "type": "response.output_text.delta",
-                        "item_id": mid,
-                        "output_index": 0,
-                        "content_index": 0,
-                        "delta": chunk,
+                output = []
+
+                def added(item: dict):
+                    event = {
+                        "type": "response.output_item.added",
+                        "output_index": len(output),
+                        "item": item,
                     }
-                    self._send("response.output_text.delta", delta)
-                part = {"type": "output_text", "text": server.reply, "annotations": []}
-                done = {**item, "status": "completed", "content": [part]}
-                self._send(
-                    "response.output_item.done",
-                    {"type": "response.output_item.done", "output_index": 0, "item": done},
-                )
+                    self._send("response.output_item.added", event)
+
+                def done(item: dict):
+                    event = {
+                        "type": "response.output_item.done",
+                        "output_index": len(output),
+                        "item": item,
+                    }
+                    self._send("response.output_item.done", event)
+                    output.append(item)
+
+                if answer["say"]:
+                    item = {"id": f"msg_standin{n}", "type": "message", "status": "in_progress",
+                            "role": "assistant", "content": []}  # fmt: skip
+                    added(item)
+                    for chunk in server.chunks(answer["say"]):
+                        delta = {
+                            "type": "response.output_text.delta",
+                            "item_id": item["id"],
+                            "output_index": len(output),
+                            "content_index": 0,
+                            "delta": chunk,
+                        }
+                        self._send("response.output_text.delta", delta)
+                    part = {"type": "output_text", "text": answer["say"], "annotations": []}
+                    done({**item, "status": "completed", "content": [part]})
+                for call in answer["calls"]:
+                    name, namespace = call["name"], None
+                    if isinstance(name, tuple):
+                        namespace, name = name
+                    arguments = json.dumps(call["input"])
+                    item = {"id": "fc_" + call["id"], "type": "function_call", "status": "in_progress",
+                            "call_id": "call_" + call["id"], "name": name, "arguments": ""}  # fmt: skip
+                    if namespace:
+                        item["namespace"] = namespace
+                    added(item)
+                    for piece in server.input_pieces(call["input"]):
+                        event = {"type": "response.function_call_arguments.delta",
+                                 "item_id": item["id"], "output_index": len(output), "delta": piece}  # fmt: skip
+                        self._send("response.function_call_arguments.delta", event)
+                    event = {"type": "response.function_call_arguments.done",
+                             "item_id": item["id"], "output_index": len(output), "arguments": arguments}  # fmt: skip
+                    self._send("response.function_call_arguments.done", event)
+                    done({**item, "status": "completed", "arguments": arguments})
+                out_tokens = tokens(json.dumps(output))
                 usage = {
                     "input_tokens": prompt_tokens,
                     "input_tokens_details": {"cached_tokens": cached},
-                    "output_tokens": tokens(server.reply),
+                    "output_tokens": out_tokens,
                     "output_tokens_details": {"reasoning_tokens": 0},
-                    "total_tokens": prompt_tokens + tokens(server.reply),
+                    "total_tokens": prompt_tokens + out_tokens,
                 }
-                final = {**response, "status": "completed", "output": [done], "usage": usage}
+                final = {**response, "status": "completed", "output": output, "usage": usage}
                 self._send("response.completed", {"type": "response.completed", "response": final})
 
         return Handler

@@ -278,3 +278,209 @@ async def test_run_to_result_enforces_exactly_one_result_last():
         _Broken([Event("progress", {"message": "x"}), ok]), Turn("", "", "", []), on_event
     )
     assert result is ok and len(seen) == 1
+
+
+# -- native tool calling ---------------------------------------------------------------------
+
+TOOLS = [
+    {
+        "name": "artifact_publish",
+        "description": "Publish a document.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"title": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["title", "content"],
+        },
+    },
+    {
+        "name": "card_post",
+        "description": "Post a card.",
+        "inputSchema": {"type": "object", "properties": {"template": {"type": "string"}}},
+    },
+    {"name": "done", "description": "Say you are done.", "inputSchema": {"type": "object"}},
+]
+
+SCRIPT = [
+    {
+        "tool": "artifact_publish",
+        "input": {"title": "Plan", "content": "# Plan"},
+        "say": "Publishing.",
+    },
+    {"tool": "card_post", "input": {"template": "status", "artifact": "{result.id}"}},
+    {"tool": "done", "input": {}},
+    {"text": "All set."},
+]
+
+
+class Tools:
+    """A stand-in for the bridge's tool.call: records each call and answers from OUTPUTS."""
+
+    def __init__(self, outputs=None, fail=()):
+        self.calls = []
+        self.outputs = outputs or {"artifact_publish": '{"id": "art_1", "version": 1}'}
+        self.fail = set(fail)
+
+    async def __call__(self, name, arguments, *, checkpoint=None):
+        from agents.bridge.backends import ToolOutcome
+
+        self.calls.append((name, arguments, checkpoint))
+        if name in self.fail:
+            return ToolOutcome(False, error=f"{name} is not granted to you")
+        return ToolOutcome(True, output=self.outputs.get(name, "{}"))
+
+
+def tool_turn(server, path="", tools=None, **kw):
+    t = turn(server, **kw)
+    t.base_url = server.url + path
+    t.tools = TOOLS
+    t.call_tool = tools
+    return t
+
+
+async def test_anthropic_calls_tools_streamed_and_sums_usage(server):
+    server.tool_script = SCRIPT
+    tools = Tools()
+    events = []
+    result = await run_to_result(
+        make_backend("anthropic_api", max_retries=0), tool_turn(server, tools=tools), events.append
+    )
+    assert [(n, a) for n, a, _ in tools.calls] == [
+        ("artifact_publish", {"title": "Plan", "content": "# Plan"}),
+        ("card_post", {"template": "status", "artifact": "art_1"}),  # the streamed input, parsed
+        ("done", {}),
+    ]
+    assert result.text == "Publishing.\n\nAll set."
+    assert [e.data["name"] for e in events if e.kind == "tool"] == [
+        "artifact_publish",
+        "card_post",
+        "done",
+    ]
+    requests = [r["json"] for r in server.requests]
+    assert len(requests) == 4
+    assert requests[0]["tools"][0] == {
+        "name": "artifact_publish",
+        "description": "Publish a document.",
+        "input_schema": TOOLS[0]["inputSchema"],
+    }
+    # Each round sends back the model's tool_use and our tool_result, in order.
+    last = requests[-1]["messages"]
+    assert [m["role"] for m in last[-6:]] == ["assistant", "user"] * 3
+    assert last[-6]["content"][1]["type"] == "tool_use"
+    assert last[-5]["content"] == [{"type": "tool_result", "tool_use_id": last[-6]["content"][1]["id"],
+                                    "content": '{"id": "art_1", "version": 1}'}]  # fmt: skip
+    # The tools ride inside the cached prefix: later rounds read it, and it is the same bytes.
+    assert all(r["tools"] == requests[0]["tools"] for r in requests)
+    assert result.usage.cache_write_tokens == tokens(
+        json.dumps([requests[0]["tools"], requests[0]["system"]], sort_keys=True)
+    )
+    assert result.usage.cache_read_tokens == 3 * result.usage.cache_write_tokens
+    assert result.usage.output_tokens > tokens("All set.")
+
+
+async def test_anthropic_not_streamed_and_a_failed_call_goes_back_as_an_error(server):
+    server.tool_script = SCRIPT[2:]
+    tools = Tools(fail={"done"})
+    result = await run_to_result(
+        make_backend("anthropic_api", max_retries=0, stream=False), tool_turn(server, tools=tools)
+    )
+    assert result.text == "All set." and server.requests[0]["json"].get("stream") is not True
+    block = server.requests[-1]["json"]["messages"][-1]["content"][0]
+    assert block["is_error"] is True and block["content"] == "done is not granted to you"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_openai_calls_tools_in_parallel(server, stream):
+    server.tool_script = [
+        {"calls": [{"tool": "artifact_publish", "input": {"title": "A", "content": "x" * 40}},
+                   {"tool": "done", "input": {}}]},
+        {"text": "Both done."},
+    ]  # fmt: skip
+    tools = Tools()
+    result = await run_to_result(
+        make_backend("openai_api", max_retries=0, stream=stream),
+        tool_turn(server, "/v1", tools=tools),
+    )
+    assert [(n, a) for n, a, _ in tools.calls] == [
+        ("artifact_publish", {"title": "A", "content": "x" * 40}),
+        ("done", {}),
+    ]
+    assert result.text == "Both done."
+    first, second = (r["json"] for r in server.requests)
+    assert first["tools"][2] == {
+        "type": "function",
+        "function": {
+            "name": "done",
+            "description": "Say you are done.",
+            "parameters": {"type": "object"},
+        },
+    }
+    assert first.get("stream", False) is stream
+    reply, *answers = second["messages"][-3:]
+    assert [c["function"]["name"] for c in reply["tool_calls"]] == ["artifact_publish", "done"]
+    assert [a["tool_call_id"] for a in answers] == [c["id"] for c in reply["tool_calls"]]
+    assert answers[0] == {"role": "tool", "tool_call_id": reply["tool_calls"][0]["id"],
+                          "content": '{"id": "art_1", "version": 1}'}  # fmt: skip
+    assert result.usage.input_tokens + result.usage.cache_read_tokens > 0
+
+
+async def test_a_model_that_never_stops_calling_is_told_to_answer(server):
+    server.tool_script = [{"tool": "done", "input": {}}] * 10
+    tools = Tools()
+    result = await run_to_result(
+        make_backend("openai_api", max_retries=0, max_tool_rounds=2),
+        tool_turn(server, "/v1", tools=tools),
+    )
+    assert len(tools.calls) == 2 and len(server.requests) == 3
+    assert server.requests[-1]["json"]["tool_choice"] == "none"
+    assert "tool_choice" not in server.requests[0]["json"]
+    assert result.text == ""  # the stand-in ignores tool_choice; the loop stops anyway
+
+
+@pytest.mark.parametrize("backend,path", [("anthropic_api", ""), ("openai_api", "/v1")])
+async def test_a_parked_turn_resumes_at_its_call(server, backend, path):
+    """A call that waited for approval saved a checkpoint; a redelivered turn resumes there:
+    the calls before it are not made again, nor is the model asked again for that round."""
+    server.tool_script = SCRIPT
+    tools = Tools()
+    await run_to_result(make_backend(backend, max_retries=0), tool_turn(server, path, tools=tools))
+    name, arguments, checkpoint = tools.calls[1]  # the card_post call, as if it had parked
+    assert name == "card_post"
+    before = len(server.requests)
+
+    resumed = Tools()
+    t = tool_turn(server, path, tools=resumed)
+    t.resume = {
+        "checkpoint": json.loads(json.dumps(checkpoint)),
+        "name": name,
+        "arguments": arguments,
+    }
+    result = await run_to_result(make_backend(backend, max_retries=0), t)
+    assert [n for n, _, _ in resumed.calls] == ["card_post", "done"]
+    assert result.text == "All set."
+    assert len(server.requests) - before == 2  # after done, and the final answer
+
+
+async def test_waiting_for_a_person_does_not_count_toward_the_time_limit(server):
+    import asyncio
+
+    async def slow(name, arguments, *, checkpoint=None):
+        from agents.bridge.backends import ToolOutcome
+
+        async with t.deadline.paused():
+            await asyncio.sleep(1.2)
+        return ToolOutcome(True, output="{}")
+
+    server.tool_script = [{"tool": "done", "input": {}}, {"text": "Finished."}]
+    t = tool_turn(server, "/v1", tools=slow)
+    result = await run_to_result(make_backend("openai_api", max_retries=0), t, time_limit=1)
+    assert result.text == "Finished."
+
+    async def unpaused(name, arguments, *, checkpoint=None):
+        await asyncio.sleep(1.2)
+
+    with pytest.raises(BackendError, match="time limit of 1 second"):
+        await run_to_result(
+            make_backend("openai_api", max_retries=0),
+            tool_turn(server, "/v1", tools=unpaused),
+            time_limit=1,
+        )

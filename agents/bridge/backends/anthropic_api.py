@@ -1,4 +1,4 @@
-"""Anthropic Messages API backend with a prompt-cached stable system block."""
+"""Anthropic Messages API backend: a prompt-cached stable block, native tool calling."""
 
 from __future__ import annotations
 
@@ -13,11 +13,15 @@ from .base import (
     BackendError,
     Event,
     Result,
+    Round,
+    ToolOutcome,
+    ToolUse,
     Turn,
     Usage,
     chat_messages,
     elapsed_ms,
     error_message,
+    tool_loop,
 )
 
 DEFAULT_MODEL = (
@@ -26,32 +30,54 @@ DEFAULT_MODEL = (
 
 
 class AnthropicBackend(Backend):
-    """Streams one turn through anthropic.AsyncAnthropic().messages.stream()."""
+    """One turn through anthropic.AsyncAnthropic().messages, streamed by default, with the
+    agent's tools: tool_use blocks run through the bridge and go back as tool_result blocks."""
 
     name = "anthropic_api"
 
-    def __init__(self, max_tokens: int = 4096, max_retries: int = 2, timeout: float = 600.0):
+    def __init__(
+        self,
+        max_tokens: int = 4096,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        max_tool_rounds: int = 20,
+        stream: bool = True,
+    ):
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.timeout = timeout
+        self.max_tool_rounds = max_tool_rounds
+        self.stream = stream
 
-    def request(self, turn: Turn) -> dict:
-        """The messages.stream() keyword arguments for a turn (pure; tests read it too)."""
+    def request(self, turn: Turn, exchange: list[dict] = (), last: bool = False) -> dict:
+        """The messages API keyword arguments for a turn, with EXCHANGE (the tool rounds so far)
+        after its opening messages (pure; tests read it too)."""
         system = []
         if turn.stable:
-            # Only the stable block is cached; the volatile part goes to the user side so this
-            # prefix stays byte-identical from turn to turn (RUN-4).
+            # The cached prefix is tools, then system, up to this mark: both stay byte-identical
+            # from turn to turn, and the volatile part goes to the user side (RUN-4).
             system.append(
                 {"type": "text", "text": turn.stable, "cache_control": {"type": "ephemeral"}}
             )
         kwargs = {
             "model": turn.model or DEFAULT_MODEL,
             "max_tokens": self.max_tokens,
-            "messages": chat_messages(turn, [turn.volatile, turn.prompt]),
+            "messages": self.opening(turn) + list(exchange),
         }
         if system:
             kwargs["system"] = system
+        if turn.tools:
+            kwargs["tools"] = [
+                {"name": t["name"], "description": t["description"], "input_schema": t["inputSchema"]}
+                for t in turn.tools
+            ]  # fmt: skip
+            if last:
+                kwargs["tool_choice"] = {"type": "none"}
         return kwargs
+
+    @staticmethod
+    def opening(turn: Turn) -> list[dict]:
+        return chat_messages(turn, [turn.volatile, turn.prompt])
 
     async def run(self, turn: Turn) -> AsyncIterator[Event | Result]:
         start = time.monotonic()
@@ -64,11 +90,26 @@ class AnthropicBackend(Backend):
         client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=self.max_retries, timeout=self.timeout
         )
-        try:
-            async with client.messages.stream(**self.request(turn)) as stream:
-                async for text in stream.text_stream:
+
+        async def respond(exchange: list[dict], last: bool):
+            kwargs = self.request(turn, exchange, last)
+            if self.stream:
+                async with client.messages.stream(**kwargs) as stream:
+                    async for text in stream.text_stream:
+                        yield Event("text_delta", {"text": text})
+                    final = await stream.get_final_message()
+            else:
+                final = await client.messages.create(**kwargs)
+                text = "".join(b.text for b in final.content if b.type == "text")
+                if text:
                     yield Event("text_delta", {"text": text})
-                final = await stream.get_final_message()
+            yield round_of(final)
+
+        try:
+            async for item in tool_loop(turn, respond, tool_results, self.max_tool_rounds):
+                if isinstance(item, Result):
+                    item.usage.latency_ms = elapsed_ms(start)
+                yield item
         except anthropic.APIStatusError as exc:
             reason = error_message(exc.body, exc.message)
             raise BackendError(f"Anthropic API error {exc.status_code}: {reason}") from None
@@ -78,13 +119,36 @@ class AnthropicBackend(Backend):
             raise BackendError(f"Anthropic API error: {exc}") from None
         finally:
             await client.close()
-        u = final.usage
-        usage = Usage(
-            input_tokens=u.input_tokens or 0,
-            output_tokens=u.output_tokens or 0,
-            cache_read_tokens=u.cache_read_input_tokens or 0,
-            cache_write_tokens=u.cache_creation_input_tokens or 0,
-            latency_ms=elapsed_ms(start),
-        )
-        text = "".join(b.text for b in final.content if b.type == "text")
-        yield Result(text=text, usage=usage)
+
+
+def round_of(message) -> Round:
+    """A Messages API answer as a tool-loop Round."""
+    u = message.usage
+    usage = Usage(
+        input_tokens=u.input_tokens or 0,
+        output_tokens=u.output_tokens or 0,
+        cache_read_tokens=u.cache_read_input_tokens or 0,
+        cache_write_tokens=u.cache_creation_input_tokens or 0,
+    )
+    blocks, calls = [], []
+    for block in message.content:
+        if block.type == "text":
+            blocks.append({"type": "text", "text": block.text})
+        elif block.type == "tool_use":
+            arguments = block.input if isinstance(block.input, dict) else {}
+            blocks.append(
+                {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
+            )
+            calls.append(ToolUse(block.id, block.name, arguments))
+    text = "".join(b["text"] for b in blocks if b["type"] == "text")
+    return Round(text, calls, usage, {"role": "assistant", "content": blocks})
+
+
+def tool_results(calls: list[ToolUse], outcomes: list[ToolOutcome]) -> list[dict]:
+    """The user message that answers a round's tool_use blocks, one tool_result each."""
+    content = [
+        {"type": "tool_result", "tool_use_id": call.id, "content": outcome.text or "(no output)",
+         **({} if outcome.ok else {"is_error": True})}
+        for call, outcome in zip(calls, outcomes, strict=True)
+    ]  # fmt: skip
+    return [{"role": "user", "content": content}]

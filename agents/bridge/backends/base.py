@@ -67,13 +67,18 @@ class Deadline:
 
     @asynccontextmanager
     async def paused(self):
-        start = time.monotonic()
+        """No limit while inside; afterwards, the time that was left when it paused."""
+        when = self.timeout.when() if self.timeout is not None else None
+        if when is None:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        remaining = when - loop.time()
+        self.timeout.reschedule(None)
         try:
             yield
         finally:
-            when = self.timeout.when() if self.timeout is not None else None
-            if when is not None:
-                self.timeout.reschedule(when + (time.monotonic() - start))
+            self.timeout.reschedule(loop.time() + remaining)
 
 
 @dataclass
@@ -133,6 +138,96 @@ class Backend(ABC):
 
     @abstractmethod
     def run(self, turn: Turn) -> AsyncIterator[Event | Result]: ...
+
+
+@dataclass
+class ToolUse:
+    """A tool call the model asked for. ERROR is set when its input could not be read (the
+    model hears of it instead of the call running)."""
+
+    id: str
+    name: str
+    arguments: dict
+    error: str = ""
+
+
+@dataclass
+class Round:
+    """One answer of the model inside a tool loop: its text, the calls it asks for, its usage,
+    and REPLY, the assistant message to send back with the next request, in the API's format."""
+
+    text: str
+    calls: list[ToolUse]
+    usage: Usage
+    reply: dict
+
+
+def add_usage(total: Usage, more: Usage) -> None:
+    total.input_tokens += more.input_tokens
+    total.output_tokens += more.output_tokens
+    total.cache_read_tokens += more.cache_read_tokens
+    total.cache_write_tokens += more.cache_write_tokens
+
+
+async def tool_loop(
+    turn: Turn,
+    respond: Callable[[list[dict], bool], AsyncIterator[Event | Round]],
+    results: Callable[[list[ToolUse], list[ToolOutcome]], list[dict]],
+    max_rounds: int,
+) -> AsyncIterator[Event | Result]:
+    """The API backends' turn: the model answers (RESPOND(exchange, last) yields Events, then one
+    Round; EXCHANGE is the rounds so far, to send after the turn's opening messages); when it asks for tools they run through turn.call_tool, RESULTS turns their outcomes
+    into messages, and it answers again, until it replies without a call. Past MAX_ROUNDS
+    rounds of calls, the last request (last=True) asks for text only. Yields Events, then one
+    Result: every round's text, usage summed.
+
+    Each call's checkpoint is the exchange so far (the model's replies and the tool results;
+    the opening is rebuilt from the redelivered item) plus the round being worked, so a turn parked at an approval resumes at that call."""
+    exchange: list[dict] = []
+    pending = None
+    checkpoint = (turn.resume or {}).get("checkpoint")
+    if isinstance(checkpoint, dict) and "exchange" in checkpoint:
+        exchange = checkpoint["exchange"]
+        pending = (
+            checkpoint["reply"],
+            [ToolUse(**c) for c in checkpoint["calls"]],
+            [ToolOutcome(**o) for o in checkpoint["outcomes"]],
+        )
+    total, texts = Usage(), []
+    for number in range(max_rounds + 1):
+        last = number == max_rounds
+        if pending is None:
+            answer = None
+            async for item in respond(exchange, last):
+                if isinstance(item, Round):
+                    answer = item
+                else:
+                    yield item
+            add_usage(total, answer.usage)
+            if answer.text:
+                texts.append(answer.text)
+            if not answer.calls or last:
+                break
+            pending = (answer.reply, answer.calls, [])
+        reply, calls, outcomes = pending
+        pending = None
+        for call in calls[len(outcomes) :]:
+            if call.error:
+                outcome = ToolOutcome(False, error=call.error)
+            elif turn.call_tool is None:
+                outcome = ToolOutcome(False, error=f"no tool named {call.name} is available")
+            else:
+                saved = {
+                    "exchange": exchange,
+                    "reply": reply,
+                    "calls": [c.__dict__ for c in calls],
+                    "outcomes": [o.__dict__ for o in outcomes],
+                }
+                outcome = await turn.call_tool(call.name, call.arguments, checkpoint=saved)
+            outcomes.append(outcome)
+            yield Event("tool", {"name": call.name, "input": call.arguments, "ok": outcome.ok})
+        exchange = [*exchange, reply, *results(calls, outcomes)]
+    yield Result(text="\n\n".join(texts), usage=total)
 
 
 def elapsed_ms(start: float) -> int:

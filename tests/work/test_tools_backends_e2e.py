@@ -1,0 +1,129 @@
+"""Native tool calling end to end, for each model backend: a stand-in model (real wire format)
+that publishes an artifact, posts a card about it and says done, driven through the real SDKs
+or CLIs by a real bridge process against a real daphne server. What it did is visible over
+REST and in the page."""
+
+import json
+import shutil
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from agents.models import Agent
+from conversations.actions import post_message
+from conversations.models import Participant
+from tests.agents.test_bridge_e2e import agent_replies, start_bridge
+from tests.bridge.standins import StandinServer
+from tests.socket_helpers import Daphne
+from tests.waiting import wait_until
+from work.models import ToolCall
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+HOTEL = {"title": "Memmo Alfama", "price": {"amount": 229, "currency": "EUR", "period": "night"}}
+SCRIPT = [
+    {
+        "say": "Writing it up.",
+        "tool": "artifact_publish",
+        "input": {"title": "Lisbon plan", "kind": "markdown", "content": "# Lisbon\n\nDay one."},
+    },
+    {
+        "tool": "card_post",
+        "input": {
+            "template": "hotels",
+            "title": "Where to stay",
+            "items": [HOTEL],
+            "body": "Plan: {result.artifact_id}",
+        },
+    },  # fmt: skip
+    {"tool": "done", "input": {}},
+    {"text": "The plan is published."},
+]
+
+# backend → (what the agent's base URL is, relative to the stand-in; extra bridge environment)
+BACKENDS = {
+    "anthropic_api": ("", {"ANTHROPIC_API_KEY": "test-key"}),
+    "openai_api": ("/v1", {"OPENAI_API_KEY": "test-key"}),
+}
+
+
+@pytest.fixture
+def server():
+    daphne = Daphne()
+    yield daphne
+    daphne.stop()
+
+
+@pytest.fixture
+def model():
+    standin = StandinServer().start()
+    standin.tool_script = SCRIPT
+    yield standin
+    standin.stop()
+
+
+def requires(backend):
+    cli = {"claude_cli": "claude", "codex_cli": "codex"}.get(backend)
+    return pytest.mark.skipif(
+        cli is not None and shutil.which(cli) is None, reason=f"the {cli} CLI is not installed"
+    )
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=requires(b)) for b in BACKENDS])
+def test_a_model_publishes_posts_a_card_and_says_done(
+    backend, alice, channel, nova, server, model, tmp_path, api
+):
+    path, env = BACKENDS[backend]
+    Agent.objects.filter(pk=nova.pk).update(backend=backend, base_url=model.url + path)
+    bridge = start_bridge(server, nova, tmp_path, **env)
+    try:
+        question = post_message(alice, channel, "Plan our Lisbon trip")
+        wait_until(
+            lambda: any(
+                m.body.endswith("The plan is published.") for m in agent_replies(channel, nova)
+            ),
+            what="the final reply",
+            timeout=60,
+        )
+        calls = list(ToolCall.objects.order_by("created_at").values_list("tool", "status"))
+        assert calls == [
+            ("artifact_publish", "succeeded"),
+            ("card_post", "succeeded"),
+            ("done", "succeeded"),
+        ]
+        assert ToolCall.objects.filter(message=question).count() == 3
+        assert Participant.objects.get(conversation=channel, agent=nova).done_at is not None
+
+        client = api(alice)
+        (artifact,) = client.get(f"/api/v1/conversations/{channel.id}/artifacts/").json()["results"]
+        assert artifact["title"] == "Lisbon plan"
+        content = client.get(f"/api/v1/artifacts/{artifact['id']}/versions/1/").json()
+        assert content["content"] == "# Lisbon\n\nDay one."
+        messages = client.get(f"/api/v1/conversations/{channel.id}/messages/").json()["results"]
+        (card,) = [m for m in messages if "card" in (m.get("payload") or {})]
+        assert card["body"] == f"Plan: {artifact['id']}"
+        html = client.get(f"/api/v1/messages/{card['id']}/card/").json()["html"]
+        assert "Memmo Alfama" in html
+        calls = client.get(f"/api/v1/conversations/{channel.id}/tool-calls/").json()["results"]
+        assert [c["tool"] for c in calls] == ["artifact_publish", "card_post", "done"]
+
+        page = conversation_page(alice, channel)
+        assert "Lisbon plan" in page and "Memmo Alfama" in page
+        # The model saw the tools, and got each result back.
+        sent = json.dumps([r["json"] for r in model.requests])
+        assert "artifact_publish" in sent and artifact["id"] in sent
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def conversation_page(user, conversation) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(
+        reverse("conversation", args=[conversation.workspace_id, conversation.id])
+    )
+    assert response.status_code == 200
+    return response.content.decode()
