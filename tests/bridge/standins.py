@@ -91,8 +91,15 @@ def anthropic_results(messages: list[dict]) -> list[str]:
         found = [b for b in blocks if b.get("type") == "tool_result"]
         if message["role"] == "user" and not found:
             results = []
-        results += [_content_text(b.get("content")) for b in found]
+        results += [_tool_result_text(b.get("content")) for b in found]
     return results
+
+
+def _tool_result_text(content) -> str:
+    # Claude Code appends its own <system-reminder> blocks; the tool's text is the first.
+    if isinstance(content, list):
+        return content[0].get("text", "") if content else ""
+    return content or ""
 
 
 def openai_results(messages: list[dict]) -> list[str]:
@@ -123,7 +130,11 @@ def responses_results(items: list[dict]) -> list[str]:
             results = []
         elif item.get("type") == "function_call_output":
             output = item.get("output")
-            results.append(output if isinstance(output, str) else _content_text(output))
+            if not isinstance(output, str):
+                # codex sends an MCP tool's result as text blocks, its own header first
+                # ("Wall time: … Output:"); the tool's text is the last one.
+                output = (output or [{}])[-1].get("text", "")
+            results.append(output)
     return results
 
 

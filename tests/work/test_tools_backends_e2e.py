@@ -41,10 +41,13 @@ SCRIPT = [
     {"text": "The plan is published."},
 ]
 
-# backend → (what the agent's base URL is, relative to the stand-in; extra bridge environment)
+# backend → (the agent's base URL, relative to the stand-in; its model; the bridge's environment)
 BACKENDS = {
-    "anthropic_api": ("", {"ANTHROPIC_API_KEY": "test-key"}),
-    "openai_api": ("/v1", {"OPENAI_API_KEY": "test-key"}),
+    "anthropic_api": ("", "", {"ANTHROPIC_API_KEY": "test-key"}),
+    "openai_api": ("/v1", "", {"OPENAI_API_KEY": "test-key"}),
+    "claude_cli": ("", "claude-sonnet-4-6", {"ANTHROPIC_API_KEY": "test-key"}),
+    # A model codex knows offers MCP tools up front (its default one defers them behind search).
+    "codex_cli": ("/v1", "gpt-5.4", {"CODEX_API_KEY": "test-key"}),
 }
 
 
@@ -74,9 +77,14 @@ def requires(backend):
 def test_a_model_publishes_posts_a_card_and_says_done(
     backend, alice, channel, nova, server, model, tmp_path, api
 ):
-    path, env = BACKENDS[backend]
-    Agent.objects.filter(pk=nova.pk).update(backend=backend, base_url=model.url + path)
-    bridge = start_bridge(server, nova, tmp_path, **env)
+    path, model_name, env = BACKENDS[backend]
+    Agent.objects.filter(pk=nova.pk).update(
+        backend=backend, base_url=model.url + path, model=model_name
+    )
+    home = tmp_path / "home"  # the real CLIs must not see a real login or configuration
+    home.mkdir()
+    env = {**env, "HOME": str(home), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    bridge = start_bridge(server, nova, tmp_path / "agents", **env)
     try:
         question = post_message(alice, channel, "Plan our Lisbon trip")
         wait_until(
@@ -84,7 +92,7 @@ def test_a_model_publishes_posts_a_card_and_says_done(
                 m.body.endswith("The plan is published.") for m in agent_replies(channel, nova)
             ),
             what="the final reply",
-            timeout=60,
+            timeout=120,
         )
         calls = list(ToolCall.objects.order_by("created_at").values_list("tool", "status"))
         assert calls == [

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
@@ -18,6 +21,11 @@ from .base import (
     safe_positional,
     transcript,
 )
+from .tool_server import SERVER_NAME, TOOL_SERVER
+
+# How long the CLI waits on one of our tools: a call may wait for a person's approval, which
+# expires on the server's schedule (and pauses the turn's time limit meanwhile).
+MCP_TOOL_TIMEOUT_MS = 24 * 3600 * 1000
 
 
 def _text_event(text: str, state: dict) -> Event:
@@ -96,8 +104,8 @@ class ClaudeCLIBackend(Backend):
         self.allowed_tools = allowed_tools or []
         self.extra_args = extra_args or []
 
-    def argv(self, turn: Turn) -> list[str]:
-        """The full command line for a turn (pure)."""
+    def argv(self, turn: Turn, mcp_config: str | None = None) -> list[str]:
+        """The full command line for a turn (pure); MCP_CONFIG is the file naming our tool server."""
         # The volatile context rides in the user prompt, not the system prompt: the system prompt
         # precedes the resumed history, so changing it every turn would defeat the prompt cache.
         parts = [turn.volatile]
@@ -110,8 +118,14 @@ class ClaudeCLIBackend(Backend):
         argv += ["--permission-mode", self.permission_mode]
         if turn.stable:
             argv += ["--append-system-prompt", turn.stable]
-        if self.allowed_tools:
-            argv += ["--allowedTools", ",".join(self.allowed_tools)]
+        allowed = list(self.allowed_tools)
+        if mcp_config:
+            # Our tools and no other MCP server the user configured; the server checks each
+            # call's grant and permission, so the CLI need not ask.
+            argv += ["--mcp-config", mcp_config, "--strict-mcp-config"]
+            allowed.append(f"mcp__{SERVER_NAME}")
+        if allowed:
+            argv += ["--allowedTools", ",".join(allowed)]
         if turn.model:
             argv += ["--model", turn.model]
         if turn.session_id:
@@ -119,11 +133,35 @@ class ClaudeCLIBackend(Backend):
         return argv + self.extra_args
 
     async def run(self, turn: Turn) -> AsyncIterator[Event | Result]:
-        env = cli_env({"ANTHROPIC_API_KEY": turn.api_key, "ANTHROPIC_BASE_URL": turn.base_url})
-        proc = await JsonlProcess.start(self.argv(turn), "claude", turn.workdir, env)
-        # aclosing: closing this generator must close the CLI's at once (and kill the process).
-        async with aclosing(
-            proc.drive(parse_claude_line, {"session_id": turn.session_id})
-        ) as items:
-            async for item in items:
-                yield item
+        env = {"ANTHROPIC_API_KEY": turn.api_key, "ANTHROPIC_BASE_URL": turn.base_url}
+        async with contextlib.AsyncExitStack() as stack:
+            config = None
+            if turn.tools:
+                url, token = await stack.enter_async_context(TOOL_SERVER.serving(turn))
+                config = stack.enter_context(mcp_config_file(url, token))
+                # Every tool of ours offered up front, not behind the CLI's tool search.
+                env.update(MCP_TOOL_TIMEOUT=str(MCP_TOOL_TIMEOUT_MS), ENABLE_TOOL_SEARCH="false")
+            proc = await JsonlProcess.start(
+                self.argv(turn, config), "claude", turn.workdir, cli_env(env)
+            )
+            # aclosing: closing this generator must close the CLI's at once (and kill the process).
+            async with aclosing(
+                proc.drive(parse_claude_line, {"session_id": turn.session_id})
+            ) as items:
+                async for item in items:
+                    yield item
+
+
+@contextlib.contextmanager
+def mcp_config_file(url: str, token: str):
+    """The --mcp-config file for one turn: readable by this user only (it holds the turn's
+    token, which a command line would show to everyone on the machine), removed after."""
+    server = {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+    fd, path = tempfile.mkstemp(prefix="agntchat-mcp-", suffix=".json")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump({"mcpServers": {SERVER_NAME: server}}, out)
+        yield path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

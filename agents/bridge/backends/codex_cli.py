@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -20,6 +21,13 @@ from .base import (
     safe_positional,
     transcript,
 )
+from .tool_server import SERVER_NAME, TOOL_SERVER
+
+# The environment variable codex reads our tool server's per-turn token from (kept off the
+# command line, which everyone on the machine can read).
+TOKEN_ENV = "AGNTCHAT_MCP_TOKEN"
+# How long codex waits on one of our tools: a call may wait for a person's approval.
+MCP_TOOL_TIMEOUT_SECONDS = 24 * 3600
 
 OUTPUT_TAIL = 2000  # command output can be huge; events only carry its end
 
@@ -143,8 +151,8 @@ class CodexCLIBackend(Backend):
         self.sandbox = sandbox
         self.extra_args = extra_args or []
 
-    def argv(self, turn: Turn) -> list[str]:
-        """The full command line for a turn (pure)."""
+    def argv(self, turn: Turn, mcp_url: str | None = None) -> list[str]:
+        """The full command line for a turn (pure); MCP_URL is our tool server's, if any."""
         # codex exec has no system-prompt flag, so the stable block opens the thread's first prompt;
         # on resume it is already in the (prefix-cached) thread and is re-sent only if it changed.
         parts = []
@@ -162,19 +170,33 @@ class CodexCLIBackend(Backend):
             argv += ["-m", turn.model]
         if turn.base_url:
             argv += ["-c", f"openai_base_url={json.dumps(turn.base_url)}"]  # a TOML string
+        if mcp_url:
+            server = f"mcp_servers.{SERVER_NAME}"
+            argv += ["-c", f"{server}.url={json.dumps(mcp_url)}"]
+            argv += ["-c", f"{server}.bearer_token_env_var={json.dumps(TOKEN_ENV)}"]
+            argv += ["-c", f"{server}.tool_timeout_sec={MCP_TOOL_TIMEOUT_SECONDS}"]
+            # With approval_policy "never", codex refuses every MCP call it would ask about;
+            # our server's tools are pre-approved (and only they): the server checks each
+            # call's grant and permission, and asks a person when the agent's policy says so.
+            argv += ["-c", f'{server}.default_tools_approval_mode="approve"']
         argv += self.extra_args
         if turn.session_id:
             argv += ["resume", turn.session_id]
         return argv + [safe_positional(prompt)]
 
     async def run(self, turn: Turn) -> AsyncIterator[Event | Result]:
-        env = cli_env({"CODEX_API_KEY": turn.api_key})
-        proc = await JsonlProcess.start(self.argv(turn), "codex", turn.workdir, env)
-        state: dict = {"thread_id": turn.session_id}
-        if turn.session_id and turn.cli_state.get("thread_id") == turn.session_id:
-            state["previous_usage"] = turn.cli_state.get("cumulative_usage")
-        async with aclosing(proc.drive(parse_codex_line, state)) as items:
-            async for item in items:
-                if isinstance(item, Result):
-                    item.cli_state["stable_sha"] = _sha(turn.stable)
-                yield item
+        env = {"CODEX_API_KEY": turn.api_key}
+        async with contextlib.AsyncExitStack() as stack:
+            url = None
+            if turn.tools:
+                url, env[TOKEN_ENV] = await stack.enter_async_context(TOOL_SERVER.serving(turn))
+            argv = self.argv(turn, url)
+            proc = await JsonlProcess.start(argv, "codex", turn.workdir, cli_env(env))
+            state: dict = {"thread_id": turn.session_id}
+            if turn.session_id and turn.cli_state.get("thread_id") == turn.session_id:
+                state["previous_usage"] = turn.cli_state.get("cumulative_usage")
+            async with aclosing(proc.drive(parse_codex_line, state)) as items:
+                async for item in items:
+                    if isinstance(item, Result):
+                        item.cli_state["stable_sha"] = _sha(turn.stable)
+                    yield item
