@@ -153,6 +153,9 @@ class StandinServer:
         self.cache: set[str] = set()  # prefixes seen: the simulated provider prompt cache
         self.tool_script: list[dict] = []
         self.stream_tool_input = True  # stream a call's input in pieces (else in one piece)
+        # When set to an Event: a request carrying tool results waits for it (the model "thinks"
+        # after a tool ran, long enough for a test to kill the bridge there).
+        self.after_tools_gate: threading.Event | None = None
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
@@ -184,6 +187,8 @@ class StandinServer:
     def step(self, results: list[str], offered: list[str]) -> dict:
         """This request's answer: {"say": text, "calls": [{"id", "name", "input"}]}. RESULTS are
         the tool results the request carries; OFFERED the tool names it offers."""
+        if results and self.after_tools_gate is not None:
+            self.after_tools_gate.wait(60)
         done = len(results)
         for step in self.tool_script:
             calls = step.get("calls") or ([step] if "tool" in step else [])

@@ -4,13 +4,17 @@ or CLIs by a real bridge process against a real daphne server. What it did is vi
 REST and in the page."""
 
 import json
+import os
 import shutil
+import signal
+import threading
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from agents.models import Agent
+from artifacts.models import Artifact
 from conversations.actions import post_message
 from conversations.models import Participant
 from tests.agents.test_bridge_e2e import agent_replies, start_bridge
@@ -135,3 +139,40 @@ def conversation_page(user, conversation) -> str:
     )
     assert response.status_code == 200
     return response.content.decode()
+
+
+def test_a_call_redelivered_after_a_bridge_kill_runs_once(
+    alice, channel, nova, server, model, tmp_path
+):
+    """The bridge dies (kill -9) after artifact_publish ran, while the model is still thinking:
+    the turn is redelivered to the restarted bridge, the model makes the same call again, and
+    the server answers it with the stored outcome: one artifact, one call, one reply."""
+    model.tool_script = SCRIPT[:1] + [{"text": "The plan is published."}]
+    model.after_tools_gate = threading.Event()
+    Agent.objects.filter(pk=nova.pk).update(backend="openai_api", base_url=model.url + "/v1")
+    env = {"OPENAI_API_KEY": "test-key"}
+    bridge = start_bridge(server, nova, tmp_path, **env)
+    post_message(alice, channel, "Plan our Lisbon trip")
+    wait_until(lambda: ToolCall.objects.filter(status="succeeded").exists(), what="the publish")
+    os.kill(bridge.pid, signal.SIGKILL)
+    bridge.wait()
+    model.after_tools_gate.set()  # the dead bridge's request is answered to nobody
+    restarted = start_bridge(server, nova, tmp_path, **env)
+    try:
+        wait_until(
+            lambda: (
+                [m.body for m in agent_replies(channel, nova)]
+                == ["📄 published “Lisbon plan”", "Writing it up.\n\nThe plan is published."]
+            ),
+            what="the reply of the redone turn",
+            timeout=90,
+        )
+        assert Artifact.objects.filter(conversation=channel).count() == 1
+        assert ToolCall.objects.count() == 1
+        # Both bridges started the turn and had the model call the tool; the second heard
+        # the stored outcome.
+        openings = [r for r in model.requests if r["json"]["messages"][-1]["role"] == "user"]
+        assert len(openings) == 2
+    finally:
+        restarted.terminate()
+        restarted.communicate(timeout=10)
