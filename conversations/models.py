@@ -267,6 +267,8 @@ class Task(Claimable, BaseModel):
     )
     # How the owner was chosen when nobody named one (TASK-2): every candidate's parts.
     owner_scores = models.JSONField(default=dict, blank=True)
+    # The tools the work needs, by name: agents that have them score higher as its owner (TASK-2).
+    tools = models.JSONField(default=list, blank=True)
 
     class Meta(Claimable.Meta):
         pass

@@ -5,6 +5,8 @@ stored with the task, so the choice can be inspected. Ties break deterministical
 then by the agent's creation time, then by id.
 """
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib.postgres.expressions import ArraySubquery
 from django.db.models import Count, OuterRef, Q
@@ -23,8 +25,12 @@ DEFAULT_WEIGHTS = {
     "trust": 1.5,  # share of its finished tasks that completed
     "cost": 0.5,  # cheaper per turn
     "latency": 0.5,  # faster per turn
+    "tools": 2.0,  # has the tools the task needs (only when the task names some)
 }
 
+
+# {agent id: the names of the tools it has}, for a list of agent ids.
+ToolReach = Callable[[list], dict]
 
 # The turns an agent's typical cost and latency are taken from, newest first.
 RECENT_TURNS = 100
@@ -39,8 +45,12 @@ def weights() -> dict:
     return {**DEFAULT_WEIGHTS, **getattr(settings, "TASK_SCORE_WEIGHTS", {})}
 
 
-def score_candidates(workspace_id, instructions: str) -> list[dict]:
-    """Every eligible agent with its parts and total, best first."""
+def score_candidates(
+    workspace_id, instructions: str, tools=(), tool_reach: ToolReach | None = None
+) -> list[dict]:
+    """Every eligible agent with its parts and total, best first. TOOLS are the tools the task
+    needs; TOOL_REACH tells which of them each agent has (the tool registry sits above this
+    app, so whoever names tools passes it)."""
     task_words = set(words(instructions))
     agents = list(agents_visible_in(workspace_id).order_by("created_at", "id"))
     if not agents:
@@ -67,6 +77,8 @@ def score_candidates(workspace_id, instructions: str) -> list[dict]:
             latencies=ArraySubquery(recent.values("latency_ms")[:RECENT_TURNS]),
         )
     }
+    needed = set(tools)
+    reach = tool_reach(ids) if needed and tool_reach is not None else {}
     w = weights()
     candidates = []
     for agent in agents:
@@ -85,6 +97,8 @@ def score_candidates(workspace_id, instructions: str) -> list[dict]:
             if used.get("latency") is not None
             else 0.5,
         }
+        if needed:
+            parts["tools"] = len(needed & reach.get(agent.id, set())) / len(needed)
         total = round(sum(w[name] * value for name, value in parts.items()), 6)
         candidates.append(
             {
@@ -102,9 +116,11 @@ def score_candidates(workspace_id, instructions: str) -> list[dict]:
     return candidates
 
 
-def choose_owner(workspace_id, instructions: str) -> tuple[str | None, dict]:
+def choose_owner(
+    workspace_id, instructions: str, tools=(), tool_reach: ToolReach | None = None
+) -> tuple[str | None, dict]:
     """The winner's id and the record to store with the task."""
-    candidates = score_candidates(workspace_id, instructions)
+    candidates = score_candidates(workspace_id, instructions, tools, tool_reach)
     record = {
         "weights": weights(),
         "candidates": candidates,

@@ -83,6 +83,7 @@ def task_data(task: Task) -> dict:
         "created_at": task.created_at,
         "work_conversation_id": task.work_conversation_id,
         "owner_scores": task.owner_scores or None,
+        "tools": task.tools,
         "started_at": task.started_at,
         "finished_at": task.finished_at,
     }
@@ -99,10 +100,13 @@ def create_task(
     instructions: str,
     *,
     conversation=None,
+    tools=(),
+    tool_reach=None,
 ) -> Task:
     """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
 
-    With no AGENT, the owner is chosen by score (TASK-2) and the scores are kept with the task.
+    With no AGENT, the owner is chosen by score (TASK-2) and the scores are kept with the task;
+    TOOLS (the tools the work needs) count for agents that have them, as TOOL_REACH tells.
     Asked inside a direct conversation, the task works in a conversation of its own and only
     its final result comes back (THR-5)."""
     instructions = (instructions or "").strip()
@@ -118,7 +122,7 @@ def create_task(
         )
     owner_scores = {}
     if agent is None:
-        winner, owner_scores = choose_owner(workspace.id, instructions)
+        winner, owner_scores = choose_owner(workspace.id, instructions, tools, tool_reach)
         if winner is None:
             raise AppError(
                 "No agent appears in this workspace to take the task.",
@@ -139,6 +143,7 @@ def create_task(
             conversation=conversation,
             work_conversation=work_conversation,
             owner_scores=owner_scores,
+            tools=sorted(set(tools)),
             created_by_user=creator
             if creator is not None and not isinstance(creator, Agent)
             else None,

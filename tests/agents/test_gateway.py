@@ -232,6 +232,10 @@ async def test_extend_keeps_an_item_past_its_lease(alice, channel, nova, clock):
 async def test_a_dropped_push_is_recovered_by_the_next_heartbeat(alice, channel, nova):
     token = await sync_to_async(agent_session)(nova)
     comm, _ = await connect(token)
+    # A round trip first: the socket's first claim (after hello) must be over, or it could
+    # pick up the message below and hide the lost push.
+    await comm.send_json_to({"type": "no-such-frame"})
+    assert (await next_frame(comm))["type"] == "error"
     # Drop the push for real: empty the agent's group in Redis, as a lost group message would.
     layer = get_channel_layer()
     await sync_to_async(presence.client().delete)(layer._group_key(group_name(f"agent.{nova.id}")))

@@ -1,6 +1,8 @@
 """Task ownership by weighted score (TASK-2): the expected winner, every part recorded,
 deterministic ties."""
 
+import json
+
 import pytest
 
 from agents import actions
@@ -9,6 +11,8 @@ from agntchat.core.exceptions import AppError
 from conversations import scoring, tasks
 from conversations.models import Task
 from conversations.usage import record_usage
+from work import actions as work_actions
+from work.tools.registry import REGISTRY, tool_reach
 
 pytestmark = pytest.mark.django_db
 
@@ -30,7 +34,8 @@ def test_capability_match_wins(alice, team_a, pair):
         by_name["Cal"]["parts"]["capability"] == 1.0
         and by_name["Ada"]["parts"]["capability"] == 0.0
     )
-    assert set(by_name["Cal"]["parts"]) == set(scoring.DEFAULT_WEIGHTS)
+    # The tools part counts only for a task that names tools.
+    assert set(by_name["Cal"]["parts"]) == set(scoring.DEFAULT_WEIGHTS) - {"tools"}
     assert task.owner_scores["weights"] == scoring.DEFAULT_WEIGHTS
 
 
@@ -130,3 +135,41 @@ def test_cost_and_latency_are_those_of_the_recent_turns(alice, team_a, pair, set
         cursor.execute("ANALYZE conversations_turnusage")
     plan = executed_plan(*window)
     assert table_rows_read(plan, "conversations_turnusage") <= 2 * 2 * scoring.RECENT_TURNS
+
+
+def test_an_agent_with_the_tools_the_task_needs_wins(alice, team_a, pair, api):
+    """TASK-2's tool part: Ada, created first (she wins ties), had web_fetch taken away; a task
+    that needs it goes to Bea, and the parts say why."""
+    ada, bea = pair
+    work_actions.set_tool_grant(alice, ada, REGISTRY["web_fetch"], False)
+    body = {
+        "workspace": str(team_a.id),
+        "instructions": "research the page",
+        "tools": ["web_fetch", "done"],
+    }
+    response = api(alice).post("/api/v1/tasks/", body, format="json")
+    assert response.status_code == 201, response.json()
+    task = Task.objects.get(pk=response.json()["id"])
+    assert task.agent == bea and task.tools == ["done", "web_fetch"]
+    parts = {c["name"]: c["parts"]["tools"] for c in task.owner_scores["candidates"]}
+    assert parts == {"Ada": 0.5, "Bea": 1.0}
+    assert response.json()["tools"] == ["done", "web_fetch"]
+    # Without tools named, Ada wins as before.
+    assert tasks.create_task(alice, team_a, None, "research more").agent == ada
+
+
+def test_a_task_naming_an_unknown_tool_is_refused(alice, team_a, pair, api):
+    body = {"workspace": str(team_a.id), "instructions": "x", "tools": ["teleport"]}
+    response = api(alice).post("/api/v1/tasks/", body, format="json")
+    assert response.status_code == 400
+    assert "teleport" in json.dumps(response.json())
+    assert Task.objects.count() == 0
+
+
+def test_tool_reach_reads_every_agent_in_one_query(alice, pair, django_assert_num_queries):
+    ada, bea = pair
+    work_actions.set_tool_grant(alice, bea, REGISTRY["done"], False)
+    with django_assert_num_queries(1):
+        reach = tool_reach([ada.id, bea.id])
+    assert "done" in reach[ada.id] and "done" not in reach[bea.id]
+    assert reach[ada.id] - reach[bea.id] == {"done"}

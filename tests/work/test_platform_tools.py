@@ -247,6 +247,19 @@ def test_task_create_for_another_agent_or_itself(alice, channel, nova, orbit, ap
     assert shown.status_code == 200 and shown.json()["instructions"] == "Summarise the week."
 
 
+def test_task_create_without_an_agent_picks_one_with_the_tools_it_needs(
+    alice, channel, nova, orbit
+):
+    work_actions.set_tool_grant(alice, nova, REGISTRY["web_fetch"], False)
+    held = held_message(nova, channel, alice)
+    out = held.output("task_create", {"instructions": "Read the page.", "tools": ["web_fetch"]})
+    task = Task.objects.get(pk=out["id"])
+    assert task.agent == orbit and task.tools == ["web_fetch"]
+    # Nova, older, wins when no tool is named.
+    plain = held.output("task_create", {"instructions": "Anything."})
+    assert Task.objects.get(pk=plain["id"]).agent == nova
+
+
 def test_task_create_for_an_agent_not_in_the_workspace_is_not_found(
     alice, channel, nova, elsewhere
 ):

@@ -17,7 +17,7 @@ from agntchat.core.ids import as_uuid
 from conversations import tasks, threads, turns
 from conversations.models import Conversation, Task
 from work.models import Risk
-from work.tools.registry import ToolContext, tool
+from work.tools.registry import ToolContext, tool, tool_reach
 
 # A summary of a resolved thread: what ResolveInput (REST and the socket frame) allows.
 MAX_SUMMARY = 4000
@@ -158,7 +158,8 @@ def agent_by_handle(context: ToolContext, handle: str) -> Agent:
     "task_create",
     description=(
         "Hand work over as a task: queued for one agent (an agent of this workspace by its "
-        "handle, or yourself), which runs it and reports one result. Write instructions that "
+        "handle, or yourself; left out, the best placed agent is chosen, counting the tools "
+        "you say the work needs), which runs it and reports one result. Write instructions that "
         "stand on their own; the agent running them does not see this conversation unless the "
         "task is asked in it. Returns the task with its id, for task_list and task_cancel."
     ),
@@ -179,19 +180,28 @@ def agent_by_handle(context: ToolContext, handle: str) -> Agent:
                 "maxLength": tasks.MAX_INSTRUCTIONS,
                 "description": "What to do, complete enough to act on alone.",
             },
+            "tools": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 64},
+                "maxItems": 50,
+                "uniqueItems": True,
+                "description": "Tools the work needs, by name: agents that have them are preferred.",
+            },
         },
-        "required": ["agent", "instructions"],
+        "required": ["instructions"],
         "additionalProperties": False,
     },
 )
 def task_create(context: ToolContext, arguments: dict):
-    agent = agent_by_handle(context, arguments["agent"])
+    agent = agent_by_handle(context, arguments["agent"]) if "agent" in arguments else None
     task = tasks.create_task(
         context.agent,
         context.workspace,
         agent,
         arguments["instructions"],
         conversation=context.conversation,
+        tools=arguments.get("tools", ()),
+        tool_reach=tool_reach,
     )
     return task_summary(task)
 

@@ -109,6 +109,20 @@ def granted_tool(agent: Agent, name: str) -> Tool | None:
     return found if granted else None
 
 
+def tool_reach(agent_ids) -> dict:
+    """{agent id: the names of the tools it may use}, for many agents in one query (the owner
+    choice of a task that needs tools, TASK-2)."""
+    grants: dict = {agent_id: {} for agent_id in agent_ids}
+    for agent_id, name, granted in ToolGrant.objects.filter(agent_id__in=agent_ids).values_list(
+        "agent_id", "tool", "granted"
+    ):
+        grants[agent_id][name] = granted
+    return {
+        agent_id: {name for name, t in REGISTRY.items() if given.get(name, t.platform)}
+        for agent_id, given in grants.items()
+    }
+
+
 def agent_tools(agent: Agent) -> list[Tool]:
     """``granted_tools(agent)``, read once per agent object: the agent socket keeps one object
     per connection and drops this when the agent's configuration changes (``forget_tools``)."""
