@@ -241,6 +241,9 @@ INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
 # so an agent cannot reach the server's own network; an operator may allow them (a local
 # deployment fetching its intranet, tests against a local server).
 WEB_FETCH_ALLOW_PRIVATE = env_bool("WEB_FETCH_ALLOW_PRIVATE", False)
+# How long a turn waits for its background memory (family layer, workspace knowledge) before
+# going on without it (MEM-1).
+MEMORY_BUDGET_MS = int(os.environ.get("MEMORY_BUDGET_MS", "300"))
 
 # Password sign-in throttling (workspaces/login.py, in Redis): this many failures within the
 # window lock a username (or a client address) for LOGIN_LOCK_SECONDS, twice as long for each

@@ -35,6 +35,9 @@ def test_the_schedules_that_exist_each_name_a_job_that_runs():
         "abandon idle side threads": ("conversations.jobs.abandon_threads", 5),
         "settle unanswered cancel requests": ("conversations.jobs.settle_cancel_requests", 1),
         "expire unanswered permission requests": ("work.jobs.expire_permissions", 1),
+        "summarise long conversations": ("work.jobs.summarise_conversations", 30),
+        "decay unused memories": ("work.jobs.decay_memories", 360),
+        "consolidate family memory": ("work.jobs.consolidate_family_memory", 1440),
     }
     for func, _ in found.values():
         module, name = func.rsplit(".", 1)

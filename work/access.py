@@ -6,8 +6,9 @@ from agntchat.core.exceptions import NotFound
 from agntchat.core.ids import as_uuid
 from conversations.access import conversations_visible_to
 from conversations.tasks import tasks_visible_to
-from work.models import PermissionRequest, ToolCall, ToolPermission
+from work.models import MemoryItem, PermissionRequest, ToolCall, ToolPermission
 from work.tools.registry import REGISTRY, Tool
+from workspaces.models import MANAGER_ROLES, Membership
 
 
 class ToolNotFound(NotFound):
@@ -28,6 +29,46 @@ class RequestNotFound(NotFound):
 class PermissionNotFound(NotFound):
     code = "permission_not_found"
     default_message = "Permission not found."
+
+
+class MemoryNotFound(NotFound):
+    code = "memory_not_found"
+    default_message = "Memory not found."
+
+
+def access_own_memory(agent, memory_id) -> MemoryItem:
+    """One of AGENT's live items (its own, or a family item it shared)."""
+    try:
+        return MemoryItem.objects.get(pk=as_uuid(memory_id), agent=agent, archived_at__isnull=True)
+    except MemoryItem.DoesNotExist:
+        raise MemoryNotFound() from None
+
+
+def memories_visible_to(user):
+    """Memory items USER sees: everything their own agents remember, and the family layer of
+    their workspaces where learned somewhere they may read (or nowhere in particular)."""
+    member_of = Membership.objects.filter(user=user).values("workspace_id")
+    family = Q(scope=MemoryItem.Scope.FAMILY, workspace__in=member_of) & (
+        Q(source_conversation__isnull=True)
+        | Q(source_conversation__in=conversations_visible_to(user))
+    )
+    return MemoryItem.objects.filter(Q(agent__owner=user) | family)
+
+
+def memories_editable_by(user):
+    """Their own agents' items, and the family layer of workspaces they administer."""
+    admin_of = Membership.objects.filter(user=user, role__in=MANAGER_ROLES).values("workspace_id")
+    return memories_visible_to(user).filter(
+        Q(agent__owner=user) | Q(scope=MemoryItem.Scope.FAMILY, workspace__in=admin_of)
+    )
+
+
+def access_memory(user, memory_id, edit: bool = False) -> MemoryItem:
+    found = memories_editable_by(user) if edit else memories_visible_to(user)
+    try:
+        return found.select_related("agent", "source_conversation").get(pk=as_uuid(memory_id))
+    except MemoryItem.DoesNotExist:
+        raise MemoryNotFound() from None
 
 
 def access_tool(name: str) -> Tool:

@@ -13,6 +13,7 @@ class WorkConfig(AppConfig):
         from work.tools import (  # noqa: F401
             platform,
             platform_artifacts,
+            platform_memory,
             platform_reading,
             platform_web,
         )

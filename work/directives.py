@@ -17,6 +17,7 @@ from agents.models import Agent
 from agntchat.core.crypto import decrypt
 from conversations.models import Message
 from conversations.threads import wording
+from work import memory
 from work.tools.registry import agent_tools, definitions
 
 HISTORY_TURNS = 20
@@ -177,6 +178,11 @@ def for_messages(agent: Agent, messages) -> dict:
         side_threads = wording(conversation)
         if side_threads:
             extra.append("# Side threads\n" + side_threads)
+        remembered, context = memory.turn_context(
+            agent, conversation, conversation.workspace_id, message.body
+        )
+        if remembered:
+            extra.append(remembered)
         if conversation.workspace_id not in api_keys:
             api_keys[conversation.workspace_id] = workspace_api_key(
                 agent, conversation.workspace_id
@@ -197,6 +203,8 @@ def for_messages(agent: Agent, messages) -> dict:
             "session_key": f"conversation:{conversation.id}",
             "api_key": api_keys[conversation.workspace_id],
             "tools": tool_definitions,
+            # What memory the turn was given; "skipped" names sources past the time budget.
+            "context": context,
         }
     return out
 
@@ -207,6 +215,9 @@ def for_task(agent: Agent, task) -> dict:
     stable = stable_block(agent, tools)
     rulebook = task.conversation.settings.get("rulebook", {}) if task.conversation_id else {}
     author = task.created_by_user or task.created_by_agent
+    remembered, context = memory.turn_context(
+        agent, task.conversation, task.workspace_id, task.instructions
+    )
     return {
         "stable": stable,
         "stable_hash": stable_hash(stable),
@@ -215,7 +226,9 @@ def for_task(agent: Agent, task) -> dict:
             rulebook=rulebook,
             trigger_author=author.label if author else "a routine",
             trigger_text=task.instructions,
-            extra="# Task\nWork on this task and report a final result.",
+            extra="\n\n".join(
+                p for p in ("# Task\nWork on this task and report a final result.", remembered) if p
+            ),
         ),
         "history": [],
         "prompt": task.instructions,
@@ -223,4 +236,5 @@ def for_task(agent: Agent, task) -> dict:
         "session_key": f"task:{task.id}",
         "api_key": workspace_api_key(agent, task.workspace_id),
         "tools": definitions(tools),
+        "context": context,
     }

@@ -1,6 +1,8 @@
 """What agents do with tools: which tools each may use, standing permissions, every call made,
 and the permission requests people decide (TOOL-1, TOOL-5, TOOL-6, MSG-6)."""
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
 
@@ -161,3 +163,63 @@ class PermissionRequest(Claimable, BaseModel):
                 name="permission_request_pending",
             ),
         ]
+
+
+class MemoryItem(BaseModel):
+    """Something an agent remembers (MEM-1), or, in the family layer, something the agents of a
+    workspace know together (MEM-2). Learned in a conversation, it is recalled only where
+    everyone present could see that conversation (work/memory.py). Forgetting and decay
+    archive an item; nothing is silently deleted."""
+
+    class Scope(models.TextChoices):
+        AGENT = "agent"  # the agent's own
+        FAMILY = "family"  # shared by the agents of the workspace
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="memories")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memories")
+    scope = models.CharField(max_length=6, choices=Scope.choices, default=Scope.AGENT)
+    content = models.TextField()
+    source_conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    source_message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # 1.0 when learned or used; decays with time and disuse (MEM-3). Pinned items do not decay.
+    strength = models.FloatField(default=1.0)
+    last_used_at = models.DateTimeField(auto_now_add=True)
+    pinned = models.BooleanField(default=False)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    archived_reason = models.CharField(max_length=20, blank=True)
+
+    class Meta:
+        indexes = [
+            # Recall: a full-text match over the live items of an agent or a workspace.
+            GinIndex(
+                SearchVector("content", config="english"),
+                name="memory_content_search",
+                condition=Q(archived_at__isnull=True),
+            ),
+            models.Index(
+                fields=["agent", "-pinned", "-strength"],
+                name="memory_agent_strongest",
+                condition=Q(archived_at__isnull=True),
+            ),
+        ]
+
+
+class ConversationSummary(BaseModel):
+    """What a long conversation was about, kept fresh by a schedule (MEM-3): turns read it
+    instead of its whole history, and agent memories it already covers are left out."""
+
+    conversation = models.OneToOneField(
+        Conversation, on_delete=models.CASCADE, related_name="memory_summary"
+    )
+    text = models.TextField()
+    # The newest message it covers, and how many it covers.
+    through = models.DateTimeField()
+    message_count = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)

@@ -1,0 +1,418 @@
+"""What agents remember (MEM-1…3): their own memory items, the family layer a workspace's
+agents share, the workspace's knowledge (its artifacts), and conversation summaries.
+
+One rule guards every read: an item learned in a conversation is recalled only where everyone
+present could see that conversation (``recallable_in``), and only in its own workspace.
+"""
+
+import logging
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Q, Subquery
+from django.utils import timezone
+
+from agents.models import Agent
+from agntchat.core.exceptions import AppError
+from artifacts.models import Artifact
+from conversations.models import Conversation, Message, Participant
+from work.models import ConversationSummary, MemoryItem
+from workspaces.models import Membership
+
+log = logging.getLogger(__name__)
+
+SEARCH_CONFIG = "english"
+MAX_CONTENT = 2000
+OWN_PER_TURN = 12  # the agent's own items loaded with every turn
+FAMILY_PER_TURN = 5
+KNOWLEDGE_PER_TURN = 3
+# Decay (MEM-3): strength halves every HALF_LIFE of disuse; below FLOOR an item is archived.
+HALF_LIFE = timedelta(days=30)
+FLOOR = 0.1
+FAMILY_CAP = 500  # live family items per workspace, after consolidation
+SUMMARY_AFTER = 60  # messages beyond the last summary before a conversation is summarised again
+WORD = re.compile(r"[a-z0-9]{3,}")
+STOP = frozenset(
+    "the and for you are with this that have from your was were what when will can not but "
+    "all any our out about into just they them then than there their would could should".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP}
+
+
+def any_word_query(text: str, most: int = 12) -> SearchQuery | None:
+    """A full-text query matching any of TEXT's significant words (ranked by how many match);
+    None when it has none. Words are letters and digits only, so the raw syntax is safe."""
+    found = sorted(content_words(text), key=len, reverse=True)[:most]
+    if not found:
+        return None
+    return SearchQuery(" | ".join(found), search_type="raw", config=SEARCH_CONFIG)
+
+
+# --- who may see what -----------------------------------------------------------------------
+
+
+def audience(conversation: Conversation | None, workspace_id):
+    """The people who can see where a turn happens: for a channel (or work outside any
+    conversation) the workspace's members; otherwise the conversation's people."""
+    if conversation is None or conversation.kind == Conversation.Kind.CHANNEL:
+        return Membership.objects.filter(workspace_id=workspace_id).values("user_id")
+    return Participant.objects.filter(conversation=conversation, user__isnull=False).values(
+        "user_id"
+    )
+
+
+def recallable_in(
+    rows, conversation: Conversation | None, workspace_id, source="source_conversation"
+):
+    """ROWS (memory items; artifacts with SOURCE="conversation") that may be shown where a
+    turn happens: of this workspace, and from no conversation, this one, a channel, or a
+    conversation that every person who can see this one takes part in."""
+    in_source = Participant.objects.filter(
+        conversation_id=OuterRef(OuterRef(f"{source}_id")), user__isnull=False
+    ).values("user_id")
+    outsider = audience(conversation, workspace_id).exclude(user_id__in=Subquery(in_source))
+    here = Q(**{f"{source}_id": conversation.id}) if conversation is not None else Q(pk__in=[])
+    # Artifacts are of a workspace through their conversation; memory items directly.
+    workspace = "conversation__workspace_id" if source == "conversation" else "workspace_id"
+    return rows.filter(**{workspace: workspace_id}).filter(
+        Q(**{f"{source}__isnull": True})
+        | here
+        | Q(**{f"{source}__kind": Conversation.Kind.CHANNEL})
+        | ~Exists(outsider)
+    )
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+def remember(
+    agent: Agent,
+    workspace_id,
+    content: str,
+    *,
+    conversation: Conversation | None = None,
+    message: Message | None = None,
+    family: bool = False,
+    pinned: bool = False,
+    user=None,
+) -> MemoryItem:
+    content = (content or "").strip()
+    if not content or len(content) > MAX_CONTENT:
+        raise AppError(
+            f"A memory is 1 to {MAX_CONTENT} characters.",
+            code="invalid",
+            fields={"content": "Empty or too long."},
+        )
+    return MemoryItem.objects.create(
+        agent=agent,
+        workspace_id=workspace_id,
+        scope=MemoryItem.Scope.FAMILY if family else MemoryItem.Scope.AGENT,
+        content=content,
+        source_conversation=conversation,
+        source_message=message,
+        pinned=pinned,
+        created_by_user=user,
+    )
+
+
+def live_items(agent: Agent, conversation, workspace_id, family: bool):
+    """The items AGENT may recall here: its own, and with FAMILY the workspace's shared ones."""
+    mine = Q(agent=agent, scope=MemoryItem.Scope.AGENT)
+    scope = mine | Q(scope=MemoryItem.Scope.FAMILY) if family else mine
+    items = MemoryItem.objects.filter(scope, archived_at__isnull=True)
+    return recallable_in(items, conversation, workspace_id)
+
+
+def recall(agent: Agent, query: str, conversation, workspace_id, limit: int = 10, family=True):
+    """Items matching QUERY (any of its words, ranked; stronger and pinned first on a tie).
+    Recalling an item is using it: its strength is restored."""
+    search = any_word_query(query)
+    if search is None:
+        return []
+    vector = SearchVector("content", config=SEARCH_CONFIG)
+    found = list(
+        live_items(agent, conversation, workspace_id, family)
+        .annotate(document=vector)
+        .filter(document=search)
+        .annotate(rank=SearchRank(vector, search))
+        .order_by("-rank", "-pinned", "-strength", "-created_at")[:limit]
+    )
+    used([item.id for item in found])
+    return found
+
+
+def used(ids) -> None:
+    if ids:
+        MemoryItem.objects.filter(pk__in=ids).update(strength=1.0, last_used_at=timezone.now())
+
+
+def forget(item: MemoryItem, reason: str = "forgotten") -> MemoryItem:
+    """Archive ITEM: no longer recalled, still listed for its owner (never silently deleted)."""
+    if item.archived_at is None:
+        item.archived_at = timezone.now()
+        item.archived_reason = reason
+        item.save(update_fields=["archived_at", "archived_reason"])
+    return item
+
+
+def update_item(item: MemoryItem, *, content: str | None = None, pinned: bool | None = None):
+    if content is not None:
+        content = content.strip()
+        if not content or len(content) > MAX_CONTENT:
+            raise AppError(
+                f"A memory is 1 to {MAX_CONTENT} characters.",
+                code="invalid",
+                fields={"content": "Empty or too long."},
+            )
+        item.content = content
+    if pinned is not None:
+        item.pinned = pinned
+    item.save(update_fields=["content", "pinned"])
+    return item
+
+
+# --- what a turn is given (MEM-1, MEM-2) -------------------------------------------------------
+
+# Background sources run beside the turn's own reads, each on its own connection, under the
+# time budget; a source that misses it is skipped (and the directives say so).
+_background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory")
+
+
+def _in_background(job, *args):
+    def run():
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    # A query still running past the budget is stopped by PostgreSQL too.
+                    cursor.execute(
+                        "SELECT set_config('statement_timeout', %s, true)",
+                        [str(int(settings.MEMORY_BUDGET_MS) + 50)],
+                    )
+                return job(*args)
+        finally:
+            connection.close()  # this thread's own connection; an idle one would linger
+
+    return _background.submit(run)
+
+
+def family_notes(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
+    search = any_word_query(text)
+    if search is None:
+        return []
+    vector = SearchVector("content", config=SEARCH_CONFIG)
+    rows = (
+        recallable_in(
+            MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True),
+            conversation,
+            workspace_id,
+        )
+        .annotate(document=vector)
+        .filter(document=search)
+        .annotate(rank=SearchRank(vector, search))
+        .select_related("agent")
+        .order_by("-rank", "-strength")[:FAMILY_PER_TURN]
+    )
+    return [f"- ({item.agent.name}) {item.content}" for item in rows]
+
+
+def knowledge(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
+    """The workspace's artifacts that bear on TEXT, where everyone here may read them."""
+    search = any_word_query(text)
+    if search is None:
+        return []
+    vector = SearchVector("title", weight="A", config=SEARCH_CONFIG) + SearchVector(
+        "current_content", weight="B", config=SEARCH_CONFIG
+    )
+    current = Artifact.objects.filter(pk=OuterRef("pk")).values("versions__content")
+    rows = (
+        recallable_in(Artifact.objects.all(), conversation, workspace_id, source="conversation")
+        .annotate(
+            current_content=Subquery(
+                current.filter(versions__number=OuterRef("current_version"))[:1]
+            )
+        )
+        .annotate(document=vector)
+        .filter(document=search)
+        .annotate(rank=SearchRank(vector, search))
+        .order_by("-rank", "-created_at")[:KNOWLEDGE_PER_TURN]
+    )
+    out = []
+    for artifact in rows:
+        excerpt = " ".join((artifact.current_content or "").split())[:300]
+        out.append(f"- “{artifact.title}” (artifact {artifact.id}): {excerpt}")
+    return out
+
+
+# The background sources, by name (tests swap one for a slow one).
+BACKGROUND = {"family": family_notes, "knowledge": knowledge}
+
+
+def covered(content: str, summary_words: set[str]) -> bool:
+    """Whether a summary already says this: nearly all its significant words are in it."""
+    mine = content_words(content)
+    return bool(mine) and len(mine & summary_words) / len(mine) >= 0.8
+
+
+def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[str, dict]:
+    """The memory section of a turn's volatile block, and a record of what was loaded and
+    what missed the time budget. Stable block untouched (RUN-4)."""
+    started = time.monotonic()
+    budget = settings.MEMORY_BUDGET_MS / 1000
+    pending = {
+        name: _in_background(job, agent, conversation, workspace_id, text)
+        for name, job in BACKGROUND.items()
+    }
+    summary = (
+        ConversationSummary.objects.filter(conversation=conversation).first()
+        if conversation is not None
+        else None
+    )
+    own = list(
+        live_items(agent, conversation, workspace_id, family=False).order_by(
+            "-pinned", "-strength", "-last_used_at"
+        )[:OWN_PER_TURN]
+    )
+    if summary is not None:
+        said = content_words(summary.text)
+        own = [item for item in own if not covered(item.content, said)]
+    found, skipped = {}, []
+    for name, future in pending.items():
+        try:
+            found[name] = future.result(timeout=max(0.0, budget - (time.monotonic() - started)))
+        except FutureTimeout:
+            future.cancel()
+            skipped.append(name)
+        except Exception:  # a source that fails is skipped too, and logged
+            log.exception("memory source %s failed", name)
+            skipped.append(name)
+    parts = []
+    if summary is not None:
+        parts.append("# Earlier in this conversation (summary)\n" + summary.text)
+    if own:
+        parts.append("# What you remember\n" + "\n".join(f"- {i.content}" for i in own))
+    if found.get("family"):
+        parts.append("# What your workspace's agents know\n" + "\n".join(found["family"]))
+    if found.get("knowledge"):
+        parts.append("# From the workspace's documents\n" + "\n".join(found["knowledge"]))
+    record = {"memories": [str(i.id) for i in own], "skipped": skipped}
+    return "\n\n".join(parts), record
+
+
+# --- upkeep (MEM-3), as schedules ---------------------------------------------------------------
+
+
+def decay(now=None) -> int:
+    """Lower every unpinned live item's strength by its disuse; archive those below the floor.
+    Returns how many were archived."""
+    now = now or timezone.now()
+    archived = 0
+    items = MemoryItem.objects.filter(archived_at__isnull=True, pinned=False)
+    for item in items.only("id", "last_used_at", "strength").iterator():
+        idle = max((now - item.last_used_at) / HALF_LIFE, 0)
+        strength = 0.5**idle
+        if strength < FLOOR:
+            MemoryItem.objects.filter(pk=item.pk).update(
+                strength=strength, archived_at=now, archived_reason="decayed"
+            )
+            archived += 1
+        elif abs(strength - item.strength) > 1e-6:
+            MemoryItem.objects.filter(pk=item.pk).update(strength=strength)
+    return archived
+
+
+def consolidate_family(now=None) -> int:
+    """Per workspace: near-duplicate family items merge into the strongest (the others are
+    archived as merged), and beyond FAMILY_CAP the weakest are archived. Returns how many."""
+    now = now or timezone.now()
+    archived = 0
+    workspaces = (
+        MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True)
+        .values_list("workspace_id", flat=True)
+        .distinct()
+    )
+    for workspace_id in list(workspaces):
+        items = list(
+            MemoryItem.objects.filter(
+                workspace_id=workspace_id, scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True
+            ).order_by("-pinned", "-strength", "-last_used_at", "created_at")
+        )
+        kept: list[tuple[MemoryItem, set]] = []
+        merged = []
+        for item in items:
+            said = content_words(item.content)
+            if any(_similar(said, other) for _, other in kept):
+                merged.append(item.pk)
+            else:
+                kept.append((item, said))
+        over = [item.pk for item, _ in kept[FAMILY_CAP:] if not item.pinned]
+        for ids, reason in ((merged, "merged"), (over, "over cap")):
+            if ids:
+                archived += MemoryItem.objects.filter(pk__in=ids).update(
+                    archived_at=now, archived_reason=reason
+                )
+    return archived
+
+
+def _similar(a: set, b: set) -> bool:
+    return bool(a and b) and len(a & b) / len(a | b) >= 0.8
+
+
+def summarise_conversations(now=None) -> int:
+    """Conversations with SUMMARY_AFTER messages beyond their summary get a fresh one: an
+    extractive summary (the most telling sentence of each stretch, with who said it)."""
+    now = now or timezone.now()
+    done = 0
+    last = ConversationSummary.objects.filter(conversation_id=OuterRef("pk")).values("through")
+    texts = Message.objects.filter(kind=Message.Kind.TEXT, held_at__isnull=True)
+    for conversation in Conversation.objects.annotate(through=Subquery(last[:1])).iterator():
+        newer = texts.filter(conversation=conversation)
+        if conversation.through is not None:
+            newer = newer.filter(created_at__gt=conversation.through)
+        if newer.count() < SUMMARY_AFTER:
+            continue
+        rows = list(
+            texts.filter(conversation=conversation)
+            .select_related("author_user", "author_agent")
+            .order_by("created_at")
+        )
+        ConversationSummary.objects.update_or_create(
+            conversation=conversation,
+            defaults={
+                "text": extractive_summary(rows),
+                "through": rows[-1].created_at,
+                "message_count": len(rows),
+            },
+        )
+        done += 1
+    return done
+
+
+def extractive_summary(messages, sentences: int = 12) -> str:
+    """The sentences that carry the conversation's most frequent words, in their order."""
+    counts: dict[str, int] = {}
+    for m in messages:
+        for w in content_words(m.body):
+            counts[w] = counts.get(w, 0) + 1
+    scored = []
+    for index, m in enumerate(messages):
+        author = (
+            m.author_agent.name
+            if m.author_agent_id
+            else (m.author_user.label if m.author_user_id else "someone")
+        )
+        for sentence in re.split(r"(?<=[.!?])\s+", m.body.strip()):
+            said = content_words(sentence)
+            if len(said) >= 3:
+                score = sum(counts[w] for w in said) / len(said) ** 0.5
+                scored.append((score, index, f"{author}: {sentence[:300]}"))
+    best = sorted(sorted(scored, reverse=True)[:sentences], key=lambda s: s[1])
+    return "\n".join(f"- {text}" for _, _, text in best)
