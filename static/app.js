@@ -795,6 +795,10 @@ function initConversation() {
     }
     decorate(li);
     group(root);
+    // A call announced before the message it shows under was on the page: fetched again now.
+    for (const id of [li.dataset.messageId, li.dataset.replyTo]) {
+      if (id && callsAwaiting.delete(id)) refreshCalls(li);
+    }
   };
 
   const refresh = async (id) => {
@@ -804,6 +808,7 @@ function initConversation() {
 
   // Tool calls show under the agent's reply to the message they were made for, or under that
   // message until the reply comes (agntchat/ui/tool_calls.py): its rendering is fetched again.
+  const callsAwaiting = new Set(); // ids of messages answered, whose calls have no home yet
   const callsHome = (call) =>
     $(`li[data-reply-to="${call.messageId}"][data-author-id="${call.agentId}"]`, list) ||
     $(`li[data-message-id="${call.messageId}"]`, list);
@@ -811,7 +816,10 @@ function initConversation() {
     soon(`calls:${li.dataset.messageId}`, async () => {
       const [fresh] = await renderMessages([li.dataset.messageId]).catch(() => []);
       const now = $(`li[data-message-id="${li.dataset.messageId}"]`, list);
-      if (fresh && now) place(fresh, now.parentElement);
+      if (!fresh || !now) return;
+      const stick = nearBottom();
+      place(fresh, now.parentElement);
+      if (stick) toBottom();
     }, 100);
 
   const decide = async (button) => {
@@ -833,6 +841,7 @@ function initConversation() {
       for (const other of $$("[data-decide]", approval)) other.disabled = false;
       error.textContent = err.message;
       error.hidden = false;
+      error.scrollIntoView({ block: "nearest" });
     }
   };
 
@@ -1011,6 +1020,7 @@ function initConversation() {
       busy(button, false);
       error.textContent = err.message;
       error.hidden = false;
+      error.scrollIntoView({ block: "nearest" });
     }
   };
 
@@ -1179,6 +1189,7 @@ function initConversation() {
       case "tool.updated": {
         const home = callsHome(event.call);
         if (home) refreshCalls(home);
+        else if (event.call.conversationId === conversationId && event.call.messageId) callsAwaiting.add(event.call.messageId);
         break;
       }
       case "live.connected":

@@ -37,6 +37,16 @@ def _state(call: ToolCall) -> tuple[str, str]:
     return call.status, call.status
 
 
+def _readable(output: str) -> str:
+    """A JSON output laid out to read (tools return data as compact JSON); text as it is."""
+    if not output.startswith(("{", "[")):
+        return output
+    try:
+        return json.dumps(json.loads(output), indent=2, ensure_ascii=False)
+    except ValueError:  # not JSON after all, or cut short by the preview
+        return output
+
+
 def tool_calls_by_message(messages, viewer) -> dict:
     """{message id: [call row, …]} for MESSAGES (ones VIEWER may read), oldest call first.
     Two reads whatever the number of messages and calls, one when there is no call."""
@@ -76,6 +86,7 @@ def tool_calls_by_message(messages, viewer) -> dict:
         row["agent_name"] = call.agent.name
         row["owner_name"] = call.agent.owner.label
         row["arguments_json"] = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        row["output"] = _readable(row["output"])
         row["pending"] = row["request"] is not None and row["request"]["status"] == "pending"
         if row["pending"]:
             key = (call.agent_id, call.workspace_id)
