@@ -14,7 +14,17 @@ from playwright.sync_api import expect, sync_playwright
 from agents import actions as agent_actions
 from conversations.actions import create_conversation, post_message
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, Orm, live, log_in, person
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_CHROMIUM,
+    PHONE,
+    WAIT,
+    Orm,
+    live,
+    log_in,
+    person,
+)
 from tests.ui.browser import shot as save_shot
 from tests.work.tooling import held_message
 from work import actions, approvals
@@ -112,6 +122,13 @@ def test_a_call_waits_for_approval_live_and_runs_once_approved(orm, story, brows
     expect(waiting.get_by_role("button", name="Approve")).to_have_count(0)
     shot(alice, "01-approval-prompt")
     shot(bob, "02-waiting-for-approval")
+    phone = chromium.new_context(
+        viewport=PHONE, base_url=server.url, storage_state=alice.context.storage_state()
+    ).new_page()
+    phone.goto(url)
+    expect(phone.locator("[data-approval]").get_by_role("button", name="Approve")).to_be_visible()
+    shot(phone, "07-phone-approval-prompt")
+    phone.context.close()
 
     # Alice approves: the prompt goes, for Bob too; the call runs once Nova's connection asks
     # again (as the bridge does when it claims the decision), and the line shows it succeeded.
