@@ -771,8 +771,10 @@ function initConversation() {
     const pending = li.dataset.ref && $$(":scope > .is-local", root).find((p) => p.dataset.ref === li.dataset.ref);
     if (existing) {
       const open = $$('[data-thread-toggle][aria-expanded="true"]', existing).map((b) => b.closest("[data-thread-id]").dataset.threadId);
+      const openCalls = $$("details[data-call-details][open]", existing).map((d) => d.dataset.callDetails);
       existing.replaceWith(li);
       for (const id of open) toggleThread($(`[data-thread-id="${id}"]`, li), true);
+      for (const id of openCalls) $(`details[data-call-details="${id}"]`, li)?.setAttribute("open", "");
     } else if (pending) {
       pending.replaceWith(li);
     } else {
@@ -793,11 +795,54 @@ function initConversation() {
     }
     decorate(li);
     group(root);
+    // A call announced before the message it shows under was on the page: fetched again now.
+    for (const id of [li.dataset.messageId, li.dataset.replyTo]) {
+      if (id && callsAwaiting.delete(id)) refreshCalls(li);
+    }
   };
 
   const refresh = async (id) => {
     const [li] = await renderMessages([id]).catch(() => []);
     if (li) place(li);
+  };
+
+  // Tool calls show under the agent's reply to the message they were made for, or under that
+  // message until the reply comes (agntchat/ui/tool_calls.py): its rendering is fetched again.
+  const callsAwaiting = new Set(); // ids of messages answered, whose calls have no home yet
+  const callsHome = (call) =>
+    $(`li[data-reply-to="${call.messageId}"][data-author-id="${call.agentId}"]`, list) ||
+    $(`li[data-message-id="${call.messageId}"]`, list);
+  const refreshCalls = (li) =>
+    soon(`calls:${li.dataset.messageId}`, async () => {
+      const [fresh] = await renderMessages([li.dataset.messageId]).catch(() => []);
+      const now = $(`li[data-message-id="${li.dataset.messageId}"]`, list);
+      if (!fresh || !now) return;
+      const stick = nearBottom();
+      place(fresh, now.parentElement);
+      if (stick) toBottom();
+    }, 100);
+
+  const decide = async (button) => {
+    const approval = button.closest("[data-approval]");
+    const error = $("[data-approval-error]", approval);
+    error.hidden = true;
+    const choice = button.dataset.decide;
+    for (const other of $$("[data-decide]", approval)) other.disabled = true;
+    busy(button, true, `${button.textContent}…`);
+    try {
+      await api("POST", `/api/v1/permission-requests/${approval.dataset.approval}/decision/`, {
+        decision: choice === "deny" ? "deny" : "approve",
+        always: choice === "always",
+      });
+      refreshCalls(button.closest("li[data-message-id]"));
+    } catch (err) {
+      // Too late (expired, or someone else decided first): the server says so, in words.
+      busy(button, false);
+      for (const other of $$("[data-decide]", approval)) other.disabled = false;
+      error.textContent = err.message;
+      error.hidden = false;
+      error.scrollIntoView({ block: "nearest" });
+    }
   };
 
   const markRead = (id = conversationId) =>
@@ -824,6 +869,9 @@ function initConversation() {
     if (stick) toBottom();
     else jump.hidden = false;
     markRead();
+    // An agent's reply takes over the tool calls shown under the message it answers.
+    const answered = message.replyTo && stored(message.replyTo);
+    if (message.author?.type === "agent" && answered && $("[data-tool-calls]", answered)) refreshCalls(answered);
   };
 
   // History: the REST API pages back with `before`; the server renders the rows.
@@ -951,6 +999,8 @@ function initConversation() {
     if (toggle) toggleThread(toggle.closest("[data-thread-id]"));
     const button = event.target.closest("[data-card-action]");
     if (button && !button.disabled) cardAction(button);
+    const decision = event.target.closest("[data-decide]");
+    if (decision && !decision.disabled) decide(decision);
   });
   list.addEventListener("message:refresh", (event) => refresh(event.target.dataset.messageId));
 
@@ -970,6 +1020,7 @@ function initConversation() {
       busy(button, false);
       error.textContent = err.message;
       error.hidden = false;
+      error.scrollIntoView({ block: "nearest" });
     }
   };
 
@@ -1135,8 +1186,18 @@ function initConversation() {
       case "task.finished":
         working.task(event);
         break;
+      case "tool.updated": {
+        const home = callsHome(event.call);
+        if (home) refreshCalls(home);
+        else if (event.call.conversationId === conversationId && event.call.messageId) callsAwaiting.add(event.call.messageId);
+        break;
+      }
       case "live.connected":
         catchUp();
+        // Calls still under way may have moved on while the socket was away.
+        for (const call of $$('[data-call-state="running"], [data-call-state="waiting"]', list)) {
+          refreshCalls(call.closest("li[data-message-id]"));
+        }
         break;
     }
   });

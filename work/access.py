@@ -110,11 +110,14 @@ def access_permission_request(user, request_id) -> PermissionRequest:
     return request
 
 
+def workspace_permissions(membership):
+    """The standing permissions of MEMBERSHIP's workspace (not those of an agent in it)."""
+    return ToolPermission.objects.filter(workspace_id=membership.workspace_id, agent__isnull=True)
+
+
 def access_workspace_permission(membership, permission_id) -> ToolPermission:
     """A standing permission of MEMBERSHIP's workspace (not one of an agent's)."""
-    permission = ToolPermission.objects.filter(
-        workspace_id=membership.workspace_id, agent__isnull=True, pk=as_uuid(permission_id)
-    ).first()
+    permission = workspace_permissions(membership).filter(pk=as_uuid(permission_id)).first()
     if permission is None:
         raise PermissionNotFound()
     return permission

@@ -20,6 +20,8 @@ from conversations import scoring
 from conversations.models import TaskEvent
 from conversations.scoring import DEFAULT_WEIGHTS
 from conversations.tasks import access_task, task_data, tasks_visible_to
+from work.models import Decision
+from work.tools.api import agent_tools_out
 from workspaces.access import workspaces_visible_to
 
 
@@ -103,6 +105,8 @@ def agent_detail(request, membership, agent_id):
             if is_owner
             else []
         ),
+        tools=agent_tools_out(agent) if is_owner else [],
+        decisions=Decision.choices,
         recent_tasks=tasks_visible_to(request.user)
         .filter(agent=agent, workspace=membership.workspace)
         .order_by("-created_at")[:10],

@@ -9,6 +9,7 @@ import hashlib
 from django.utils.safestring import mark_safe
 
 from agntchat.ui.shell import is_scripted
+from agntchat.ui.tool_calls import tool_calls_by_message
 from artifacts.rendering import render_markdown
 from conversations.access import messages_visible_to
 from conversations.models import Participant
@@ -42,6 +43,7 @@ def message_rows(messages, viewer) -> list[dict]:
             "conversation_id", flat=True
         )
     )
+    calls = tool_calls_by_message(messages, viewer)
     rows = []
     for message in messages:
         row = message_data(message)
@@ -56,6 +58,10 @@ def message_rows(messages, viewer) -> list[dict]:
         row["workspace_id"] = message.conversation.workspace_id
         row["hue"] = hue(author["id"])
         row["initials"] = initials(author["name"])
+        row["tool_calls"] = calls.get(message.id, [])
+        for call in row["tool_calls"]:
+            # Under the agent's own reply it goes without saying who used the tool.
+            call["by_another"] = call["agent_id"] != message.author_agent_id
         for card in row["threads"]:
             card["can_open"] = card["id"] in taking_part
         rows.append(row)

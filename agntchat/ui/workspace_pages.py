@@ -12,6 +12,9 @@ from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation
+from work.access import workspace_permissions
+from work.models import Decision, Risk
+from work.permissions import DEFAULTS
 from workspaces import actions
 from workspaces.access import (
     invitation_refusal,
@@ -120,8 +123,24 @@ def members(request, membership):
         ),
         roles=[Role.MEMBER, Role.ADMIN],
         now=timezone.now(),
+        **(_tool_settings(membership) if membership.is_manager else {}),
     )
     return render(request, "workspaces/members.html", context)
+
+
+def _tool_settings(membership) -> dict:
+    """The workspace's standing tool permissions: one per risk level (or its default), and
+    those set for single tools."""
+    rows = list(workspace_permissions(membership).order_by("tool", "risk"))
+    by_risk = {p.risk: p for p in rows if p.risk}
+    return {
+        "risk_permissions": [
+            {"risk": risk, "default": DEFAULTS[risk], "set": by_risk.get(risk)}
+            for risk in Risk.values
+        ],
+        "tool_permissions": [p for p in rows if p.tool],
+        "decisions": Decision.choices,
+    }
 
 
 @login_required

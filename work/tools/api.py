@@ -16,6 +16,7 @@ from work.access import (
     access_tool,
     access_tool_call,
     access_workspace_permission,
+    workspace_permissions,
 )
 from work.live import tool_call_data
 from work.models import Decision, Risk, ToolGrant, ToolPermission
@@ -39,6 +40,17 @@ def tool_out(tool, grants: dict, permissions: dict) -> dict:
     }
 
 
+def agent_tools_out(agent) -> list[dict]:
+    """Every tool of the registry as AGENT's owner sees it (``tool_out``), in name order."""
+    grants = dict(ToolGrant.objects.filter(agent=agent).values_list("tool", "granted"))
+    permissions = dict(
+        ToolPermission.objects.filter(agent=agent, workspace__isnull=True, risk="").values_list(
+            "tool", "decision"
+        )
+    )
+    return [tool_out(t, grants, permissions) for _, t in sorted(REGISTRY.items())]
+
+
 class AgentToolListView(APIView):
     """Every tool of the registry, and whether this agent may use it: its owner only."""
 
@@ -46,14 +58,7 @@ class AgentToolListView(APIView):
 
     def get(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
-        grants = dict(ToolGrant.objects.filter(agent=agent).values_list("tool", "granted"))
-        permissions = dict(
-            ToolPermission.objects.filter(agent=agent, workspace__isnull=True, risk="").values_list(
-                "tool", "decision"
-            )
-        )
-        tools = [tool_out(t, grants, permissions) for _, t in sorted(REGISTRY.items())]
-        return Response({"results": tools})
+        return Response({"results": agent_tools_out(agent)})
 
 
 class AgentToolInput(StrictSerializer):
@@ -128,9 +133,7 @@ class WorkspacePermissionListView(APIView):
 
     def get(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
-        rows = ToolPermission.objects.filter(
-            workspace_id=membership.workspace_id, agent__isnull=True
-        ).order_by("tool", "risk")
+        rows = workspace_permissions(membership).order_by("tool", "risk")
         return Response({"results": [workspace_permission_out(p) for p in rows]})
 
     def post(self, request, workspace_id):
