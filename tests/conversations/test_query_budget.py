@@ -34,8 +34,10 @@ def test_a_post_its_claim_and_its_ack_stay_within_their_query_budgets(alice, cha
     with CaptureQueriesContext(connection) as claim:
         frames = gateway.claim_work(nova, "c1", {"message": 8})
     assert [f["payload"]["message"]["body"] for f in frames] == ["hello there"]
-    # one statement: the claim, the payload's rows and the history window
-    assert len(claim.captured_queries) == 1, [q["sql"][:80] for q in claim.captured_queries]
+    # one statement: the claim, the payload's rows and the history window; then the turn's
+    # memory (MEM-1): the conversation's summary and the agent's own items (its family layer
+    # and knowledge are read on other connections). To fold into the claim statement.
+    assert len(claim.captured_queries) == 3, [q["sql"][:80] for q in claim.captured_queries]
 
     with CaptureQueriesContext(connection) as ack:
         assert gateway.ack_work(frames[0]["id"], "c1") is True
@@ -61,8 +63,9 @@ def test_an_agents_message_reaches_another_agent_within_the_claim_budget(alice, 
         frames = gateway.claim_work(vega, "c1", {"message": 8})
     assert [f["payload"]["message"]["author"]["name"] for f in frames] == ["Nova"]
     # the claim with the payload's rows and the history window, its side threads (none), the
-    # loop guard's head count: no column the payload shows is left out of its read
-    assert len(claim.captured_queries) <= 3, [q["sql"][:80] for q in claim.captured_queries]
+    # loop guard's head count, the turn's memory (summary, own items): no column the payload
+    # shows is left out of its read
+    assert len(claim.captured_queries) <= 5, [q["sql"][:80] for q in claim.captured_queries]
 
 
 def test_a_persons_post_locks_the_conversation_row_only_while_its_write_runs(
