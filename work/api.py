@@ -23,7 +23,7 @@ from agntchat.core import presence
 from agntchat.core.api import StrictSerializer, error_body, validated
 from conversations import scoring, tasks
 from conversations.access import access_conversation
-from work.tools.registry import REGISTRY, tool_reach
+from work.tools.registry import tool_reach
 from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
 
 
@@ -213,16 +213,11 @@ class TaskInput(StrictSerializer):
     workspace = serializers.UUIDField()
     instructions = serializers.CharField(max_length=tasks.MAX_INSTRUCTIONS)
     conversation = serializers.UUIDField(required=False, allow_null=True, default=None)
-    # The tools the work needs: with no agent, those that have them score higher.
+    # The tools the work needs: with no agent, those that have them score higher. A name no
+    # agent has (a connection's tool not set up yet) is kept; it scores for nobody.
     tools = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, default=list, max_length=50
     )
-
-    def validate_tools(self, names):
-        unknown = sorted(set(names) - set(REGISTRY))
-        if unknown:
-            raise serializers.ValidationError(f"No such tool: {', '.join(unknown)}.")
-        return names
 
 
 class GrantInput(StrictSerializer):
