@@ -6,7 +6,7 @@ from agntchat.core.exceptions import NotFound
 from agntchat.core.ids import as_uuid
 from conversations.access import conversations_visible_to
 from conversations.tasks import tasks_visible_to
-from work.models import MemoryItem, PermissionRequest, ToolCall, ToolPermission
+from work.models import MemoryItem, PermissionRequest, Skill, ToolCall, ToolPermission
 from work.tools.registry import REGISTRY, Tool
 from workspaces.models import MANAGER_ROLES, Membership
 
@@ -34,6 +34,35 @@ class PermissionNotFound(NotFound):
 class MemoryNotFound(NotFound):
     code = "memory_not_found"
     default_message = "Memory not found."
+
+
+class SkillNotFound(NotFound):
+    code = "skill_not_found"
+    default_message = "Skill not found."
+
+
+def skills_visible_to(user):
+    """The platform's skills, the person's own (their layer and their agents'), and every
+    skill published in the instance's marketplace."""
+    return Skill.objects.filter(
+        Q(layer=Skill.Layer.PLATFORM) | Q(owner=user) | Q(published_at__isnull=False)
+    )
+
+
+def skills_usable_by(user):
+    """The platform's skills and the person's own layers (theirs and their agents')."""
+    return Skill.objects.filter(Q(layer=Skill.Layer.PLATFORM) | Q(owner=user))
+
+
+def access_skill(user, skill_id, *, published: bool = False) -> Skill:
+    """A skill USER may read (PUBLISHED: one listed in the marketplace)."""
+    found = skills_visible_to(user)
+    if published:
+        found = found.filter(published_at__isnull=False)
+    skill = found.select_related("agent", "owner").filter(pk=as_uuid(skill_id)).first()
+    if skill is None:
+        raise SkillNotFound()
+    return skill
 
 
 def access_own_memory(agent, memory_id) -> MemoryItem:

@@ -3,8 +3,8 @@ from django.apps import AppConfig
 
 class WorkConfig(AppConfig):
     """The work agents do, above conversations and artifacts: the agent socket (gateway,
-    consumers), work payloads and directives, the tool registry, permissions and approvals;
-    next skills, memory and hosting."""
+    consumers), work payloads and directives, the tool registry, permissions and approvals,
+    skills and memory; next hosting."""
 
     name = "work"
 
@@ -15,5 +15,6 @@ class WorkConfig(AppConfig):
             platform_artifacts,
             platform_memory,
             platform_reading,
+            platform_skills,
             platform_web,
         )

@@ -17,7 +17,7 @@ from agents.models import Agent
 from agntchat.core.crypto import decrypt
 from conversations.models import Message
 from conversations.threads import wording
-from work import memory
+from work import memory, skills
 from work.tools.registry import agent_tools, definitions
 
 HISTORY_TURNS = 20
@@ -50,9 +50,10 @@ TOOLS_INTRO = (
 )
 
 
-def stable_block(agent: Agent, tools=(), skills=()) -> str:
+def stable_block(agent: Agent, tools=(), skill_index=()) -> str:
     """The cached part. Only its inputs may change it: no clocks, ids of turns or counters.
-    TOOLS: the agent's tools (registry ``Tool``s)."""
+    TOOLS: the agent's tools (registry ``Tool``s); SKILL_INDEX: its active skills' names and
+    one-line summaries (work/skills.py)."""
     parts = [
         f"# Who you are\nName: {agent.name} (@{agent.handle})",
         f"Role: {agent.role or 'general assistant'}",
@@ -67,11 +68,12 @@ def stable_block(agent: Agent, tools=(), skills=()) -> str:
             f"# Tools\n{TOOLS_INTRO}\n"
             + "\n".join(f"- {t.name}: {t.summary}" for t in sorted(tools, key=lambda t: t.name))
         )
-    if skills:
+    if skill_index:
         parts.append(
-            "# Skills (ask for the full text when you need one)\n"
+            "# Skills (read one's full text with skill_load before doing what it covers)\n"
             + "\n".join(
-                f"- {s['name']}: {s['summary']}" for s in sorted(skills, key=lambda s: s["name"])
+                f"- {s['name']}: {s['summary']}"
+                for s in sorted(skill_index, key=lambda s: s["name"])
             )
         )
     return "\n\n".join(parts) + "\n"
@@ -149,11 +151,19 @@ def history_window(conversation: str) -> Func:
     )
 
 
+def tools_and_skills(agent: Agent) -> tuple[list, list[dict]]:
+    """The agent's tools and its active skills' index; ``skill_load`` only when there is a
+    skill to load (a tool the model could never use well is noise in every prompt)."""
+    index = skills.agent_index(agent)
+    tools = [t for t in agent_tools(agent) if index or t.name != "skill_load"]
+    return tools, index
+
+
 def for_messages(agent: Agent, messages) -> dict:
     """Directives for answering each of MESSAGES (loaded with their conversation, turn and
     ``history_window``), by message id. Shared reads are done once for the batch."""
-    tools = agent_tools(agent)
-    stable = stable_block(agent, tools)
+    tools, index = tools_and_skills(agent)
+    stable = stable_block(agent, tools, index)
     stable_digest = stable_hash(stable)
     tool_definitions = definitions(tools)
     api_keys = {}
@@ -211,8 +221,8 @@ def for_messages(agent: Agent, messages) -> dict:
 
 def for_task(agent: Agent, task) -> dict:
     """Directives for running TASK."""
-    tools = agent_tools(agent)
-    stable = stable_block(agent, tools)
+    tools, index = tools_and_skills(agent)
+    stable = stable_block(agent, tools, index)
     rulebook = task.conversation.settings.get("rulebook", {}) if task.conversation_id else {}
     author = task.created_by_user or task.created_by_agent
     remembered, context = memory.turn_context(

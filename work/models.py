@@ -223,3 +223,82 @@ class ConversationSummary(BaseModel):
     through = models.DateTimeField()
     message_count = models.PositiveIntegerField()
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class Skill(BaseModel):
+    """Packaged instructions an agent can load (TOOL-2…4): a ``SKILL.md`` (front matter, then a
+    Markdown body) and optional text files. Layers, most specific winning on a name clash:
+    the platform's (for every agent), an owner's (for all their agents), an agent's own.
+    Published, a skill is listed in the instance's marketplace; an install is a copy that
+    remembers where it came from (install counts)."""
+
+    class Layer(models.TextChoices):
+        PLATFORM = "platform"
+        OWNER = "owner"
+        AGENT = "agent"
+
+    layer = models.CharField(max_length=8, choices=Layer.choices)
+    # The person whose layer it is (for an agent's layer, the agent's owner); none for platform.
+    owner = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.CASCADE, related_name="skills"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="skills"
+    )
+    name = models.CharField(max_length=64)
+    description = models.CharField(max_length=1024)
+    body = models.TextField()
+    # The SKILL.md as given, front matter included (what an export or an install copies).
+    source = models.TextField()
+    # Tools it depends on (``allowed-tools``): granted when the skill is assigned to an agent.
+    allowed_tools = models.JSONField(default=list)
+    # Activation rule: active only for an agent holding every one of these tools.
+    requires_tools = models.JSONField(default=list)
+    # Other files of the package, by relative path: text only.
+    files = models.JSONField(default=dict)
+    source_url = models.URLField(max_length=2048, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    installed_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="installs"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["layer", "owner", "agent", "name"],
+                name="one_skill_name_per_layer",
+                nulls_distinct=False,
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(layer="platform", owner__isnull=True, agent__isnull=True)
+                    | Q(layer="owner", owner__isnull=False, agent__isnull=True)
+                    | Q(layer="agent", owner__isnull=False, agent__isnull=False)
+                ),
+                name="skill_layer_has_its_owner",
+            ),
+        ]
+        indexes = [
+            # The marketplace's search over published skills.
+            GinIndex(
+                SearchVector("name", "description", "body", config="english"),
+                name="skill_search",
+                condition=Q(published_at__isnull=False),
+            ),
+        ]
+
+
+class SkillRating(BaseModel):
+    """One person's rating of a published skill, 1 to 5; rating again changes it."""
+
+    skill = models.ForeignKey(Skill, on_delete=models.CASCADE, related_name="ratings")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    stars = models.PositiveSmallIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["skill", "user"], name="one_rating_per_person"),
+            models.CheckConstraint(
+                condition=Q(stars__gte=1, stars__lte=5), name="stars_one_to_five"
+            ),
+        ]

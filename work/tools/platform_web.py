@@ -153,21 +153,25 @@ def tidy(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def _read(response: httpx.Response, deadline: float) -> tuple[bytes, bool]:
+def _read(response: httpx.Response, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
     """Up to MAX_BYTES of the body (and whether there was more), before DEADLINE."""
     body = bytearray()
     for chunk in response.iter_bytes():
         body += chunk
-        if len(body) > MAX_BYTES:
-            return bytes(body[:MAX_BYTES]), True
+        if len(body) > max_bytes:
+            return bytes(body[:max_bytes]), True
         if time.monotonic() > deadline:
             raise FetchFailed(f"The page took longer than {FETCH_SECONDS:g} seconds to read.")
     return bytes(body), False
 
 
+def content_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "text/html").split(";")[0].strip().lower()
+
+
 def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
     """(title, text) of a response, or FetchRefused when it is not text."""
-    kind = response.headers.get("content-type", "text/html").split(";")[0].strip().lower()
+    kind = content_type(response)
     text = body.decode(response.charset_encoding or "utf-8", errors="replace")
     if kind in HTML_TYPES:
         parser = TextOfPage()
@@ -179,7 +183,9 @@ def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
     raise FetchRefused(f"The page is not text (its content type is {kind}); nothing to read.")
 
 
-def fetch_page(url: str) -> dict:
+def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
+    """READ(url, response, body, cut) of the response at URL, every hop checked (module
+    docstring); at most MAX_BYTES of the body are read (CUT: there was more)."""
     deadline = time.monotonic() + FETCH_SECONDS
     timeout = httpx.Timeout(10.0, connect=5.0)
     # trust_env off: no proxy from the environment sees (or bypasses) the checks.
@@ -189,11 +195,7 @@ def fetch_page(url: str) -> dict:
             request = client.build_request(
                 "GET",
                 pinned,
-                headers={
-                    "Host": host_header,
-                    "User-Agent": USER_AGENT,
-                    "Accept": "text/html,text/plain;q=0.9,*/*;q=0.5",
-                },
+                headers={"Host": host_header, "User-Agent": USER_AGENT, "Accept": accept},
                 extensions={"sni_hostname": server_name},
             )
             try:
@@ -203,25 +205,33 @@ def fetch_page(url: str) -> dict:
                     if response.is_redirect and location:
                         url = urljoin(url, location)
                         continue
-                    body, cut = _read(response, deadline)
-                    title, text = page_text(response, body)
-                    status = response.status_code
+                    body, cut = _read(response, deadline, max_bytes)
+                    return read(url, response, body, cut)
                 finally:
                     response.close()
             except httpx.TimeoutException:
                 raise FetchFailed("The server did not answer in time.") from None
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"The page could not be fetched: {exc}.") from None
-            if len(text) > MAX_CHARS:
-                text, cut = text[:MAX_CHARS], True
-            page = {"url": url, "status": status, "title": title, "text": text, "truncated": cut}
-            if cut:
-                page["note"] = (
-                    f"The page was longer than this tool returns ({MAX_CHARS} characters of "
-                    f"text from at most {MAX_BYTES // (1024 * 1024)} MB); the rest is cut off."
-                )
-            return page
     raise FetchRefused(f"The page redirected more than {MAX_REDIRECTS} times; stopped.")
+
+
+def _page(url: str, response: httpx.Response, body: bytes, cut: bool) -> dict:
+    title, text = page_text(response, body)
+    if len(text) > MAX_CHARS:
+        text, cut = text[:MAX_CHARS], True
+    page = {"url": url, "status": response.status_code, "title": title, "text": text}
+    page["truncated"] = cut
+    if cut:
+        page["note"] = (
+            f"The page was longer than this tool returns ({MAX_CHARS} characters of "
+            f"text from at most {MAX_BYTES // (1024 * 1024)} MB); the rest is cut off."
+        )
+    return page
+
+
+def fetch_page(url: str) -> dict:
+    return fetch(url, _page, accept="text/html,text/plain;q=0.9,*/*;q=0.5")
 
 
 @tool(

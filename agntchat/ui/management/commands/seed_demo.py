@@ -3,6 +3,7 @@
 import secrets
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -35,6 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, url, **options):
         password = demo_password()
+        call_command("load_platform_skills", stdout=self.stdout)
         with transaction.atomic():
             user = User.objects.filter(username=DEMO_USERNAME).first()
             if user is None:
