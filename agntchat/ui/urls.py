@@ -3,7 +3,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from agntchat.ui import agent_pages, conversation_pages, views, workspace_pages
+from agntchat.ui import (
+    agent_pages,
+    conversation_pages,
+    memory_pages,
+    skill_pages,
+    views,
+    workspace_pages,
+)
 from workspaces.forms import LoginForm
 
 urlpatterns = [
@@ -52,6 +59,21 @@ urlpatterns = [
     path("w/<uuid:workspace_id>/agents/", agent_pages.directory, name="agents"),
     path("w/<uuid:workspace_id>/agents/new/", agent_pages.new_agent, name="new-agent"),
     path("w/<uuid:workspace_id>/agents/<uuid:agent_id>/", agent_pages.agent_detail, name="agent"),
+    path(
+        "w/<uuid:workspace_id>/agents/<uuid:agent_id>/memory/",
+        memory_pages.agent_memory,
+        name="agent-memory",
+    ),
+    path("w/<uuid:workspace_id>/memory/", memory_pages.family_memory, name="family-memory"),
+    path("w/<uuid:workspace_id>/skills/", skill_pages.skill_list, name="skills"),
+    path(
+        "w/<uuid:workspace_id>/skills/marketplace/", skill_pages.marketplace, name="marketplace"
+    ),
+    path(
+        "w/<uuid:workspace_id>/skills/marketplace/<uuid:skill_id>/",
+        skill_pages.marketplace_detail,
+        name="marketplace-skill",
+    ),
     path("w/<uuid:workspace_id>/tasks/", agent_pages.task_list, name="tasks"),
     path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),

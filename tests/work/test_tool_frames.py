@@ -252,3 +252,23 @@ async def test_an_owners_change_reaches_the_next_work_item(alice, channel, nova,
     assert "done" not in [t["name"] for t in second["payload"]["directives"]["tools"]]
     assert "- done:" not in second["payload"]["directives"]["stable"]
     await comm.disconnect()
+
+
+async def test_a_skill_added_reaches_the_next_work_item_and_loads(alice, channel, nova, api):
+    comm = await connected(nova)
+    first = await held_message(comm, alice, channel, "one")
+    assert "skill_load" not in [t["name"] for t in first["payload"]["directives"]["tools"]]
+    await comm.send_json_to({"type": "ack", "id": first["id"]})
+    client = await sync_to_async(api)(alice)
+    skill_md = "---\nname: triage\ndescription: Sort an inbox. More.\n---\nStep one.\n"
+    made = await sync_to_async(client.post)(
+        "/api/v1/skills/", {"skillMd": skill_md, "agent": str(nova.id)}, format="json"
+    )
+    assert made.status_code == 201
+    second = await held_message(comm, alice, channel, "two")
+    directives = second["payload"]["directives"]
+    assert "skill_load" in [t["name"] for t in directives["tools"]]
+    assert "- triage: Sort an inbox.\n" in directives["stable"]
+    result = await call(comm, second["id"], "load-1", "skill_load", {"name": "triage"})
+    assert result["ok"] and "Step one." in result["output"]
+    await comm.disconnect()
