@@ -13,12 +13,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from agents.models import Agent
+from agntchat.core import search
 from agntchat.core.exceptions import AppError
 from artifacts.models import Artifact
 from conversations.models import Conversation, Message, Participant
@@ -27,7 +27,10 @@ from workspaces.models import Membership
 
 log = logging.getLogger(__name__)
 
-SEARCH_CONFIG = "english"
+# TEMPORARY aliases while the UI pages move to agntchat.core.search (removed before commit).
+any_word_query = search.any_word_query
+SEARCH_CONFIG = search.CONFIG
+
 MAX_CONTENT = 2000
 OWN_PER_TURN = 12  # the agent's own items loaded with every turn
 FAMILY_PER_TURN = 5
@@ -37,26 +40,6 @@ HALF_LIFE = timedelta(days=30)
 FLOOR = 0.1
 FAMILY_CAP = 500  # live family items per workspace, after consolidation
 SUMMARY_AFTER = 60  # messages beyond the last summary before a conversation is summarised again
-WORD = re.compile(r"[a-z0-9]{3,}")
-STOP = frozenset(
-    "the and for you are with this that have from your was were what when will can not but "
-    "all any our out about into just they them then than there their would could should".split()
-)
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in WORD.findall(text.lower()) if w not in STOP}
-
-
-def any_word_query(text: str, most: int = 12) -> SearchQuery | None:
-    """A full-text query matching any of TEXT's significant words (ranked by how many match);
-    None when it has none. Words are letters and digits only, so the raw syntax is safe."""
-    found = sorted(content_words(text), key=len, reverse=True)[:most]
-    if not found:
-        return None
-    return SearchQuery(" | ".join(found), search_type="raw", config=SEARCH_CONFIG)
-
-
 # --- who may see what -----------------------------------------------------------------------
 
 
@@ -135,16 +118,12 @@ def live_items(agent: Agent, conversation, workspace_id, family: bool):
 def recall(agent: Agent, query: str, conversation, workspace_id, limit: int = 10, family=True):
     """Items matching QUERY (any of its words, ranked; stronger and pinned first on a tie).
     Recalling an item is using it: its strength is restored."""
-    search = any_word_query(query)
-    if search is None:
-        return []
-    vector = SearchVector("content", config=SEARCH_CONFIG)
     found = list(
-        live_items(agent, conversation, workspace_id, family)
-        .annotate(document=vector)
-        .filter(document=search)
-        .annotate(rank=SearchRank(vector, search))
-        .order_by("-rank", "-pinned", "-strength", "-created_at")[:limit]
+        search.matching(
+            live_items(agent, conversation, workspace_id, family),
+            search.vector("content"),
+            search.any_word_query(query),
+        ).order_by("-rank", "-pinned", "-strength", "-created_at")[:limit]
     )
     used([item.id for item in found])
     return found
@@ -205,19 +184,13 @@ def _in_background(job, *args):
 
 
 def family_notes(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
-    search = any_word_query(text)
-    if search is None:
-        return []
-    vector = SearchVector("content", config=SEARCH_CONFIG)
+    family = recallable_in(
+        MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True),
+        conversation,
+        workspace_id,
+    )
     rows = (
-        recallable_in(
-            MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True),
-            conversation,
-            workspace_id,
-        )
-        .annotate(document=vector)
-        .filter(document=search)
-        .annotate(rank=SearchRank(vector, search))
+        search.matching(family, search.vector("content"), search.any_word_query(text))
         .select_related("agent")
         .order_by("-rank", "-strength")[:FAMILY_PER_TURN]
     )
@@ -226,25 +199,17 @@ def family_notes(agent: Agent, conversation, workspace_id, text: str) -> list[st
 
 def knowledge(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
     """The workspace's artifacts that bear on TEXT, where everyone here may read them."""
-    search = any_word_query(text)
-    if search is None:
-        return []
-    vector = SearchVector("title", weight="A", config=SEARCH_CONFIG) + SearchVector(
-        "current_content", weight="B", config=SEARCH_CONFIG
-    )
     current = Artifact.objects.filter(pk=OuterRef("pk")).values("versions__content")
-    rows = (
-        recallable_in(Artifact.objects.all(), conversation, workspace_id, source="conversation")
-        .annotate(
-            current_content=Subquery(
-                current.filter(versions__number=OuterRef("current_version"))[:1]
-            )
-        )
-        .annotate(document=vector)
-        .filter(document=search)
-        .annotate(rank=SearchRank(vector, search))
-        .order_by("-rank", "-created_at")[:KNOWLEDGE_PER_TURN]
+    readable = recallable_in(
+        Artifact.objects.all(), conversation, workspace_id, source="conversation"
+    ).annotate(
+        current_content=Subquery(current.filter(versions__number=OuterRef("current_version"))[:1])
     )
+    rows = search.matching(
+        readable,
+        search.vector(title="A", current_content="B"),
+        search.any_word_query(text),
+    ).order_by("-rank", "-created_at")[:KNOWLEDGE_PER_TURN]
     out = []
     for artifact in rows:
         excerpt = " ".join((artifact.current_content or "").split())[:300]
@@ -258,7 +223,7 @@ BACKGROUND = {"family": family_notes, "knowledge": knowledge}
 
 def covered(content: str, summary_words: set[str]) -> bool:
     """Whether a summary already says this: nearly all its significant words are in it."""
-    mine = content_words(content)
+    mine = search.content_words(content)
     return bool(mine) and len(mine & summary_words) / len(mine) >= 0.8
 
 
@@ -282,7 +247,7 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
         )[:OWN_PER_TURN]
     )
     if summary is not None:
-        said = content_words(summary.text)
+        said = search.content_words(summary.text)
         own = [item for item in own if not covered(item.content, said)]
     found, skipped = {}, []
     for name, future in pending.items():
@@ -348,7 +313,7 @@ def consolidate_family(now=None) -> int:
         kept: list[tuple[MemoryItem, set]] = []
         merged = []
         for item in items:
-            said = content_words(item.content)
+            said = search.content_words(item.content)
             if any(_similar(said, other) for _, other in kept):
                 merged.append(item.pk)
             else:
@@ -400,7 +365,7 @@ def extractive_summary(messages, sentences: int = 12) -> str:
     """The sentences that carry the conversation's most frequent words, in their order."""
     counts: dict[str, int] = {}
     for m in messages:
-        for w in content_words(m.body):
+        for w in search.content_words(m.body):
             counts[w] = counts.get(w, 0) + 1
     scored = []
     for index, m in enumerate(messages):
@@ -410,7 +375,7 @@ def extractive_summary(messages, sentences: int = 12) -> str:
             else (m.author_user.label if m.author_user_id else "someone")
         )
         for sentence in re.split(r"(?<=[.!?])\s+", m.body.strip()):
-            said = content_words(sentence)
+            said = search.content_words(sentence)
             if len(said) >= 3:
                 score = sum(counts[w] for w in said) / len(said) ** 0.5
                 scored.append((score, index, f"{author}: {sentence[:300]}"))

@@ -2,7 +2,6 @@
 owner sees all their agents remember; members see a workspace's family layer where learned
 somewhere they may read."""
 
-from django.contrib.postgres.search import SearchRank, SearchVector
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -10,6 +9,7 @@ from rest_framework.views import APIView
 
 from agents.access import access_own_agent, agent_appears_in
 from agents.exceptions import AgentNotFound
+from agntchat.core import search
 from agntchat.core.api import StrictSerializer, validated
 from work import memory
 from work.access import access_memory, memories_visible_to
@@ -76,15 +76,11 @@ class MemoryListView(APIView):
         if "scope" in query:
             found = found.filter(scope=query["scope"])
         order = ["-pinned", "-strength", "-created_at"]
-        search = memory.any_word_query(query.get("q", ""))
-        if search is not None:
-            vector = SearchVector("content", config=memory.SEARCH_CONFIG)
-            found = found.annotate(document=vector, rank=SearchRank(vector, search)).filter(
-                document=search
+        if query.get("q"):
+            found = search.matching(
+                found, search.vector("content"), search.any_word_query(query["q"])
             )
             order.insert(0, "-rank")
-        elif query.get("q"):
-            found = found.none()  # only stop words: nothing to match
         return Response({"results": [memory_out(i) for i in found.order_by(*order)[:MAX_LISTED]]})
 
     def post(self, request):

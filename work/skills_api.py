@@ -4,15 +4,15 @@ skills, and the instance's marketplace (publish, browse and search, install, rat
 import base64
 import binascii
 
-from django.contrib.postgres.search import SearchRank, SearchVector
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.access import access_own_agent
+from agntchat.core import search
 from agntchat.core.api import StrictSerializer, validated
-from work import memory, skills
+from work import skills
 from work.access import access_skill, skills_usable_by
 from work.models import Skill
 from workspaces.access import IsPerson
@@ -192,15 +192,10 @@ class MarketplaceView(APIView):
         query = validated(MarketQuery, request.query_params.dict())
         found = skills.with_standing(Skill.objects.filter(published_at__isnull=False), request.user)
         order = ["-stars", "-installs", "name"]
-        search = memory.any_word_query(query.get("q", ""))
-        if search is not None:
-            vector = SearchVector("name", "description", "body", config=memory.SEARCH_CONFIG)
-            found = found.annotate(document=vector, rank=SearchRank(vector, search)).filter(
-                document=search
-            )
+        if query.get("q"):
+            document = search.vector("name", "description", "body")
+            found = search.matching(found, document, search.any_word_query(query["q"]))
             order.insert(0, "-rank")
-        elif query.get("q"):
-            found = found.none()
         rows = found.order_by(*order, "id")[:MAX_LISTED]
         return Response({"results": [skill_out(s) for s in rows]})
 

@@ -2,9 +2,10 @@
 what the agent can see in its workspace. Every row comes from the visibility-checked querysets
 of the apps' access modules: an agent reads only conversations it takes part in."""
 
-from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank, SearchVector
+from django.contrib.postgres.search import SearchHeadline
 from django.db.models import F, Q
 
+from agntchat.core import search
 from artifacts.access import artifacts_visible_to
 from artifacts.models import ArtifactVersion
 from conversations.access import access_message, messages_visible_to
@@ -17,10 +18,9 @@ from work.tools.registry import ToolContext, tool
 
 MAX_HISTORY = 50
 MAX_RESULTS = 20
-SEARCH_CONFIG = "english"
 # Excerpts with the matched words in bold, as markdown.
 HEADLINE = {
-    "config": SEARCH_CONFIG, "max_words": 30, "min_words": 10, "start_sel": "**", "stop_sel": "**"
+    "config": search.CONFIG, "max_words": 30, "min_words": 10, "start_sel": "**", "stop_sel": "**"
 }  # fmt: skip
 
 
@@ -98,11 +98,8 @@ def conversation_history(context: ToolContext, arguments: dict):
 def _matches(queryset, vector, query, limit, *fields):
     """QUERYSET's rows matching QUERY, best first, with their rank and a headline of FIELDS."""
     return list(
-        queryset.annotate(document=vector)
-        .filter(document=query)
-        .annotate(
-            rank=SearchRank(vector, query), headline=SearchHeadline(*fields, query, **HEADLINE)
-        )
+        search.matching(queryset, vector, query)
+        .annotate(headline=SearchHeadline(*fields, query, **HEADLINE))
         .order_by("-rank", "-created_at")[:limit]
     )
 
@@ -111,7 +108,7 @@ def search_messages(context: ToolContext, query, limit) -> list[dict]:
     visible = messages_visible_to(context.agent).filter(conversation__workspace=context.workspace)
     rows = _matches(
         visible.select_related("conversation", "author_user", "author_agent"),
-        SearchVector("body", config=SEARCH_CONFIG),
+        search.vector("body"),
         query,
         limit,
         "body",
@@ -137,9 +134,7 @@ def search_artifacts(context: ToolContext, query, limit) -> list[dict]:
     versions = ArtifactVersion.objects.filter(
         artifact__in=visible, number=F("artifact__current_version")
     ).select_related("artifact")
-    vector = SearchVector("artifact__title", weight="A", config=SEARCH_CONFIG) + SearchVector(
-        "content", weight="B", config=SEARCH_CONFIG
-    )
+    vector = search.vector(artifact__title="A", content="B")
     rows = _matches(versions, vector, query, limit, "content")
     return [
         {
@@ -160,7 +155,7 @@ def search_tasks(context: ToolContext, query, limit) -> list[dict]:
     visible = own_tasks(context.agent).filter(workspace=context.workspace)
     rows = _matches(
         visible.select_related("agent"),
-        SearchVector("instructions", config=SEARCH_CONFIG),
+        search.vector("instructions"),
         query,
         limit,
         "instructions",
@@ -209,7 +204,7 @@ SEARCHES = {"message": search_messages, "artifact": search_artifacts, "task": se
     },
 )
 def workspace_search(context: ToolContext, arguments: dict):
-    query = SearchQuery(arguments["query"], search_type="websearch", config=SEARCH_CONFIG)
+    query = search.web_query(arguments["query"])
     limit = arguments.get("limit", 10)
     found = []
     for kind in arguments.get("kinds", list(SEARCHES)):

@@ -1,0 +1,53 @@
+"""Full-text search in PostgreSQL, one way for every app: a query of any of a text's significant
+words (or a person's own web-search syntax), matched against a vector of columns and ranked. The
+GIN indexes that serve it are declared on the models with the same CONFIG."""
+
+import re
+
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+
+CONFIG = "english"
+WORD = re.compile(r"[a-z0-9]{3,}")
+STOP = frozenset(
+    "the and for you are with this that have from your was were what when will can not but "
+    "all any our out about into just they them then than there their would could should".split()
+)
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in WORD.findall(text.lower()) if w not in STOP}
+
+
+def any_word_query(text: str, most: int = 12) -> SearchQuery | None:
+    """A full-text query matching any of TEXT's significant words (ranked by how many match);
+    None when it has none. Words are letters and digits only, so the raw syntax is safe."""
+    found = sorted(content_words(text), key=len, reverse=True)[:most]
+    if not found:
+        return None
+    return SearchQuery(" | ".join(found), search_type="raw", config=CONFIG)
+
+
+def web_query(text: str) -> SearchQuery:
+    """TEXT in web-search syntax ("quoted phrases", or, -excluded)."""
+    return SearchQuery(text, search_type="websearch", config=CONFIG)
+
+
+def vector(*fields, **weights) -> SearchVector:
+    """The columns FIELDS, then WEIGHTS' columns by their weight (A highest)."""
+    out = SearchVector(*fields, config=CONFIG) if fields else None
+    for field, weight in weights.items():
+        part = SearchVector(field, weight=weight, config=CONFIG)
+        out = part if out is None else out + part
+    return out
+
+
+def matching(queryset, document: SearchVector, query: SearchQuery | None):
+    """QUERYSET's rows whose DOCUMENT matches QUERY, annotated with their ``rank`` (order by
+    "-rank" for the best first); none when there is no query (a text of stop words only)."""
+    if query is None:
+        return queryset.none()
+    return (
+        queryset.annotate(document=document)
+        .filter(document=query)
+        .annotate(rank=SearchRank(document, query))
+    )
