@@ -18,10 +18,11 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from agents.models import Agent
-from agntchat.core import search
+from agntchat.core import presence, search
 from agntchat.core.exceptions import AppError
 from artifacts.models import Artifact
-from conversations.models import Conversation, Message, Participant
+from conversations.models import Conversation, Message, Participant, Task
+from conversations.tasks import create_task
 from work.models import ConversationSummary, MemoryItem
 from workspaces.models import Membership
 
@@ -40,6 +41,9 @@ HALF_LIFE = timedelta(days=30)
 FLOOR = 0.1
 FAMILY_CAP = 500  # live family items per workspace, after consolidation
 SUMMARY_AFTER = 60  # messages beyond the last summary before a conversation is summarised again
+SUMMARY_WAIT = timedelta(hours=1)  # for a summary asked of an agent, before writing one here
+SUMMARY_CHARS = 4000
+TRANSCRIPT_CHARS = 16_000  # of messages in a summary task (its instructions' limit is 20,000)
 # --- who may see what -----------------------------------------------------------------------
 
 
@@ -246,7 +250,7 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
             "-pinned", "-strength", "-last_used_at"
         )[:OWN_PER_TURN]
     )
-    if summary is not None:
+    if summary is not None and summary.text:
         said = search.content_words(summary.text)
         own = [item for item in own if not covered(item.content, said)]
     found, skipped = {}, []
@@ -260,7 +264,7 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
             log.exception("memory source %s failed", name)
             skipped.append(name)
     parts = []
-    if summary is not None:
+    if summary is not None and summary.text:
         parts.append("# Earlier in this conversation (summary)\n" + summary.text)
     if own:
         parts.append("# What you remember\n" + "\n".join(f"- {i.content}" for i in own))
@@ -332,33 +336,82 @@ def _similar(a: set, b: set) -> bool:
 
 
 def summarise_conversations(now=None) -> int:
-    """Conversations with SUMMARY_AFTER messages beyond their summary get a fresh one: an
-    extractive summary (the most telling sentence of each stretch, with who said it)."""
+    """Conversations with SUMMARY_AFTER messages beyond their summary get a fresh one (MEM-3):
+    written by one of its agents through its own backend, as a task, when one is online (the
+    next run takes the task's result); else, or when that task failed or took longer than
+    SUMMARY_WAIT, an extractive one (the most telling sentences, with who said them). Returns
+    how many summaries were written."""
     now = now or timezone.now()
     done = 0
-    last = ConversationSummary.objects.filter(conversation_id=OuterRef("pk")).values("through")
+    last = ConversationSummary.objects.filter(conversation_id=OuterRef("pk"))
     texts = Message.objects.filter(kind=Message.Kind.TEXT, held_at__isnull=True)
-    for conversation in Conversation.objects.annotate(through=Subquery(last[:1])).iterator():
+    due = Conversation.objects.annotate(through=Subquery(last.values("through")[:1]))
+    for conversation in due.iterator():
         newer = texts.filter(conversation=conversation)
         if conversation.through is not None:
             newer = newer.filter(created_at__gt=conversation.through)
         if newer.count() < SUMMARY_AFTER:
             continue
-        rows = list(
-            texts.filter(conversation=conversation)
-            .select_related("author_user", "author_agent")
-            .order_by("created_at")
-        )
+        summary = ConversationSummary.objects.filter(conversation=conversation).first()
+        task = summary.task if summary is not None else None
+        if task is not None and not task.is_terminal and now - task.created_at < SUMMARY_WAIT:
+            continue  # its agent is still writing it
+        rows = texts.filter(conversation=conversation).select_related("author_user", "author_agent")
+        if task is not None and task.status == Task.Status.COMPLETED and task.result.get("text"):
+            covered_rows = list(rows.filter(created_at__lte=task.created_at).order_by("created_at"))
+            text = task.result["text"].strip()[:SUMMARY_CHARS]
+        else:
+            covered_rows = list(rows.order_by("created_at"))
+            writer = None if task is not None else _online_agent(conversation)
+            if writer is not None:
+                _ask_for_summary(writer, conversation, summary, covered_rows)
+                continue
+            text = extractive_summary(covered_rows)
         ConversationSummary.objects.update_or_create(
             conversation=conversation,
             defaults={
-                "text": extractive_summary(rows),
-                "through": rows[-1].created_at,
-                "message_count": len(rows),
+                "text": text,
+                "through": covered_rows[-1].created_at,
+                "message_count": len(covered_rows),
+                "task": None,
             },
         )
         done += 1
     return done
+
+
+def _online_agent(conversation: Conversation) -> Agent | None:
+    """An agent taking part in CONVERSATION with a live connection (the first by name)."""
+    agents = list(
+        Agent.objects.filter(participations__conversation=conversation).order_by("name", "id")
+    )
+    live = presence.online([a.id for a in agents]) if agents else {}
+    return next((a for a in agents if live[a.id]), None)
+
+
+def _ask_for_summary(agent: Agent, conversation: Conversation, summary, rows) -> None:
+    """A task for AGENT's backend: summarise ROWS (the newest that fit), building on SUMMARY."""
+    lines, size = [], 0
+    for m in reversed(rows):
+        line = f"{_author(m)}: {' '.join(m.body.split())[:1000]}"
+        size += len(line) + 1
+        if size > TRANSCRIPT_CHARS:
+            break
+        lines.append(line)
+    earlier = summary.text if summary is not None and summary.text else "(none)"
+    instructions = (
+        f"Summarise the conversation “{conversation.title or conversation.kind}” for the turns "
+        "of its agents that come later: who decided what, what is open, facts worth keeping. "
+        "At most 12 short bullet points; reply with the summary only.\n\n"
+        f"Summary so far:\n{earlier[:SUMMARY_CHARS]}\n\nMessages since (oldest first):\n"
+        + "\n".join(reversed(lines))
+    )
+    task = create_task(None, conversation.workspace, agent, instructions)
+    ConversationSummary.objects.update_or_create(conversation=conversation, defaults={"task": task})
+
+
+def _author(message: Message) -> str:
+    return message.author.label if message.author else "someone"
 
 
 def extractive_summary(messages, sentences: int = 12) -> str:
@@ -369,11 +422,7 @@ def extractive_summary(messages, sentences: int = 12) -> str:
             counts[w] = counts.get(w, 0) + 1
     scored = []
     for index, m in enumerate(messages):
-        author = (
-            m.author_agent.name
-            if m.author_agent_id
-            else (m.author_user.label if m.author_user_id else "someone")
-        )
+        author = _author(m)
         for sentence in re.split(r"(?<=[.!?])\s+", m.body.strip()):
             said = search.content_words(sentence)
             if len(said) >= 3:

@@ -218,10 +218,14 @@ class ConversationSummary(BaseModel):
     conversation = models.OneToOneField(
         Conversation, on_delete=models.CASCADE, related_name="memory_summary"
     )
-    text = models.TextField()
+    text = models.TextField(blank=True)  # empty until the first summary is written
     # The newest message it covers, and how many it covers.
-    through = models.DateTimeField()
-    message_count = models.PositiveIntegerField()
+    through = models.DateTimeField(null=True, blank=True)
+    message_count = models.PositiveIntegerField(default=0)
+    # The next summary, asked of an agent of the conversation as a task to its own backend.
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
 

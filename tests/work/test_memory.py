@@ -8,11 +8,13 @@ import pytest
 from django.utils import timezone
 
 from agents import actions as agent_actions
+from agntchat.core import presence
 from artifacts import actions as artifact_actions
+from conversations import tasks
 from conversations.actions import create_conversation, post_message
-from conversations.models import Message
+from conversations.models import Message, Task
 from tests.conftest import directives_for
-from tests.work.tooling import held_message
+from tests.work.tooling import claimed, held_message
 from work import memory
 from work.models import ConversationSummary, MemoryItem
 
@@ -186,3 +188,52 @@ def test_long_conversations_get_an_extractive_summary(alice, bob, channel):
         == Message.objects.filter(conversation=channel).latest("created_at").created_at
     )
     assert memory.summarise_conversations() == 0  # nothing new since
+
+
+def long_channel(alice, bob, channel):
+    for n in range(memory.SUMMARY_AFTER):
+        post_message(alice if n % 2 else bob, channel, f"Point {n}: ship the rollback step first.")
+
+
+def test_an_online_agent_writes_the_summary_through_its_own_backend(alice, bob, channel, nova):
+    long_channel(alice, bob, channel)
+    presence.beat(nova.id, "conn-summary")
+    try:
+        assert memory.summarise_conversations() == 0  # asked, not written yet
+        task = Task.objects.get(agent=nova)
+        assert "Point 59: ship the rollback step first." in task.instructions
+        assert task.conversation is None  # its result is not posted anywhere
+        assert memory.summarise_conversations() == 0  # still waiting: not asked twice
+        assert Task.objects.filter(agent=nova).count() == 1
+        held = claimed(nova, "task")
+        post_message(alice, channel, "A message after the task was asked.")
+        tasks.record_result(
+            held.item_id,
+            "completed",
+            connection_id=held.connection_id,
+            result={"text": "- Bob and Alice agreed: rollback step first."},
+        )
+        assert memory.summarise_conversations() == 1
+    finally:
+        presence.leave(nova.id, "conn-summary")
+    summary = ConversationSummary.objects.get(conversation=channel)
+    assert summary.text == "- Bob and Alice agreed: rollback step first."
+    assert (summary.message_count, summary.task) == (memory.SUMMARY_AFTER, None)
+    turn = directives_for(nova, post_message(alice, channel, "Where are we?"))
+    assert "agreed: rollback step first" in turn["volatile"]
+
+
+def test_a_failed_or_late_summary_task_falls_back_to_an_extractive_one(alice, bob, channel, nova):
+    long_channel(alice, bob, channel)
+    presence.beat(nova.id, "conn-summary")
+    try:
+        memory.summarise_conversations()
+    finally:
+        presence.leave(nova.id, "conn-summary")
+    task = Task.objects.get(agent=nova)
+    # Nobody ran it: past SUMMARY_WAIT the summary is written here, and nothing asked again.
+    later = timezone.now() + memory.SUMMARY_WAIT + timedelta(minutes=1)
+    assert memory.summarise_conversations(now=later) == 1
+    summary = ConversationSummary.objects.get(conversation=channel)
+    assert "rollback step first" in summary.text and summary.task is None
+    assert Task.objects.filter(agent=nova).count() == 1 and task.status == "queued"
