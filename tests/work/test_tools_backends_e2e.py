@@ -3,10 +3,12 @@ that publishes an artifact, posts a card about it and says done, driven through 
 or CLIs by a real bridge process against a real daphne server. What it did is visible over
 REST and in the page."""
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import subprocess
 import threading
 
 import pytest
@@ -21,7 +23,8 @@ from tests.agents.test_bridge_e2e import agent_replies, start_bridge
 from tests.bridge.standins import StandinServer
 from tests.socket_helpers import Daphne
 from tests.waiting import wait_until
-from work.models import ToolCall
+from tests.work.test_tools_e2e import ask_before
+from work.models import PermissionRequest, ToolCall
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -176,3 +179,61 @@ def test_a_call_redelivered_after_a_bridge_kill_runs_once(
     finally:
         restarted.terminate()
         restarted.communicate(timeout=10)
+
+
+CLIS = ["claude_cli", "codex_cli"]
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=requires(b)) for b in CLIS])
+def test_a_cli_turn_killed_while_its_call_waits_runs_the_approved_call_after_a_restart(
+    backend, alice, channel, nova, server, model, tmp_path, api
+):
+    """The real CLI's call waits for approval; the bridge is killed (kill -9); the owner
+    approves; the restarted bridge redoes the turn, the CLI makes the same call, and the
+    approved call runs once: one artifact, one call, the reply."""
+    model.tool_script = SCRIPT[:1] + [{"text": "The plan is published."}]
+    path, model_name, env = BACKENDS[backend]
+    Agent.objects.filter(pk=nova.pk).update(
+        backend=backend, base_url=model.url + path, model=model_name
+    )
+    ask_before(alice, nova, "artifact_publish")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**env, "HOME": str(home), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    bridge = start_bridge(server, nova, tmp_path / "agents", **env)
+    post_message(alice, channel, "Plan our Lisbon trip")
+    request = wait_until(
+        lambda: PermissionRequest.objects.filter(status="pending").first(),
+        what="a permission request",
+        timeout=90,
+    )
+    # The bridge, and the CLI it runs in a process group of its own.
+    children = subprocess.run(["pgrep", "-P", str(bridge.pid)], capture_output=True, text=True)
+    os.kill(bridge.pid, signal.SIGKILL)
+    bridge.wait()
+    for child in map(int, children.stdout.split()):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child, signal.SIGKILL)
+    decided = api(alice).post(
+        f"/api/v1/permission-requests/{request.id}/decision/",
+        {"decision": "approve"},
+        format="json",
+    )
+    assert decided.status_code == 200
+    restarted = start_bridge(server, nova, tmp_path / "agents", **env)
+    try:
+        wait_until(
+            lambda: any(
+                m.body.endswith("The plan is published.") for m in agent_replies(channel, nova)
+            ),
+            what="the reply of the redone turn",
+            timeout=120,
+        )
+        assert list(ToolCall.objects.values_list("tool", "status")) == [
+            ("artifact_publish", "succeeded")
+        ]
+        assert Artifact.objects.filter(conversation=channel).count() == 1
+    finally:
+        restarted.terminate()
+        output = restarted.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
