@@ -270,5 +270,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        # httpx logs each request's URL at INFO (web_fetch's, an outside API's): a URL can
+        # carry a secret. Warnings and errors still show.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},  # the anthropic SDK's
+        "httpcore": {"level": "WARNING"},
+    },
 }

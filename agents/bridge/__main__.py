@@ -75,11 +75,19 @@ async def amain(config: Config) -> None:
     await bridge.run_forever()
 
 
+# httpx2: the HTTP client of the newer anthropic SDK.
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "mcp", "uvicorn.access")
+
+
 def main(argv=None) -> None:
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO"),
         format="%(asctime)s bridge %(levelname)s %(message)s",
     )
+    # The HTTP clients log every request's URL at INFO: a URL can carry a secret, and a turn
+    # makes many requests. Their warnings and errors still show.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     asyncio.run(amain(parse(argv)))
     sys.exit(0)
 
