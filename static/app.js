@@ -84,7 +84,11 @@ async function renderMessages(ids) {
 
 /** True while REGION holds something the person typed and has not sent: replacing it would lose it. */
 const hasDraft = (region) =>
-  $$("textarea, input", region).some((field) => field.type !== "hidden" && field.value !== field.defaultValue);
+  $$("textarea, input", region).some((field) =>
+    ["checkbox", "radio"].includes(field.type)
+      ? field.checked !== field.defaultChecked // a box's value is "on" whatever its attribute
+      : field.type !== "hidden" && field.value !== field.defaultValue,
+  );
 
 const lastAskedFor = new Map(); // region name → number of the latest refresh that asked for it
 let refreshes = 0;
@@ -103,6 +107,7 @@ async function refreshRegions(...names) {
     if (now && next && !hasDraft(now)) {
       now.replaceWith(next);
       decorate(next);
+      setUpForms(next);
     }
   }
 }
@@ -171,6 +176,16 @@ function initFurniture() {
       copy.textContent = "Copied ✓";
       setTimeout(() => (copy.textContent = label), 2000);
     }
+    // A button that shows or hides the element its data-toggle names (an edit form, say).
+    const toggle = event.target.closest("[data-toggle]");
+    if (toggle) {
+      const target = $(toggle.dataset.toggle);
+      if (target) {
+        target.hidden = !target.hidden;
+        toggle.setAttribute("aria-expanded", String(!target.hidden));
+        if (!target.hidden) $("textarea, input:not([type=hidden])", target)?.focus();
+      }
+    }
     const move = event.target.closest("[data-move]");
     if (move) {
       const item = move.closest("[data-order-item]");
@@ -188,8 +203,28 @@ function initFurniture() {
   document.addEventListener("change", (event) => {
     if (event.target.matches("[data-autosubmit]")) event.target.form.requestSubmit();
     if (event.target.matches("[data-visibility]")) syncPins(event.target.form);
+    if (event.target.matches("[data-choice]")) syncChoice(event.target.form);
   });
-  for (const form of $$("form")) if ($("[data-visibility]", form)) syncPins(form);
+  setUpForms();
+}
+
+/** A form offering several ways to give one thing (radios marked data-choice): only the chosen
+ * way's pane is shown, and only its fields are checked and sent (the others are disabled). */
+function syncChoice(form) {
+  const chosen = $("[data-choice]:checked", form)?.value;
+  for (const pane of $$("[data-choice-pane]", form)) {
+    const on = pane.dataset.choicePane === chosen;
+    pane.hidden = !on;
+    for (const el of $$("input, textarea, select", pane)) el.disabled = !on;
+  }
+}
+
+/** What forms of ROOT need set up once they are on the page. */
+function setUpForms(root = document) {
+  for (const form of $$("form", root)) {
+    if ($("[data-visibility]", form)) syncPins(form);
+    if ($("[data-choice]", form)) syncChoice(form);
+  }
 }
 
 /** "Every workspace" or "only pinned ones": the pin boxes only matter for the second. */
@@ -225,7 +260,7 @@ function serialize(form) {
     }
     if (el.disabled) continue;
     if (el.type === "radio") {
-      if (el.checked) setPath(data, name, el.value);
+      if (el.checked) setPath(data, name, type === "int" ? Number(el.value) : el.value);
     } else if (el.type === "checkbox") {
       setPath(data, name, type === "int" ? (el.checked ? Number(el.value) : null) : el.checked);
     } else {
@@ -236,6 +271,8 @@ function serialize(form) {
         else if ("nullable" in el.dataset) setPath(data, name, null);
       } else if (type === "csv") {
         setPath(data, name, value.split(",").map((part) => part.trim()).filter(Boolean));
+      } else if (type === "bool") {
+        setPath(data, name, value === "true");
       } else if (type === "null") {
         setPath(data, name, value === "" ? null : value);
       } else if (!(value === "" && "skipEmpty" in el.dataset)) {
@@ -261,6 +298,7 @@ function clearFormErrors(form) {
   if (box) box.hidden = true;
   for (const el of $$(".field-error[data-js]", form)) el.remove();
   for (const el of $$("[aria-invalid]", form)) el.removeAttribute("aria-invalid");
+  for (const el of $$("[data-added]", form)) el.hidden = true;
 }
 
 function showFormError(form, error) {
@@ -289,12 +327,37 @@ function showFormError(form, error) {
   }
 }
 
+function base64Of(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    // A data: URL ("data:…;base64,XXXX"): what follows the comma is the file in base64.
+    reader.onload = () => resolve(String(reader.result).split(",", 2)[1] || "");
+    reader.onerror = () => reject(new ApiError(`${file.name} could not be read.`, "file_unreadable"));
+    reader.readAsDataURL(file);
+  });
+}
+
+/** A file chosen in an <input type=file data-base64=NAME> is read here, in the browser, and goes
+ * to the API as base64 in the form's (hidden) field NAME; data-max-bytes refuses a larger one. */
+async function readFiles(form) {
+  for (const input of $$('input[type="file"][data-base64]:enabled', form)) {
+    const target = form.elements.namedItem(input.dataset.base64);
+    const file = input.files?.[0];
+    if (!target) continue;
+    const most = Number(input.dataset.maxBytes || 0);
+    if (file && most && file.size > most) {
+      throw new ApiError(`${file.name} is over ${Math.round(most / 1024)} KB.`, "too_large");
+    }
+    target.value = file ? await base64Of(file) : "";
+  }
+}
+
 const afterSubmit = {
   async reload() {
     const fresh = new DOMParser().parseFromString(await fetchHtml(location.href), "text/html");
     $("#main").replaceWith($("#main", fresh));
     decorate($("#main"));
-    for (const form of $$("#main form")) if ($("[data-visibility]", form)) syncPins(form);
+    setUpForms($("#main"));
   },
   redirect(form, result) {
     location.assign(form.dataset.redirect.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(result?.[key] ?? "")));
@@ -327,6 +390,24 @@ const afterSubmit = {
     form.reset();
     await refreshRegions("invitations");
   },
+  /** A skill added (to an agent, or to one's own layer): say which tools assigning it granted,
+   * then refresh the lists that changed (data-regions, space-separated). */
+  async "skill-added"(form, result) {
+    const note = $("[data-added]", form.closest("[data-add-skill]") || form);
+    if (note) {
+      const granted = result?.grantedTools || [];
+      const where = result?.agentId ? "" : " It is in your skills, for all your agents.";
+      note.textContent =
+        `Added ${result?.name}.${where}` +
+        (granted.length ? ` Granted the tools it uses: ${granted.join(", ")}.` : "");
+      note.hidden = false;
+    }
+    form.reset();
+    setUpForms(form.parentElement);
+    const regions = (form.dataset.regions || "").split(" ").filter(Boolean);
+    if (regions.length) await refreshRegions(...regions);
+    else await afterSubmit.reload();
+  },
   "thread-resolved"(form) {
     form.closest("li[data-message-id]")?.dispatchEvent(new CustomEvent("message:refresh", { bubbles: true }));
   },
@@ -346,6 +427,7 @@ function initForms() {
     busy(button, true, "Saving…");
     const method = form.dataset.api;
     try {
+      await readFiles(form);
       const result = await api(method, form.action, method === "DELETE" ? undefined : serialize(form));
       busy(button, false);
       await (afterSubmit[form.dataset.success] || afterSubmit.reload)(form, result);

@@ -28,9 +28,6 @@ from workspaces.models import Membership
 
 log = logging.getLogger(__name__)
 
-# TEMPORARY aliases while the UI pages move to agntchat.core.search (removed before commit).
-any_word_query = search.any_word_query
-SEARCH_CONFIG = search.CONFIG
 
 MAX_CONTENT = 2000
 OWN_PER_TURN = 12  # the agent's own items loaded with every turn
@@ -131,6 +128,16 @@ def recall(agent: Agent, query: str, conversation, workspace_id, limit: int = 10
     )
     used([item.id for item in found])
     return found
+
+
+def listed(items, q: str = ""):
+    """ITEMS as people list them: matching any of Q's significant words, best match first (all
+    of them without Q); pinned and stronger first."""
+    order = ["-pinned", "-strength", "-created_at"]
+    if q.strip():
+        items = search.matching(items, search.vector("content"), search.any_word_query(q))
+        order.insert(0, "-rank")
+    return items.order_by(*order)
 
 
 def used(ids) -> None:

@@ -9,7 +9,6 @@ from rest_framework.views import APIView
 
 from agents.access import access_own_agent, agent_appears_in
 from agents.exceptions import AgentNotFound
-from agntchat.core import search
 from agntchat.core.api import StrictSerializer, validated
 from work import memory
 from work.access import access_memory, memories_visible_to
@@ -75,13 +74,8 @@ class MemoryListView(APIView):
             found = found.filter(agent_id=query["agent"])
         if "scope" in query:
             found = found.filter(scope=query["scope"])
-        order = ["-pinned", "-strength", "-created_at"]
-        if query.get("q"):
-            found = search.matching(
-                found, search.vector("content"), search.any_word_query(query["q"])
-            )
-            order.insert(0, "-rank")
-        return Response({"results": [memory_out(i) for i in found.order_by(*order)[:MAX_LISTED]]})
+        found = memory.listed(found, query.get("q", ""))
+        return Response({"results": [memory_out(i) for i in found[:MAX_LISTED]]})
 
     def post(self, request):
         """The owner teaches an agent something, in a workspace where it appears."""

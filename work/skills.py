@@ -17,7 +17,7 @@ from pathlib import PurePosixPath
 
 import yaml
 from django.db import transaction
-from django.db.models import Avg, Count, OuterRef, Q, Subquery
+from django.db.models import Avg, Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -25,6 +25,7 @@ from agents.access import is_agent_owner
 from agents.actions import announce_agent_changed
 from agents.exceptions import NotAgentOwner
 from agents.models import Agent
+from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict
 from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
@@ -405,6 +406,20 @@ def with_standing(skills, user):
         install_count=Coalesce(Subquery(installs), 0),
         my_stars=Subquery(ratings.filter(user=user).values("stars")[:1]),
     )
+
+
+def marketplace(user, q: str = ""):
+    """Published skills with their standing (``with_standing``): best rated first, unrated
+    last, or ranked by how well they match Q (any of its significant words)."""
+    found = with_standing(
+        Skill.objects.filter(published_at__isnull=False).select_related("owner"), user
+    )
+    order = [F("stars").desc(nulls_last=True), "-install_count", "name", "id"]
+    if q.strip():
+        document = search.vector("name", "description", "body")
+        found = search.matching(found, document, search.any_word_query(q))
+        order.insert(0, "-rank")
+    return found.order_by(*order)
 
 
 def load_platform_skill(package: Package) -> Skill:

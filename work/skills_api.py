@@ -10,7 +10,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.access import access_own_agent
-from agntchat.core import search
 from agntchat.core.api import StrictSerializer, validated
 from work import skills
 from work.access import access_skill, skills_usable_by
@@ -190,13 +189,7 @@ class MarketplaceView(APIView):
 
     def get(self, request):
         query = validated(MarketQuery, request.query_params.dict())
-        found = skills.with_standing(Skill.objects.filter(published_at__isnull=False), request.user)
-        order = ["-stars", "-installs", "name"]
-        if query.get("q"):
-            document = search.vector("name", "description", "body")
-            found = search.matching(found, document, search.any_word_query(query["q"]))
-            order.insert(0, "-rank")
-        rows = found.order_by(*order, "id")[:MAX_LISTED]
+        rows = skills.marketplace(request.user, query.get("q", ""))[:MAX_LISTED]
         return Response({"results": [skill_out(s) for s in rows]})
 
 

@@ -5,6 +5,7 @@ GIN indexes that serve it are declared on the models with the same CONFIG."""
 import re
 
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+from django.db.models import FloatField, Value
 
 CONFIG = "english"
 WORD = re.compile(r"[a-z0-9]{3,}")
@@ -45,7 +46,7 @@ def matching(queryset, document: SearchVector, query: SearchQuery | None):
     """QUERYSET's rows whose DOCUMENT matches QUERY, annotated with their ``rank`` (order by
     "-rank" for the best first); none when there is no query (a text of stop words only)."""
     if query is None:
-        return queryset.none()
+        return queryset.annotate(rank=Value(0.0, output_field=FloatField())).none()
     return (
         queryset.annotate(document=document)
         .filter(document=query)

@@ -15,11 +15,14 @@ from django.utils.safestring import mark_safe
 from agents.access import access_agent, agent_appears_in, agents_visible_in, is_agent_owner
 from agents.models import Agent
 from agntchat.ui.shell import agent_presence, shell, workspace_page
+from agntchat.ui.skill_pages import add_skill_limits
 from artifacts.rendering import render_markdown
 from conversations import scoring
 from conversations.models import TaskEvent
 from conversations.scoring import DEFAULT_WEIGHTS
 from conversations.tasks import access_task, task_data, tasks_visible_to
+from work import skills
+from work.access import memories_visible_to
 from work.models import Decision
 from work.tools.api import agent_tools_out
 from workspaces.access import workspaces_visible_to
@@ -82,6 +85,21 @@ def new_agent(request, membership):
     return render(request, "agents/new.html", context)
 
 
+def owner_extras(user, agent, membership) -> dict:
+    """What only the agent's owner sees on its page: its skills as it has them, the limits of
+    the add-a-skill form, and how much it remembers here."""
+    return {
+        "agent_skills": [
+            {"resolved": r, "summary": skills.summary(r.skill.description)}
+            for r in skills.resolve(agent)
+        ],
+        **add_skill_limits(),
+        "memory_count": memories_visible_to(user)
+        .filter(agent=agent, workspace=membership.workspace, archived_at__isnull=True)
+        .count(),
+    }
+
+
 @workspace_page
 def agent_detail(request, membership, agent_id):
     agent = access_agent(request.user, agent_id)
@@ -106,6 +124,7 @@ def agent_detail(request, membership, agent_id):
             else []
         ),
         tools=agent_tools_out(agent) if is_owner else [],
+        **(owner_extras(request.user, agent, membership) if is_owner else {}),
         decisions=Decision.choices,
         recent_tasks=tasks_visible_to(request.user)
         .filter(agent=agent, workspace=membership.workspace)

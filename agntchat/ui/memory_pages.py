@@ -2,7 +2,6 @@
 layer (what its agents know together) for its members. They only read: the page script teaches,
 edits, pins and forgets through the REST API (work/memory_api.py), whose checks decide."""
 
-from django.contrib.postgres.search import SearchRank, SearchVector
 from django.http import Http404
 from django.shortcuts import render
 
@@ -14,22 +13,6 @@ from work.access import memories_editable_by, memories_visible_to
 from work.models import MemoryItem
 
 MAX_LISTED = 200
-
-
-def _searched(items, q: str):
-    """ITEMS matching any of Q's significant words, best match first; all of them without Q.
-    Pinned and stronger first, as the REST listing orders them."""
-    order = ["-pinned", "-strength", "-created_at"]
-    search = memory.any_word_query(q)
-    if search is not None:
-        vector = SearchVector("content", config=memory.SEARCH_CONFIG)
-        items = items.annotate(document=vector, rank=SearchRank(vector, search)).filter(
-            document=search
-        )
-        order.insert(0, "-rank")
-    elif q.strip():
-        items = items.none()  # only stop words: nothing to match
-    return items.order_by(*order)
 
 
 def _rows(user, items) -> list[dict]:
@@ -84,7 +67,7 @@ def agent_memory(request, membership, agent_id):
         agent=agent,
         q=q,
         archived=archived,
-        rows=_rows(request.user, _searched(items, q)),
+        rows=_rows(request.user, memory.listed(items, q)),
         can_teach=agent_appears_in(agent, membership.workspace_id),
         max_content=memory.MAX_CONTENT,
     )
@@ -107,7 +90,7 @@ def family_memory(request, membership):
         section="memory",
         q=q,
         archived=archived,
-        rows=_rows(request.user, _searched(items, q)),
+        rows=_rows(request.user, memory.listed(items, q)),
         # A member teaches the family layer through one of their own agents that appears here.
         teachers=list(
             agents_visible_in(membership.workspace_id).filter(owner=request.user).order_by("name")

@@ -2,16 +2,14 @@
 They only read: the page script adds, edits, publishes, deletes, installs and rates through the
 REST API (work/skills_api.py), whose actions check every rule."""
 
-from django.contrib.postgres.search import SearchRank, SearchVector
-from django.db.models import F
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
 from agents.models import Agent
 from agntchat.ui.shell import shell, workspace_page
 from artifacts.rendering import render_markdown
-from work import memory, skills
-from work.access import access_skill, skills_usable_by, skills_visible_to
+from work import skills
+from work.access import access_skill, skills_usable_by
 from work.models import Skill
 
 MAX_LISTED = 200
@@ -20,6 +18,11 @@ MAX_LISTED = 200
 def my_agents(user):
     """The person's own agents, for "add to" and "install into" choices."""
     return list(Agent.objects.filter(owner=user).order_by("name"))
+
+
+def add_skill_limits() -> dict:
+    """What the add-a-skill form says and checks before sending a file."""
+    return {"max_bytes": skills.MAX_PACKAGE_BYTES, "max_kb": skills.MAX_PACKAGE_BYTES // 1024}
 
 
 def _rows(found):
@@ -41,28 +44,9 @@ def skill_list(request, membership):
         agents_skills=_rows(s for s in rows if s.layer == Skill.Layer.AGENT),
         platform=_rows(s for s in rows if s.layer == Skill.Layer.PLATFORM),
         my_agents=my_agents(request.user),
-        max_kb=skills.MAX_PACKAGE_BYTES // 1024,
+        **add_skill_limits(),
     )
     return render(request, "skills/list.html", context)
-
-
-def marketplace_search(user, q: str):
-    """Published skills with their standing: best rated first, or ranked by how well they match
-    Q (any of its words), as the marketplace's REST listing ranks them."""
-    found = skills.with_standing(
-        skills_visible_to(user).filter(published_at__isnull=False).select_related("owner"), user
-    )
-    order = [F("stars").desc(nulls_last=True), "-install_count", "name"]
-    search = memory.any_word_query(q)
-    if search is not None:
-        vector = SearchVector("name", "description", "body", config=memory.SEARCH_CONFIG)
-        found = found.annotate(document=vector, rank=SearchRank(vector, search)).filter(
-            document=search
-        )
-        order.insert(0, "-rank")
-    elif q.strip():
-        found = found.none()  # only stop words: nothing to match
-    return found.order_by(*order, "id")[:MAX_LISTED]
 
 
 @workspace_page
@@ -73,7 +57,7 @@ def marketplace(request, membership):
         membership,
         section="skills",
         q=q,
-        results=_rows(marketplace_search(request.user, q)),
+        results=_rows(skills.marketplace(request.user, q)[:MAX_LISTED]),
     )
     return render(request, "skills/marketplace.html", context)
 

@@ -66,9 +66,7 @@ urlpatterns = [
     ),
     path("w/<uuid:workspace_id>/memory/", memory_pages.family_memory, name="family-memory"),
     path("w/<uuid:workspace_id>/skills/", skill_pages.skill_list, name="skills"),
-    path(
-        "w/<uuid:workspace_id>/skills/marketplace/", skill_pages.marketplace, name="marketplace"
-    ),
+    path("w/<uuid:workspace_id>/skills/marketplace/", skill_pages.marketplace, name="marketplace"),
     path(
         "w/<uuid:workspace_id>/skills/marketplace/<uuid:skill_id>/",
         skill_pages.marketplace_detail,

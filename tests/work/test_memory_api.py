@@ -36,6 +36,7 @@ def test_owner_and_members_see_what_they_may(alice, bob, charlie, items, api):
     assert listed(api(bob)) == ["Standup is at nine"]
     assert listed(api(charlie)) == []
     assert listed(api(alice), q="coffee") == ["Alice takes her coffee black"]
+    assert listed(api(alice), q="the") == []  # stop words only: nothing to match
     assert listed(api(alice), scope="family", q="standup nine") == ["Standup is at nine"]
     for who, status in ((alice, 200), (bob, 404), (charlie, 404)):
         assert api(who).get(f"/api/v1/memory/{items['own'].id}/").status_code == status

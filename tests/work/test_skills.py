@@ -347,6 +347,7 @@ def test_marketplace_publish_search_install_and_rate(alice, bob, charlie, nova, 
     found = other.get(market, {"q": "release"}).json()["results"]
     assert [s["name"] for s in found] == ["release-notes"]
     assert other.get(market, {"q": "kittens"}).json()["results"] == []
+    assert other.get(market, {"q": "the"}).json()["results"] == []  # stop words only
     # Bob reads it, and may now see it but not change it.
     assert other.get(f"/api/v1/skills/{skill.id}/").status_code == 200
     assert (
@@ -368,6 +369,9 @@ def test_marketplace_publish_search_install_and_rate(alice, bob, charlie, nova, 
     assert (copy.owner, copy.layer, copy.installed_from) == (bob, "owner", skill)
     assert other.post(f"{market}{skill.id}/install/", {}, format="json").status_code == 409
     owner.post(f"{market}{skill.id}/install/", {"agent": str(nova.id)}, format="json")
+    # Listed once however many installs it has, rated skills before unrated ones.
+    skills.update_skill(alice, skills.create_skill(alice, package(name="unrated")), published=True)
+    assert [s["name"] for s in third.get(market).json()["results"]] == ["release-notes", "unrated"]
     listed = third.get(f"{market}{skill.id}/").json()
     # Two ratings averaged; one install by someone else (the author's own install is not counted).
     assert (listed["stars"], listed["ratingCount"], listed["installs"], listed["myStars"]) == (
