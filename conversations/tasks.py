@@ -102,13 +102,15 @@ def create_task(
     conversation=None,
     tools=(),
     tool_reach=None,
+    where_set_up: bool = False,
 ) -> Task:
     """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
 
     With no AGENT, the owner is chosen by score (TASK-2) and the scores are kept with the task;
     TOOLS (the tools the work needs) count for agents that have them, as TOOL_REACH tells.
     Asked inside a direct conversation, the task works in a conversation of its own and only
-    its final result comes back (THR-5)."""
+    its final result comes back (THR-5). WHERE_SET_UP: the work of something set up in WORKSPACE
+    earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2)."""
     instructions = (instructions or "").strip()
     if not instructions:
         raise AppError(
@@ -130,7 +132,7 @@ def create_task(
                 status=409,
             )
         agent = Agent.objects.get(pk=winner)
-    if not agent_appears_in(agent, workspace.id):
+    if not where_set_up and not agent_appears_in(agent, workspace.id):
         raise AgentNotFound()
     with transaction.atomic():
         work_conversation = None

@@ -38,6 +38,7 @@ def test_the_schedules_that_exist_each_name_a_job_that_runs():
         "summarise long conversations": ("work.jobs.summarise_conversations", 30),
         "decay unused memories": ("work.jobs.decay_memories", 360),
         "consolidate family memory": ("work.jobs.consolidate_family_memory", 1440),
+        "run due routines": ("routines.jobs.run_due_routines", 5),
     }
     for func, _ in found.values():
         module, name = func.rsplit(".", 1)

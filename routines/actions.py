@@ -1,0 +1,187 @@
+"""State changes of routines (PRO-2): set up, changed, removed by the agent's owner; run by the
+scheduler (``run_due_routines``), each due routine becoming a real task for its agent."""
+
+import logging
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.access import agent_appears_in, is_agent_owner
+from agents.exceptions import AgentNotFound, NotAgentOwner
+from agents.models import Agent
+from agntchat.core.exceptions import AppError
+from conversations.actions import open_direct
+from conversations.models import Participant
+from conversations.tasks import create_task
+from routines import schedules
+from routines.models import Routine, RoutineRun
+
+log = logging.getLogger(__name__)
+
+MAX_PER_AGENT = 10
+
+
+class RoutineLimit(AppError):
+    code = "routine_limit"
+    status = 409
+
+
+def create_routine(
+    user,
+    agent: Agent,
+    workspace,
+    *,
+    name: str,
+    instructions: str,
+    interval_minutes: int | None = None,
+    cron: str = "",
+    timezone_name: str = "UTC",
+    conversation=None,
+    enabled: bool = True,
+    now=None,
+) -> Routine:
+    """A routine for USER's AGENT in WORKSPACE (where the agent appears now). Its results come
+    back in CONVERSATION (one the agent takes part in there), by default the direct conversation
+    of USER and the agent. The eleventh routine of an agent is refused."""
+    if not is_agent_owner(user, agent):
+        raise NotAgentOwner()
+    if not agent_appears_in(agent, workspace.id):
+        raise AgentNotFound()
+    schedules.check(interval_minutes, cron, timezone_name)
+    if conversation is not None and not (
+        conversation.workspace_id == workspace.id
+        and Participant.objects.filter(conversation=conversation, agent=agent).exists()
+    ):
+        raise AppError(
+            f"{agent.name} does not take part in that conversation of {workspace.name}.",
+            code="invalid",
+            fields={"conversation": "Not a conversation of this agent in this workspace."},
+        )
+    with transaction.atomic():
+        # Counted under the agent's row lock: two requests at once cannot both be the tenth.
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        if Routine.objects.filter(agent=agent).count() >= MAX_PER_AGENT:
+            raise RoutineLimit(
+                f"{agent.name} has {MAX_PER_AGENT} routines already, the most an agent may "
+                "have. Remove or change one of them instead."
+            )
+        if conversation is None:
+            conversation, _ = open_direct(user, workspace, agent_ids=[agent.id])
+        routine = Routine(
+            agent=agent,
+            workspace=workspace,
+            conversation=conversation,
+            created_by=user,
+            name=name.strip() or instructions.strip()[:60],
+            instructions=instructions.strip(),
+            interval_minutes=interval_minutes,
+            cron=cron.strip(),
+            timezone=timezone_name,
+            enabled=enabled,
+        )
+        routine.starts_at = now or timezone.now()
+        _plan(routine, routine.starts_at)
+        routine.save(force_insert=True)
+    return routine
+
+
+def _plan(routine: Routine, now) -> None:
+    """Its next slot after NOW, or none while it is disabled."""
+    routine.next_run_at = schedules.next_slot(routine, now) if routine.enabled else None
+
+
+def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
+    """Change any of name, instructions, interval_minutes or cron (one replaces the other),
+    timezone_name, enabled. A new schedule, or enabling it again, counts from NOW: what was
+    missed meanwhile is not run."""
+    if not is_agent_owner(user, routine.agent):
+        raise NotAgentOwner()
+    now = now or timezone.now()
+    interval, cron = routine.interval_minutes, routine.cron
+    if changes.get("cron"):
+        interval, cron = None, changes.pop("cron").strip()
+    elif changes.get("interval_minutes") is not None:
+        interval, cron = changes.pop("interval_minutes"), ""
+    changes.pop("cron", None)
+    changes.pop("interval_minutes", None)
+    zone_name = changes.pop("timezone_name", routine.timezone)
+    schedules.check(interval, cron, zone_name)
+    rescheduled = (interval, cron, zone_name) != (
+        routine.interval_minutes,
+        routine.cron,
+        routine.timezone,
+    ) or changes.get("enabled", routine.enabled) != routine.enabled
+    with transaction.atomic():
+        for field, value in changes.items():
+            setattr(routine, field, value.strip() if isinstance(value, str) else value)
+        routine.interval_minutes, routine.cron, routine.timezone = interval, cron, zone_name
+        if rescheduled:
+            routine.starts_at = now
+            _plan(routine, now)
+        routine.save()
+    return routine
+
+
+def delete_routine(user, routine: Routine) -> None:
+    if not is_agent_owner(user, routine.agent):
+        raise NotAgentOwner()
+    routine.delete()
+
+
+def run_due_routines(now=None) -> int:
+    """Hand each due routine to its agent as a task (PRO-2); how many ran. After downtime a
+    routine runs once for all the slots it missed, which are recorded with the run. Several
+    schedulers may run this at once: each routine is taken by one (SKIP LOCKED) and a slot
+    runs once (a unique constraint)."""
+    now = now or timezone.now()
+    ran = 0
+    while True:
+        with transaction.atomic():
+            routine = (
+                Routine.objects.select_for_update(skip_locked=True)
+                .select_related("agent", "workspace", "conversation")
+                .filter(enabled=True, next_run_at__lte=now)
+                .order_by("next_run_at")
+                .first()
+            )
+            if routine is None:
+                return ran
+            ran += _run(routine, now)
+
+
+def _run(routine: Routine, now) -> int:
+    slot, skipped, skipped_count = schedules.due_slots(routine, now)
+    routine.next_run_at = schedules.next_slot(routine, now)
+    routine.last_run_at = slot
+    routine.save(update_fields=["next_run_at", "last_run_at", "updated_at"])
+    try:
+        with transaction.atomic():
+            run = RoutineRun.objects.create(
+                routine=routine,
+                slot=slot,
+                skipped_slots=[s.isoformat() for s in skipped],
+                skipped_count=skipped_count,
+            )
+    except IntegrityError:  # another scheduler ran this slot
+        return 0
+    instructions = f"Routine “{routine.name}” ({schedules.describe(routine)}):\n\n"
+    instructions += routine.instructions
+    if skipped_count:
+        instructions += (
+            f"\n\n({skipped_count} earlier run{'s were' if skipped_count > 1 else ' was'} missed "
+            "while the scheduler was down; this run stands for them.)"
+        )
+    try:
+        run.task = create_task(
+            None,
+            routine.workspace,
+            routine.agent,
+            instructions,
+            conversation=routine.conversation,
+            where_set_up=True,
+        )
+    except AppError as exc:  # recorded with the run; the routine goes on
+        log.warning("routine %s could not run: %s", routine.id, exc.message)
+        run.error = exc.message
+    run.save(update_fields=["task", "error"])
+    return 1

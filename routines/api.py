@@ -1,0 +1,154 @@
+"""REST for routines (PRO-2): an agent's owner sets them up, changes, pauses and removes them,
+and reads what each run became."""
+
+from django.urls import path
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.access import access_own_agent
+from agntchat.core.api import StrictSerializer, validated
+from conversations.access import access_conversation
+from routines import actions, schedules
+from routines.access import access_routine, routines_visible_to
+from routines.models import Routine
+from workspaces.access import IsPerson, access_workspace
+
+MAX_RUNS_LISTED = 50
+
+
+def routine_out(routine: Routine) -> dict:
+    return {
+        "id": routine.id,
+        "agent_id": routine.agent_id,
+        "workspace_id": routine.workspace_id,
+        "conversation_id": routine.conversation_id,
+        "name": routine.name,
+        "instructions": routine.instructions,
+        "interval_minutes": routine.interval_minutes,
+        "cron": routine.cron or None,
+        "timezone": routine.timezone,
+        "schedule": schedules.describe(routine),
+        "enabled": routine.enabled,
+        "next_run_at": routine.next_run_at,
+        "last_run_at": routine.last_run_at,
+        "created_at": routine.created_at,
+    }
+
+
+def run_out(run) -> dict:
+    return {
+        "id": run.id,
+        "slot": run.slot,
+        "task_id": run.task_id,
+        "task_status": run.task.status if run.task_id else None,
+        "skipped_count": run.skipped_count,
+        "skipped_slots": run.skipped_slots,
+        "error": run.error or None,
+        "created_at": run.created_at,
+    }
+
+
+class ScheduleFields(StrictSerializer):
+    name = serializers.CharField(max_length=120, required=False, allow_blank=True)
+    interval_minutes = serializers.IntegerField(
+        required=False,
+        min_value=schedules.MIN_INTERVAL_MINUTES,
+        max_value=schedules.MAX_INTERVAL_MINUTES,
+    )
+    cron = serializers.CharField(max_length=120, required=False)
+    timezone = serializers.CharField(max_length=64, required=False)
+    enabled = serializers.BooleanField(required=False)
+
+
+class RoutineInput(ScheduleFields):
+    agent = serializers.UUIDField()
+    workspace = serializers.UUIDField()
+    instructions = serializers.CharField(max_length=10_000)
+    conversation = serializers.UUIDField(
+        required=False, help_text="Where results come back; by default your DM with the agent."
+    )
+
+
+class RoutineChange(ScheduleFields):
+    min_fields = 1
+    instructions = serializers.CharField(max_length=10_000, required=False)
+
+
+class RoutineQuery(serializers.Serializer):
+    agent = serializers.UUIDField(required=False)
+
+
+class RoutineListView(APIView):
+    """The routines of the person's agents."""
+
+    inputs = {"post": RoutineInput}
+    queries = {"get": RoutineQuery}
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        query = validated(RoutineQuery, request.query_params.dict())
+        rows = routines_visible_to(request.user).order_by("agent__name", "created_at")
+        if "agent" in query:
+            rows = rows.filter(agent=access_own_agent(request.user, query["agent"]))
+        return Response({"results": [routine_out(r) for r in rows]})
+
+    def post(self, request):
+        data = validated(RoutineInput, request.data)
+        agent = access_own_agent(request.user, data["agent"])
+        workspace = access_workspace(request.user, data["workspace"])
+        conversation = (
+            access_conversation(request.user, data["conversation"])
+            if "conversation" in data
+            else None
+        )
+        routine = actions.create_routine(
+            request.user,
+            agent,
+            workspace,
+            name=data.get("name", ""),
+            instructions=data["instructions"],
+            interval_minutes=data.get("interval_minutes"),
+            cron=data.get("cron", ""),
+            timezone_name=data.get("timezone", "UTC"),
+            conversation=conversation,
+            enabled=data.get("enabled", True),
+        )
+        return Response(routine_out(routine), status=201)
+
+
+class RoutineDetailView(APIView):
+    inputs = {"patch": RoutineChange}
+    permission_classes = [IsPerson]
+
+    def get(self, request, routine_id):
+        return Response(routine_out(access_routine(request.user, routine_id)))
+
+    def patch(self, request, routine_id):
+        routine = access_routine(request.user, routine_id)
+        data = validated(RoutineChange, request.data)
+        if "timezone" in data:
+            data["timezone_name"] = data.pop("timezone")
+        return Response(routine_out(actions.update_routine(request.user, routine, **data)))
+
+    def delete(self, request, routine_id):
+        actions.delete_routine(request.user, access_routine(request.user, routine_id))
+        return Response(status=204)
+
+
+class RoutineRunsView(APIView):
+    """What the routine's runs became, newest first."""
+
+    permission_classes = [IsPerson]
+
+    def get(self, request, routine_id):
+        routine = access_routine(request.user, routine_id)
+        runs = routine.runs.select_related("task").order_by("-slot")[:MAX_RUNS_LISTED]
+        return Response({"results": [run_out(r) for r in runs]})
+
+
+urlpatterns = [
+    path("routines/", RoutineListView.as_view()),
+    path("routines/<uuid:routine_id>/", RoutineDetailView.as_view()),
+    path("routines/<uuid:routine_id>/runs/", RoutineRunsView.as_view()),
+]

@@ -1,0 +1,63 @@
+"""Routines (PRO-2): standing instructions an agent carries out on a schedule, each run a real
+task for it, delivered in the workspace the routine belongs to."""
+
+from django.db import models
+from django.db.models import Q
+
+from agents.models import Agent
+from agntchat.core.models import BaseModel
+from conversations.models import Conversation, Task
+from workspaces.models import User, Workspace
+
+
+class Routine(BaseModel):
+    """Every INTERVAL_MINUTES, or at the times of a CRON expression read in TIMEZONE. Its runs
+    are tasks for AGENT in WORKSPACE, whose results come back in CONVERSATION there (by default
+    the direct conversation of the agent and the person who set it up)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="routines")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="routines")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=120)
+    instructions = models.TextField()
+    interval_minutes = models.PositiveIntegerField(null=True, blank=True)
+    cron = models.CharField(max_length=120, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    enabled = models.BooleanField(default=True)
+    # Where an interval counts from: when it was set up, or last given a new schedule.
+    starts_at = models.DateTimeField()
+    # The next slot it is due at (none while disabled): the scheduler reads only due rows.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(interval_minutes__isnull=False) & Q(cron=""))
+                | (Q(interval_minutes__isnull=True) & ~Q(cron="")),
+                name="routine_has_one_schedule",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="routines_due")
+        ]
+
+
+class RoutineRun(BaseModel):
+    """One slot of a routine that ran: the task it became, and the slots missed before it
+    (after downtime one catch-up run stands for them; they are recorded, not replayed)."""
+
+    routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="runs")
+    slot = models.DateTimeField()
+    task = models.ForeignKey(Task, null=True, on_delete=models.SET_NULL, related_name="+")
+    skipped_slots = models.JSONField(default=list)
+    skipped_count = models.PositiveIntegerField(default=0)
+    # Why no task came of it (the agent was removed from the workspace, …), if none did.
+    error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # A slot runs once, however many schedulers look at it at the same time.
+            models.UniqueConstraint(fields=["routine", "slot"], name="one_run_per_slot")
+        ]
