@@ -241,8 +241,9 @@ def compare_trees(other: Path, pairs: int, quick: bool) -> None:
             continue
         ours = [r[key] for r in runs["this"]]
         theirs = [r[key] for r in runs["other"]]
-        change = statistics.median(a / b - 1 for a, b in zip(ours, theirs, strict=True) if b)
-        print(f"{key:32s} {spread(ours):26s} {spread(theirs):26s} {change:+.1%}")
+        changes = [a / b - 1 for a, b in zip(ours, theirs, strict=True) if b]
+        change = f"{statistics.median(changes):+.1%}" if changes else "n/a"
+        print(f"{key:32s} {spread(ours):26s} {spread(theirs):26s} {change}")
 
 
 def main() -> None:

@@ -14,17 +14,18 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery, Value
 from django.utils import timezone
 
 from agents.models import Agent
 from agntchat.core import presence, search
+from agntchat.core.compiled import compiled_objects, compiled_rows
 from agntchat.core.exceptions import AppError
 from artifacts.models import Artifact
 from conversations.models import Conversation, Message, Participant, Task
 from conversations.tasks import create_task
 from work.models import ConversationSummary, MemoryItem
-from workspaces.models import Membership
+from workspaces.models import Membership, Workspace
 
 log = logging.getLogger(__name__)
 
@@ -194,38 +195,121 @@ def _in_background(job, *args):
     return _background.submit(run)
 
 
+def _place(conversation_id, kind):
+    """A stand-in for the conversation a turn happens in, for a compiled read: what
+    ``recallable_in`` reads of it is its id and whether it is a channel."""
+    return Conversation(id=conversation_id, kind=kind) if kind else None
+
+
+def _shape(conversation) -> str | None:
+    """What of a turn's place changes the form of its reads' SQL."""
+    if conversation is None:
+        return None
+    return "channel" if conversation.kind == Conversation.Kind.CHANNEL else "direct"
+
+
+def _place_values(conversation) -> dict:
+    return {"conversation_id": conversation.id} if conversation is not None else {}
+
+
 def family_notes(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
-    family = recallable_in(
-        MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True),
-        conversation,
-        workspace_id,
-    )
-    rows = (
-        search.matching(family, search.vector("content"), search.any_word_query(text))
-        .select_related("agent")
-        .order_by("-rank", "-strength")[:FAMILY_PER_TURN]
-    )
+    words = search.any_word_text(text)
+    if words is None:
+        return []
+    kind = _shape(conversation)
+
+    def build(workspace_id, words, conversation_id=None):
+        family = recallable_in(
+            MemoryItem.objects.filter(scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True),
+            _place(conversation_id, kind),
+            workspace_id,
+        )
+        return (
+            search.matching(family, search.vector("content"), search.raw_query(words))
+            .select_related("agent")
+            .order_by("-rank", "-strength")[:FAMILY_PER_TURN]
+        )
+
+    rows = compiled_objects(
+        ("turn_family", kind), build, workspace_id=workspace_id, words=words,
+        **_place_values(conversation),
+    )  # fmt: skip
     return [f"- ({item.agent.name}) {item.content}" for item in rows]
 
 
 def knowledge(agent: Agent, conversation, workspace_id, text: str) -> list[str]:
     """The workspace's artifacts that bear on TEXT, where everyone here may read them."""
-    current = Artifact.objects.filter(pk=OuterRef("pk")).values("versions__content")
-    readable = recallable_in(
-        Artifact.objects.all(), conversation, workspace_id, source="conversation"
-    ).annotate(
-        current_content=Subquery(current.filter(versions__number=OuterRef("current_version"))[:1])
-    )
-    rows = search.matching(
-        readable,
-        search.vector(title="A", current_content="B"),
-        search.any_word_query(text),
-    ).order_by("-rank", "-created_at")[:KNOWLEDGE_PER_TURN]
+    words = search.any_word_text(text)
+    if words is None:
+        return []
+    kind = _shape(conversation)
+
+    def build(workspace_id, words, conversation_id=None):
+        current = Artifact.objects.filter(pk=OuterRef("pk")).values("versions__content")
+        readable = recallable_in(
+            Artifact.objects.all(), _place(conversation_id, kind), workspace_id,
+            source="conversation",
+        ).annotate(
+            current_content=Subquery(
+                current.filter(versions__number=OuterRef("current_version"))[:1]
+            )
+        )  # fmt: skip
+        return search.matching(
+            readable, search.vector(title="A", current_content="B"), search.raw_query(words)
+        ).order_by("-rank", "-created_at")[:KNOWLEDGE_PER_TURN]
+
+    rows = compiled_objects(
+        ("turn_knowledge", kind), build, workspace_id=workspace_id, words=words,
+        **_place_values(conversation),
+    )  # fmt: skip
     out = []
     for artifact in rows:
         excerpt = " ".join((artifact.current_content or "").split())[:300]
         out.append(f"- “{artifact.title}” (artifact {artifact.id}): {excerpt}")
     return out
+
+
+def _turn_facts(conversation, workspace_id) -> tuple[str, bool, bool]:
+    """In one read: the conversation's summary ("" if none), and whether the workspace has
+    anything for the background sources to look through (family items; artifacts)."""
+    kind = _shape(conversation)
+
+    def build(workspace_id, conversation_id=None):
+        summary = ConversationSummary.objects.filter(conversation_id=conversation_id)
+        family = MemoryItem.objects.filter(
+            workspace_id=workspace_id, scope=MemoryItem.Scope.FAMILY, archived_at__isnull=True
+        )
+        return (
+            Workspace.objects.filter(pk=workspace_id)
+            .annotate(
+                summary=Subquery(summary.values("text")[:1]) if kind else Value(""),
+                has_family=Exists(family),
+                has_knowledge=Exists(
+                    Artifact.objects.filter(conversation__workspace_id=workspace_id)
+                ),
+            )
+            .values_list("summary", "has_family", "has_knowledge")
+        )
+
+    rows = compiled_rows(
+        ("turn_facts", kind), build, workspace_id=workspace_id, **_place_values(conversation)
+    )
+    summary, has_family, has_knowledge = rows[0] if rows else ("", False, False)
+    return summary or "", has_family, has_knowledge
+
+
+def _own_items(agent: Agent, conversation, workspace_id) -> list[MemoryItem]:
+    kind = _shape(conversation)
+
+    def build(agent_id, workspace_id, conversation_id=None):
+        return live_items(
+            Agent(id=agent_id), _place(conversation_id, kind), workspace_id, family=False
+        ).order_by("-pinned", "-strength", "-last_used_at")[:OWN_PER_TURN]
+
+    return compiled_objects(
+        ("turn_own_memory", kind), build, agent_id=agent.id, workspace_id=workspace_id,
+        **_place_values(conversation),
+    )  # fmt: skip
 
 
 # The background sources, by name (tests swap one for a slow one).
@@ -243,22 +327,18 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
     what missed the time budget. Stable block untouched (RUN-4)."""
     started = time.monotonic()
     budget = settings.MEMORY_BUDGET_MS / 1000
+    summary, has_family, has_knowledge = _turn_facts(conversation, workspace_id)
+    # A source with nothing to look through, or a text with no word to look for, is not asked.
+    wanted = {"family": has_family, "knowledge": has_knowledge}
+    searchable = search.any_word_text(text) is not None
     pending = {
         name: _in_background(job, agent, conversation, workspace_id, text)
         for name, job in BACKGROUND.items()
+        if searchable and wanted.get(name, True)
     }
-    summary = (
-        ConversationSummary.objects.filter(conversation=conversation).first()
-        if conversation is not None
-        else None
-    )
-    own = list(
-        live_items(agent, conversation, workspace_id, family=False).order_by(
-            "-pinned", "-strength", "-last_used_at"
-        )[:OWN_PER_TURN]
-    )
-    if summary is not None and summary.text:
-        said = search.content_words(summary.text)
+    own = _own_items(agent, conversation, workspace_id)
+    if summary:
+        said = search.content_words(summary)
         own = [item for item in own if not covered(item.content, said)]
     found, skipped = {}, []
     for name, future in pending.items():
@@ -271,8 +351,8 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
             log.exception("memory source %s failed", name)
             skipped.append(name)
     parts = []
-    if summary is not None and summary.text:
-        parts.append("# Earlier in this conversation (summary)\n" + summary.text)
+    if summary:
+        parts.append("# Earlier in this conversation (summary)\n" + summary)
     if own:
         parts.append("# What you remember\n" + "\n".join(f"- {i.content}" for i in own))
     if found.get("family"):

@@ -19,13 +19,22 @@ def content_words(text: str) -> set[str]:
     return {w for w in WORD.findall(text.lower()) if w not in STOP}
 
 
+def any_word_text(text: str, most: int = 12) -> str | None:
+    """TEXT's significant words as a raw query matching any of them (``raw_query``); None when
+    it has none. Words are letters and digits only, so the raw syntax is safe."""
+    found = sorted(content_words(text), key=len, reverse=True)[:most]
+    return " | ".join(found) if found else None
+
+
+def raw_query(words: str) -> SearchQuery:
+    return SearchQuery(words, search_type="raw", config=CONFIG)
+
+
 def any_word_query(text: str, most: int = 12) -> SearchQuery | None:
     """A full-text query matching any of TEXT's significant words (ranked by how many match);
-    None when it has none. Words are letters and digits only, so the raw syntax is safe."""
-    found = sorted(content_words(text), key=len, reverse=True)[:most]
-    if not found:
-        return None
-    return SearchQuery(" | ".join(found), search_type="raw", config=CONFIG)
+    None when it has none."""
+    words = any_word_text(text, most)
+    return raw_query(words) if words else None
 
 
 def web_query(text: str) -> SearchQuery:
