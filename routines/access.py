@@ -3,7 +3,7 @@ for everyone else they do not exist."""
 
 from agntchat.core.exceptions import NotFound
 from agntchat.core.ids import as_uuid
-from routines.models import Routine
+from routines.models import Reminder, Routine
 
 
 class RoutineNotFound(NotFound):
@@ -24,4 +24,29 @@ def access_routine(user, routine_id) -> Routine:
     )
     if found is None:
         raise RoutineNotFound()
+    return found
+
+
+class ReminderNotFound(NotFound):
+    code = "reminder_not_found"
+    default_message = "Reminder not found."
+
+
+def reminders_visible_to(user):
+    """The reminders of the person's agents (they are delivered to that person)."""
+    return Reminder.objects.filter(agent__owner=user)
+
+
+def access_reminder(user, reminder_id) -> Reminder:
+    found = reminders_visible_to(user).filter(pk=as_uuid(reminder_id)).first()
+    if found is None:
+        raise ReminderNotFound()
+    return found
+
+
+def access_agents_reminder(agent, reminder_id) -> Reminder:
+    """One of AGENT's own reminders."""
+    found = Reminder.objects.filter(agent=agent, pk=as_uuid(reminder_id)).first()
+    if found is None:
+        raise ReminderNotFound()
     return found

@@ -9,8 +9,13 @@ from rest_framework.views import APIView
 from agents.access import access_own_agent
 from agntchat.core.api import StrictSerializer, validated
 from conversations.access import access_conversation
-from routines import actions, schedules
-from routines.access import access_routine, routines_visible_to
+from routines import actions, reminders, schedules
+from routines.access import (
+    access_reminder,
+    access_routine,
+    reminders_visible_to,
+    routines_visible_to,
+)
 from routines.models import Routine
 from workspaces.access import IsPerson, access_workspace
 
@@ -147,7 +152,65 @@ class RoutineRunsView(APIView):
         return Response({"results": [run_out(r) for r in runs]})
 
 
+def reminder_out(reminder) -> dict:
+    return {
+        "id": reminder.id,
+        "agent_id": reminder.agent_id,
+        "workspace_id": reminder.workspace_id,
+        "conversation_id": reminder.conversation_id,
+        "text": reminder.text,
+        "due_at": reminder.due_at,
+        "status": reminder.status,
+        "sent_at": reminder.sent_at,
+        "message_id": reminder.message_id,
+        "created_at": reminder.created_at,
+    }
+
+
+class ReminderInput(StrictSerializer):
+    agent = serializers.UUIDField()
+    workspace = serializers.UUIDField()
+    text = serializers.CharField(max_length=reminders.MAX_TEXT)
+    at = serializers.CharField(
+        max_length=40, help_text="ISO 8601; without an offset, read in your time zone."
+    )
+
+
+class ReminderListView(APIView):
+    """The reminders of the person's agents, soonest first; set one for an agent of theirs."""
+
+    inputs = {"post": ReminderInput}
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        rows = reminders_visible_to(request.user).order_by("due_at")[:200]
+        return Response({"results": [reminder_out(r) for r in rows]})
+
+    def post(self, request):
+        data = validated(ReminderInput, request.data)
+        agent = access_own_agent(request.user, data["agent"])
+        workspace = access_workspace(request.user, data["workspace"])
+        due = reminders.when(data["at"], request.user)
+        made = reminders.set_reminder(agent, workspace, data["text"], due, user=request.user)
+        return Response(reminder_out(made), status=201)
+
+
+class ReminderDetailView(APIView):
+    statuses = {"delete": (200,)}  # answers with the cancelled reminder
+    permission_classes = [IsPerson]
+
+    def get(self, request, reminder_id):
+        return Response(reminder_out(access_reminder(request.user, reminder_id)))
+
+    def delete(self, request, reminder_id):
+        """Cancel it (a sent one stays sent: 409)."""
+        found = access_reminder(request.user, reminder_id)
+        return Response(reminder_out(reminders.cancel_reminder(found)))
+
+
 urlpatterns = [
+    path("reminders/", ReminderListView.as_view()),
+    path("reminders/<uuid:reminder_id>/", ReminderDetailView.as_view()),
     path("routines/", RoutineListView.as_view()),
     path("routines/<uuid:routine_id>/", RoutineDetailView.as_view()),
     path("routines/<uuid:routine_id>/runs/", RoutineRunsView.as_view()),

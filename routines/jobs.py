@@ -1,9 +1,14 @@
 """Scheduled jobs of the routines app (django-q2). Idempotent; safe to run from several
 clusters at once. NOW, where given, is the time a job acts at (the schedule leaves it out)."""
 
-from routines import actions
+from routines import actions, reminders
 
 
 def run_due_routines(now=None) -> int:
     """Every due routine becomes a task for its agent (PRO-2)."""
     return actions.run_due_routines(now)
+
+
+def fire_reminders(now=None) -> int:
+    """Reminders that are due are posted in their direct conversation (PRO-4)."""
+    return reminders.fire_due_reminders(now)

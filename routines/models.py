@@ -61,3 +61,35 @@ class RoutineRun(BaseModel):
             # A slot runs once, however many schedulers look at it at the same time.
             models.UniqueConstraint(fields=["routine", "slot"], name="one_run_per_slot")
         ]
+
+
+class Reminder(BaseModel):
+    """Something an agent is to bring up at a time (PRO-4), because it noticed a date or was
+    asked. It is delivered only in the direct conversation of the agent and its owner, in the
+    workspace where it was set."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        CANCELLED = "cancelled"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="reminders")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField()
+    due_at = models.DateTimeField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # Who set it: a person over REST, or the agent in a conversation.
+    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    source_conversation = models.ForeignKey(
+        Conversation, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    sent_at = models.DateTimeField(null=True, blank=True)
+    message = models.ForeignKey(
+        "conversations.Message", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["due_at"], condition=Q(status="pending"), name="reminders_due")
+        ]

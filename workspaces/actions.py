@@ -1,6 +1,7 @@
 """Every state change of workspaces, memberships, invitations, tokens and credentials."""
 
 from datetime import timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.db import transaction
@@ -8,6 +9,7 @@ from django.utils import timezone
 
 from agntchat.core import crypto
 from agntchat.core.events import publish_live
+from agntchat.core.exceptions import AppError
 from workspaces.access import (
     invitation_refusal,
     removal_refusal,
@@ -173,3 +175,21 @@ def create_credential(
 def delete_credential(membership: Membership, credential: Credential) -> None:
     require_manager(membership)
     credential.delete()
+
+
+def update_profile(user, *, display_name: str | None = None, zone_name: str | None = None):
+    """A person's own name as shown, and the time zone their times are read in (ZONE_NAME)."""
+    if zone_name is not None:
+        try:
+            ZoneInfo(zone_name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise AppError(
+                f"{zone_name!r} is not a time zone; use an IANA name such as Europe/Lisbon.",
+                code="invalid",
+                fields={"timezone": "Unknown time zone."},
+            ) from None
+        user.timezone = zone_name
+    if display_name is not None:
+        user.display_name = display_name.strip()
+    user.save(update_fields=["display_name", "timezone", "updated_at"])
+    return user

@@ -27,6 +27,13 @@ class UserSerializer(serializers.Serializer):
     username = serializers.CharField()
     display_name = serializers.CharField()
     email = serializers.EmailField()
+    timezone = serializers.CharField()
+
+
+class MeChange(StrictSerializer):
+    min_fields = 1
+    display_name = serializers.CharField(max_length=80, required=False, allow_blank=True)
+    timezone = serializers.CharField(max_length=64, required=False)
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
@@ -144,10 +151,17 @@ class TokenDetailView(APIView):
 
 class MeView(APIView):
     is_collection = False  # one record at a path that reads like a list
+    inputs = {"patch": MeChange}
     permission_classes = [IsPerson]
 
     def get(self, request):
         return Response(UserSerializer(request.user).data)
+
+    def patch(self, request):
+        data = validated(MeChange, request.data)
+        if "timezone" in data:
+            data["zone_name"] = data.pop("timezone")
+        return Response(UserSerializer(actions.update_profile(request.user, **data)).data)
 
 
 class WorkspaceListView(APIView):

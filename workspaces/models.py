@@ -12,6 +12,8 @@ class User(BaseModel, AbstractUser):
 
     # AbstractUser has date_joined; created_at/updated_at come from BaseModel.
     display_name = models.CharField(max_length=80, blank=True)
+    # An IANA name: the times a person gives (a reminder's) are read in it.
+    timezone = models.CharField(max_length=64, default="UTC")
 
     objects = UserManager()
 

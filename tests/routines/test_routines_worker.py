@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agents import actions as agent_actions
 from conversations.models import Message, Task
-from routines import actions
+from routines import actions, reminders
 from routines.models import Routine, RoutineRun
 from tests.agents.test_bridge_e2e import start_bridge
 from tests.socket_helpers import Daphne
@@ -120,3 +120,14 @@ def test_a_routine_set_over_rest_is_answered_by_the_agents_bridge_in_its_dm(
         bridge.terminate()
         bridge.communicate(timeout=10)
         server.stop()
+
+
+def test_the_worker_fires_a_reminder_at_its_time_in_the_owners_dm(alice, team_a, nova):
+    due = timezone.now() + timedelta(hours=2)
+    reminder = reminders.set_reminder(nova, team_a, "Call the bank", due, user=alice)
+    with running_worker():
+        assert run_job("routines.jobs.fire_reminders", now=due - timedelta(seconds=1)) == 0
+        assert run_job("routines.jobs.fire_reminders", now=due) == 1
+    reminder.refresh_from_db()
+    assert reminder.status == "sent" and reminder.message.conversation == reminder.conversation
+    assert reminder.message.body == "⏰ Reminder: Call the bank"

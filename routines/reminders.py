@@ -1,0 +1,115 @@
+"""Reminders (PRO-4): set by an agent (its reminder tools) or over REST, at a time read in the
+owner's time zone; fired by a django-q2 sweep every minute; delivered only in the direct
+conversation of the agent and its owner, in the workspace where it was set."""
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.access import agent_appears_in
+from agents.exceptions import AgentNotFound
+from agents.models import Agent
+from agntchat.core.exceptions import AppError
+from conversations.actions import open_direct, post_message
+from routines.models import Reminder
+
+MAX_TEXT = 1000
+MAX_AHEAD = timedelta(days=366 * 2)
+MAX_PENDING_PER_AGENT = 100
+
+
+class ReminderInvalid(AppError):
+    code = "reminder_invalid"
+
+
+def when(at: str, owner) -> datetime:
+    """AT (ISO 8601: ``2026-12-04T09:00``, with or without an offset) as an aware time; without
+    an offset it is read in OWNER's time zone."""
+    try:
+        moment = datetime.fromisoformat(at.strip().replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        raise ReminderInvalid(
+            f"{at!r} is not a date and time; write it as 2026-12-04T09:00 (read in "
+            f"{owner.timezone}) or with an offset, 2026-12-04T09:00+01:00.",
+            fields={"at": "Not an ISO 8601 date and time."},
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=ZoneInfo(owner.timezone))
+    return moment
+
+
+def set_reminder(
+    agent: Agent, workspace, text: str, due_at: datetime, *, user=None, source=None, now=None
+) -> Reminder:
+    """A reminder of AGENT, in WORKSPACE (where it appears), for DUE_AT (in the future)."""
+    now = now or timezone.now()
+    text = (text or "").strip()
+    if not 1 <= len(text) <= MAX_TEXT:
+        raise ReminderInvalid(
+            f"A reminder's text is 1 to {MAX_TEXT} characters.", fields={"text": "Empty or long."}
+        )
+    if due_at <= now:
+        raise ReminderInvalid(
+            f"{due_at.isoformat()} has passed (it is {now.isoformat(timespec='minutes')} now).",
+            fields={"at": "In the past."},
+        )
+    if due_at > now + MAX_AHEAD:
+        raise ReminderInvalid("A reminder is at most two years ahead.", fields={"at": "Too far."})
+    if not agent_appears_in(agent, workspace.id):
+        raise AgentNotFound()
+    with transaction.atomic():
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        pending = Reminder.objects.filter(agent=agent, status=Reminder.Status.PENDING)
+        if pending.count() >= MAX_PENDING_PER_AGENT:
+            raise ReminderInvalid(
+                f"{agent.name} has {MAX_PENDING_PER_AGENT} reminders waiting already; cancel "
+                "some first."
+            )
+        # Always the owner's DM with the agent in this workspace, never where it was asked.
+        dm, _ = open_direct(agent.owner, workspace, agent_ids=[agent.id])
+        return Reminder.objects.create(
+            agent=agent,
+            workspace=workspace,
+            conversation=dm,
+            text=text,
+            due_at=due_at.astimezone(UTC),
+            created_by=user,
+            source_conversation=source,
+        )
+
+
+def cancel_reminder(reminder: Reminder) -> Reminder:
+    with transaction.atomic():
+        updated = Reminder.objects.filter(pk=reminder.pk, status=Reminder.Status.PENDING).update(
+            status=Reminder.Status.CANCELLED, updated_at=timezone.now()
+        )
+        reminder.refresh_from_db()
+    if not updated and reminder.status == Reminder.Status.SENT:
+        raise AppError("That reminder was sent already.", code="reminder_sent", status=409)
+    return reminder
+
+
+def fire_due_reminders(now=None) -> int:
+    """Post every reminder due by NOW in its DM, once (SKIP LOCKED: several sweeps may run);
+    how many were sent."""
+    now = now or timezone.now()
+    sent = 0
+    while True:
+        with transaction.atomic():
+            reminder = (
+                Reminder.objects.select_for_update(skip_locked=True)
+                .select_related("agent", "conversation")
+                .filter(status=Reminder.Status.PENDING, due_at__lte=now)
+                .order_by("due_at")
+                .first()
+            )
+            if reminder is None:
+                return sent
+            reminder.message = post_message(
+                reminder.agent, reminder.conversation, f"⏰ Reminder: {reminder.text}", wake=[]
+            )
+            reminder.status, reminder.sent_at = Reminder.Status.SENT, now
+            reminder.save(update_fields=["message", "status", "sent_at", "updated_at"])
+            sent += 1

@@ -1,0 +1,82 @@
+"""The agent's reminder tools (PRO-4): set one, list its own, cancel one. A reminder always
+reaches the agent's owner in their direct conversation in this workspace."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from routines import reminders
+from routines.access import access_agents_reminder
+from routines.models import Reminder
+from work.models import Risk
+from work.tools.registry import ToolContext, tool
+
+
+def reminder_out(reminder: Reminder) -> dict:
+    return {
+        "id": str(reminder.id),
+        "text": reminder.text,
+        "at": reminder.due_at.isoformat(),
+        "status": reminder.status,
+    }
+
+
+@tool(
+    "reminder_set",
+    description=(
+        "Set a reminder for your owner: at a time (ISO 8601; without an offset it is read in "
+        "your owner's time zone) or in some minutes. It arrives in your direct conversation "
+        "with your owner in this workspace, whoever asked. Set one when a date or a promise "
+        "comes up that should not be forgotten, or when asked to."
+    ),
+    risk=Risk.WRITE,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": reminders.MAX_TEXT},
+            "at": {"type": "string", "maxLength": 40, "description": "e.g. 2026-12-04T09:00"},
+            "in_minutes": {"type": "integer", "minimum": 1, "maximum": 60 * 24 * 731},
+        },
+        "required": ["text"],
+        "additionalProperties": False,
+    },
+)
+def reminder_set(context: ToolContext, arguments: dict):
+    if ("at" in arguments) == ("in_minutes" in arguments):
+        raise reminders.ReminderInvalid("Give either at or in_minutes.")
+    if "at" in arguments:
+        due = reminders.when(arguments["at"], context.agent.owner)
+    else:
+        due = timezone.now() + timedelta(minutes=arguments["in_minutes"])
+    made = reminders.set_reminder(
+        context.agent, context.workspace, arguments["text"], due, source=context.conversation
+    )
+    return reminder_out(made)
+
+
+@tool(
+    "reminder_list",
+    description="Your reminders in this workspace that have not been sent yet, soonest first.",
+    risk=Risk.READ,
+)
+def reminder_list(context: ToolContext, arguments: dict):
+    waiting = Reminder.objects.filter(
+        agent=context.agent, workspace=context.workspace, status=Reminder.Status.PENDING
+    ).order_by("due_at")[:100]
+    return {"reminders": [reminder_out(r) for r in waiting]}
+
+
+@tool(
+    "reminder_cancel",
+    description="Cancel one of your reminders that has not been sent yet, by its id.",
+    risk=Risk.WRITE,
+    input_schema={
+        "type": "object",
+        "properties": {"reminder_id": {"type": "string", "format": "uuid"}},
+        "required": ["reminder_id"],
+        "additionalProperties": False,
+    },
+)
+def reminder_cancel(context: ToolContext, arguments: dict):
+    found = access_agents_reminder(context.agent, arguments["reminder_id"])
+    return reminder_out(reminders.cancel_reminder(found))
