@@ -105,10 +105,18 @@ async function refreshRegions(...names) {
     const now = $(`[data-region="${name}"]`);
     const next = $(`[data-region="${name}"]`, fresh);
     if (now && next && !hasDraft(now)) {
+      keepOpenCalls(now, next);
       now.replaceWith(next);
       decorate(next);
       setUpForms(next);
     }
+  }
+}
+
+/** The tool calls opened (their input and output shown) in OLD stay open in its fresh rendering. */
+function keepOpenCalls(old, fresh) {
+  for (const open of $$("details[data-call-details][open]", old)) {
+    $(`details[data-call-details="${open.dataset.callDetails}"]`, fresh)?.setAttribute("open", "");
   }
 }
 
@@ -135,6 +143,7 @@ function decorate(root = document) {
     time.textContent = when.toLocaleString([], FORMATS[time.dataset.format || "time"]);
     time.title = when.toLocaleString([], { dateStyle: "full", timeStyle: "short" });
   }
+  tickCountdowns(root);
 }
 
 function busy(button, on, label) {
@@ -151,6 +160,7 @@ function busy(button, on, label) {
 
 function initFurniture() {
   decorate();
+  setInterval(tickCountdowns, 1000);
   // Card pictures come from other sites; one that does not load is hidden, not shown broken.
   document.addEventListener(
     "error",
@@ -437,6 +447,79 @@ function initForms() {
       else throw error;
     }
   });
+}
+
+// ---- approvals: deciding, and the time left to decide ----------------------------------------
+
+/** MS as "4:32" (or "1:04:32"), up to the next whole second. */
+function clock(ms) {
+  const total = Math.ceil(ms / 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  const [hours, minutes, seconds] = [Math.floor(total / 3600), Math.floor(total / 60) % 60, total % 60];
+  return hours ? `${hours}:${two(minutes)}:${two(seconds)}` : `${minutes}:${two(seconds)}`;
+}
+
+/** An approval prompt whose time ran out: it says so, its buttons are off (the server refuses a
+ * decision now), and so does its call's line until the server's sweep marks the call expired. */
+function expireApproval(approval) {
+  if (!approval || "expired" in approval.dataset) return;
+  approval.dataset.expired = "";
+  for (const button of $$("[data-decide]", approval)) button.disabled = true;
+  const countdown = $("[data-countdown]", approval);
+  if (countdown) {
+    countdown.textContent = "expired";
+    countdown.classList.add("is-expired");
+  }
+  const status = $("[data-call-status]", approval.closest("[data-call-id]") || approval);
+  if (status) status.textContent = "expired";
+}
+
+/** Each pending approval's "expires in 4:32", ticking from its request's expiresAt by the server's
+ * clock: the rendering says what time it was there (data-server-now), so a browser clock set
+ * wrong does not count. */
+function tickCountdowns(root = document) {
+  for (const el of $$("[data-countdown]", root)) {
+    const approval = el.closest("[data-approval]");
+    if (approval && "expired" in approval.dataset) continue;
+    if (el.dataset.skew === undefined) {
+      const there = Date.parse(el.dataset.serverNow);
+      el.dataset.skew = String(Number.isNaN(there) ? 0 : there - Date.now());
+    }
+    const left = Date.parse(el.dataset.countdown) - (Date.now() + Number(el.dataset.skew));
+    if (Number.isNaN(left)) continue;
+    if (left > 0) {
+      el.textContent = `expires in ${clock(left)}`;
+      el.title = `Expires at ${new Date(Date.parse(el.dataset.countdown)).toLocaleTimeString()}`;
+    } else {
+      expireApproval(approval);
+    }
+  }
+}
+
+/** Approve, always allow or deny the call of BUTTON's approval prompt through the REST API, then
+ * DONE() shows the call as it now stands. A refusal (expired, or decided by someone else
+ * meanwhile) is shown in the server's words. */
+async function decide(button, done) {
+  const approval = button.closest("[data-approval]");
+  const error = $("[data-approval-error]", approval);
+  error.hidden = true;
+  const choice = button.dataset.decide;
+  for (const other of $$("[data-decide]", approval)) other.disabled = true;
+  busy(button, true, `${button.textContent}…`);
+  try {
+    await api("POST", `/api/v1/permission-requests/${approval.dataset.approval}/decision/`, {
+      decision: choice === "deny" ? "deny" : "approve",
+      always: choice === "always",
+    });
+    done();
+  } catch (err) {
+    busy(button, false);
+    if (err.code === "approval_expired") expireApproval(approval);
+    else if (!("expired" in approval.dataset)) for (const other of $$("[data-decide]", approval)) other.disabled = false;
+    error.textContent = err.message;
+    error.hidden = false;
+    error.scrollIntoView({ block: "nearest" });
+  }
 }
 
 // ---- the live socket ---------------------------------------------------------------------------
@@ -904,26 +987,23 @@ function initConversation() {
       if (stick) toBottom();
     }, 100);
 
-  const decide = async (button) => {
-    const approval = button.closest("[data-approval]");
-    const error = $("[data-approval-error]", approval);
-    error.hidden = true;
-    const choice = button.dataset.decide;
-    for (const other of $$("[data-decide]", approval)) other.disabled = true;
-    busy(button, true, `${button.textContent}…`);
-    try {
-      await api("POST", `/api/v1/permission-requests/${approval.dataset.approval}/decision/`, {
-        decision: choice === "deny" ? "deny" : "approve",
-        always: choice === "always",
-      });
-      refreshCalls(button.closest("li[data-message-id]"));
-    } catch (err) {
-      // Too late (expired, or someone else decided first): the server says so, in words.
-      busy(button, false);
-      for (const other of $$("[data-decide]", approval)) other.disabled = false;
-      error.textContent = err.message;
-      error.hidden = false;
-      error.scrollIntoView({ block: "nearest" });
+  // After the socket was away: the conversation's calls as REST lists them (its newest 200),
+  // against what the page shows of each (its status and its request's); a call missing or
+  // changed has its message fetched again, so a call that started meanwhile (an approval
+  // waiting) shows too. Shown calls still under way that the list leaves out are fetched again.
+  const syncCalls = async () => {
+    const known = await api("GET", `/api/v1/conversations/${conversationId}/tool-calls/`).catch(() => null);
+    const listed = new Set(known?.results.map((call) => call.id));
+    for (const call of $$('[data-call-state="running"], [data-call-state="waiting"]', list)) {
+      if (!listed.has(call.dataset.callId)) refreshCalls(call.closest("li[data-message-id]"));
+    }
+    for (const call of known?.results || []) {
+      if (!call.messageId) continue; // a task's: shown on the task's page
+      const shown = $(`[data-call-id="${call.id}"]`, list);
+      if (shown && shown.dataset.callStatus === call.status && shown.dataset.requestStatus === (call.request?.status || "")) continue;
+      const home = callsHome(call);
+      if (home) refreshCalls(home);
+      else callsAwaiting.add(call.messageId);
     }
   };
 
@@ -1082,7 +1162,7 @@ function initConversation() {
     const button = event.target.closest("[data-card-action]");
     if (button && !button.disabled) cardAction(button);
     const decision = event.target.closest("[data-decide]");
-    if (decision && !decision.disabled) decide(decision);
+    if (decision && !decision.disabled) decide(decision, () => refreshCalls(decision.closest("li[data-message-id]")));
   });
   list.addEventListener("message:refresh", (event) => refresh(event.target.dataset.messageId));
 
@@ -1275,11 +1355,9 @@ function initConversation() {
         break;
       }
       case "live.connected":
-        catchUp();
-        // Calls still under way may have moved on while the socket was away.
-        for (const call of $$('[data-call-state="running"], [data-call-state="waiting"]', list)) {
-          refreshCalls(call.closest("li[data-message-id]"));
-        }
+        // Messages first: a call that started meanwhile may show under one of them.
+        await catchUp().catch(() => {});
+        await syncCalls();
         break;
     }
   });
@@ -1316,13 +1394,22 @@ function eventText(data) {
 const LIVE_REGIONS = { tasks: ["tasks"], task: ["task"], agents: ["agents"], artifact: ["artifact", "comments"] };
 
 function initLivePages() {
+  if (page.page === "task") {
+    // The approval prompt of a call waiting on this task: decided through the REST API, then
+    // the page's task region shows the call as it now stands.
+    document.addEventListener("click", (event) => {
+      const decision = event.target.closest("[data-region=task] [data-decide]");
+      if (decision && !decision.disabled) decide(decision, () => soon("task", () => refreshRegions("task"), 0));
+    });
+  }
   onLive((event) => {
     if (event.type === "live.connected") {
       if (LIVE_REGIONS[page.page]) refreshRegions(...LIVE_REGIONS[page.page]);
       return;
     }
     const task = event.task;
-    const taskId = task?.id || event.taskId;
+    // A tool call made for a task (tool.updated) changes that task's page too.
+    const taskId = task?.id || event.taskId || event.call?.taskId;
     if (page.page === "tasks" && event.type.startsWith("task.")) {
       const row = $(`[data-task-id="${taskId}"] [data-task-progress]`);
       if (event.type === "task.progress" && row) {

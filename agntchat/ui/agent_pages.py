@@ -16,6 +16,7 @@ from agents.access import access_agent, agent_appears_in, agents_visible_in, is_
 from agents.models import Agent
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from agntchat.ui.skill_pages import add_skill_limits
+from agntchat.ui.tool_calls import tool_calls_of_task
 from artifacts.rendering import render_markdown
 from conversations import scoring
 from conversations.models import TaskEvent
@@ -182,5 +183,6 @@ def task_detail(request, membership, task_id):
         winner=scores.get("winner"),
         usage=task.usage.order_by("created_at"),
         agent_online=agent_presence([task.agent])[task.agent_id],
+        tool_calls=tool_calls_of_task(task, request.user),
     )
     return render(request, "agents/task.html", context)

@@ -1,14 +1,19 @@
-"""Agents' tool calls as the conversation page shows them, under the messages they belong to.
+"""Agents' tool calls as the pages show them: under the messages they belong to, and on the page
+of the task they were made for.
 
 A call is made while an agent answers a message (``ToolCall.message``). Once the agent replied
 (its message's ``reply_to`` is that message), the calls show under its reply; until then, under
 the message being answered, so a call running or waiting for approval is seen where the answer
-will come. Each call is ``work.live.tool_call_data`` plus what the page needs to draw it.
+will come. A call made while working on a task (``ToolCall.task``) shows on the task's page.
+Each call is ``work.live.tool_call_data`` plus what the page needs to draw it.
 """
 
 import json
 
+from django.utils import timezone
+
 from conversations.models import Message
+from work.access import tool_calls_visible_to
 from work.approvals import may_decide
 from work.live import tool_call_data
 from work.models import PermissionRequest, ToolCall
@@ -47,6 +52,51 @@ def _readable(output: str) -> str:
         return output
 
 
+# A task page shows its newest calls, as many as REST lists for a conversation.
+TASK_CALLS_SHOWN = 200
+
+
+class _Rows:
+    """Call rows for one page: who may decide is asked once per agent and workspace, and every
+    countdown to an expiry starts from the same server time (the browser corrects its clock by
+    it)."""
+
+    def __init__(self, viewer):
+        self.viewer = viewer
+        self.deciders = {}
+        self.now = timezone.now()
+
+    def row(self, call: ToolCall) -> dict:
+        row = tool_call_data(call)
+        row["state"], row["state_label"] = _state(call)
+        row["agent_name"] = call.agent.name
+        row["owner_name"] = call.agent.owner.label
+        row["arguments_json"] = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        row["output"] = _readable(row["output"])
+        row["pending"] = row["request"] is not None and row["request"]["status"] == "pending"
+        if row["pending"]:
+            key = (call.agent_id, call.workspace_id)
+            if key not in self.deciders:  # the same answer for every call of one agent here
+                self.deciders[key] = may_decide(self.viewer, call.request)
+            row["may_decide"] = self.deciders[key]
+            row["rendered_at"] = self.now
+        return row
+
+
+def tool_calls_of_task(task, viewer) -> list[dict]:
+    """The calls its agent made for TASK that VIEWER may see (``tool_calls_visible_to``: a call made
+    in the task's own conversation only to who may read it), oldest first, the newest
+    ``TASK_CALLS_SHOWN``. One read, two with a call waiting for approval."""
+    calls = list(
+        tool_calls_visible_to(viewer)
+        .filter(task=task)
+        .select_related("agent__owner", "request__decided_by")
+        .order_by("-created_at", "-id")[:TASK_CALLS_SHOWN]
+    )
+    rows = _Rows(viewer)
+    return [rows.row(call) for call in reversed(calls)]
+
+
 def tool_calls_by_message(messages, viewer) -> dict:
     """{message id: [call row, …]} for MESSAGES (ones VIEWER may read), oldest call first.
     Two reads whatever the number of messages and calls, one when there is no call."""
@@ -77,21 +127,9 @@ def tool_calls_by_message(messages, viewer) -> dict:
         .values_list("reply_to_id", "author_agent_id", "id")
     ):
         replies[reply_to, agent_id] = message_id
-    deciders = {}
+    rows = _Rows(viewer)
     shown = {}
     for call in calls:
         home = replies.get((call.message_id, call.agent_id), call.message_id)
-        row = tool_call_data(call)
-        row["state"], row["state_label"] = _state(call)
-        row["agent_name"] = call.agent.name
-        row["owner_name"] = call.agent.owner.label
-        row["arguments_json"] = json.dumps(call.arguments, indent=2, ensure_ascii=False)
-        row["output"] = _readable(row["output"])
-        row["pending"] = row["request"] is not None and row["request"]["status"] == "pending"
-        if row["pending"]:
-            key = (call.agent_id, call.workspace_id)
-            if key not in deciders:  # the same answer for every call of one agent here
-                deciders[key] = may_decide(viewer, call.request)
-            row["may_decide"] = deciders[key]
-        shown.setdefault(home, []).append(row)
+        shown.setdefault(home, []).append(rows.row(call))
     return shown

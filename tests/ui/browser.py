@@ -13,6 +13,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from artifacts.card_library import SEED_TEMPLATES
+from tests.socket_helpers import free_port
 from workspaces.models import User
 
 # Debian's Chromium, or another given by CHROMIUM. Without one the browser tests are skipped,
@@ -84,6 +85,39 @@ def live(page):
     """Wait until the page's live socket said hello."""
     expect(page.locator("body")).to_have_attribute("data-live", "connected", timeout=WAIT)
     return page
+
+
+# Every page of the context gets a switch on its live socket: drop_live closes the socket and
+# keeps it from coming back (its reconnects go to a closed port and fail, as with the network
+# gone) until restore_live, after which the page's own retry connects again.
+LIVE_SWITCH = """(() => {
+  const Native = window.WebSocket;
+  const live = (window.__live = { blocked: false, sockets: [] });
+  window.WebSocket = class extends Native {
+    constructor(url, protocols) {
+      super(live.blocked && String(url).includes("/ws/live/") ? "ws://127.0.0.1:%d/" : url, protocols);
+      live.sockets.push(this);
+    }
+  };
+})();"""
+
+
+def with_live_switch(page):
+    """PAGE's context, its next pages and navigations with the switch of LIVE_SWITCH."""
+    page.context.add_init_script(LIVE_SWITCH % free_port())
+    return page
+
+
+def drop_live(page):
+    """Close PAGE's live socket and keep it away; returns once the page knows it is offline."""
+    page.evaluate("() => { window.__live.blocked = true; window.__live.sockets.at(-1).close(); }")
+    expect(page.locator("body")).to_have_attribute("data-live", "offline", timeout=WAIT)
+
+
+def restore_live(page):
+    """Let PAGE's live socket back: it reconnects at its next retry (a few seconds at most)."""
+    page.evaluate("() => { window.__live.blocked = false; }")
+    return live(page)
 
 
 def shot(page, name: str) -> None:
