@@ -9,16 +9,24 @@ from django.utils import timezone
 from agents.access import agent_appears_in, is_agent_owner
 from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent
-from agntchat.core.exceptions import AppError
-from conversations.actions import open_direct
+from agntchat.core.exceptions import AppError, Conflict
+from conversations.actions import open_direct, post_message
 from conversations.models import Participant
 from conversations.tasks import create_task
 from routines import schedules
-from routines.models import Routine, RoutineRun
+from routines.models import PulseReport, Routine, RoutineRun
+from work.actions import set_tool_grant
+from work.tools.registry import REGISTRY, granted_tool
 
 log = logging.getLogger(__name__)
 
 MAX_PER_AGENT = 10
+PULSE_INSTRUCTIONS = (
+    "Pulse check: nobody asked; this is your own scheduled look around. Check each item of "
+    "this checklist with the tools you have, then call pulse_report once with every item's "
+    "outcome (ok, flagged — something your owner should look at —, or skipped, with what you "
+    "found). Your owner hears only about flagged items.\n\n"
+)
 
 
 class RoutineLimit(AppError):
@@ -38,11 +46,19 @@ def create_routine(
     timezone_name: str = "UTC",
     conversation=None,
     enabled: bool = True,
+    checklist=None,
     now=None,
 ) -> Routine:
     """A routine for USER's AGENT in WORKSPACE (where the agent appears now). Its results come
     back in CONVERSATION (one the agent takes part in there), by default the direct conversation
-    of USER and the agent. The eleventh routine of an agent is refused."""
+    of USER and the agent. The eleventh routine of an agent is refused. With a CHECKLIST it is
+    the agent's pulse (one per agent, not counted among its routines)."""
+    kind = Routine.Kind.PULSE if checklist is not None else Routine.Kind.ROUTINE
+    checklist = _checked_list(checklist) if checklist is not None else []
+    if kind == Routine.Kind.ROUTINE and not instructions.strip():
+        raise AppError(
+            "A routine needs instructions.", code="invalid", fields={"instructions": "Empty."}
+        )
     if not is_agent_owner(user, agent):
         raise NotAgentOwner()
     if not agent_appears_in(agent, workspace.id):
@@ -60,19 +76,29 @@ def create_routine(
     with transaction.atomic():
         # Counted under the agent's row lock: two requests at once cannot both be the tenth.
         Agent.objects.select_for_update().filter(pk=agent.pk).first()
-        if Routine.objects.filter(agent=agent).count() >= MAX_PER_AGENT:
+        mine = Routine.objects.filter(agent=agent, kind=kind)
+        if kind == Routine.Kind.PULSE and mine.exists():
+            raise Conflict(
+                f"{agent.name} has a pulse already: change its checklist or schedule instead.",
+                code="pulse_exists",
+            )
+        if kind == Routine.Kind.ROUTINE and mine.count() >= MAX_PER_AGENT:
             raise RoutineLimit(
                 f"{agent.name} has {MAX_PER_AGENT} routines already, the most an agent may "
                 "have. Remove or change one of them instead."
             )
         if conversation is None:
             conversation, _ = open_direct(user, workspace, agent_ids=[agent.id])
+        if kind == Routine.Kind.PULSE and granted_tool(agent, "pulse_report") is None:
+            set_tool_grant(user, agent, REGISTRY["pulse_report"], True)
         routine = Routine(
             agent=agent,
             workspace=workspace,
             conversation=conversation,
             created_by=user,
-            name=name.strip() or instructions.strip()[:60],
+            kind=kind,
+            checklist=checklist,
+            name=name.strip() or ("Pulse" if checklist else instructions.strip()[:60]),
             instructions=instructions.strip(),
             interval_minutes=interval_minutes,
             cron=cron.strip(),
@@ -83,6 +109,20 @@ def create_routine(
         _plan(routine, routine.starts_at)
         routine.save(force_insert=True)
     return routine
+
+
+MAX_CHECKLIST = 30
+
+
+def _checked_list(items) -> list[str]:
+    items = [" ".join(str(i).split()) for i in items if str(i).strip()]
+    if not 1 <= len(items) <= MAX_CHECKLIST or any(len(i) > 300 for i in items):
+        raise AppError(
+            f"A pulse's checklist has 1 to {MAX_CHECKLIST} items of at most 300 characters.",
+            code="invalid",
+            fields={"checklist": "Empty, too long, or an item too long."},
+        )
+    return items
 
 
 def _plan(routine: Routine, now) -> None:
@@ -97,6 +137,10 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
     if not is_agent_owner(user, routine.agent):
         raise NotAgentOwner()
     now = now or timezone.now()
+    if "checklist" in changes:
+        if routine.kind != Routine.Kind.PULSE:
+            raise AppError("Only a pulse has a checklist.", code="invalid")
+        changes["checklist"] = _checked_list(changes["checklist"])
     interval, cron = routine.interval_minutes, routine.cron
     if changes.get("cron"):
         interval, cron = None, changes.pop("cron").strip()
@@ -164,8 +208,13 @@ def _run(routine: Routine, now) -> int:
             )
     except IntegrityError:  # another scheduler ran this slot
         return 0
-    instructions = f"Routine “{routine.name}” ({schedules.describe(routine)}):\n\n"
-    instructions += routine.instructions
+    if routine.kind == Routine.Kind.PULSE:
+        instructions = PULSE_INSTRUCTIONS + "\n".join(f"- {item}" for item in routine.checklist)
+        if routine.instructions:
+            instructions += f"\n\nAlso: {routine.instructions}"
+    else:
+        instructions = f"Routine “{routine.name}” ({schedules.describe(routine)}):\n\n"
+        instructions += routine.instructions
     if skipped_count:
         instructions += (
             f"\n\n({skipped_count} earlier run{'s were' if skipped_count > 1 else ' was'} missed "
@@ -177,7 +226,8 @@ def _run(routine: Routine, now) -> int:
             routine.workspace,
             routine.agent,
             instructions,
-            conversation=routine.conversation,
+            # A pulse reports through its tool, not as a chat message.
+            conversation=routine.conversation if routine.kind == Routine.Kind.ROUTINE else None,
             where_set_up=True,
         )
     except AppError as exc:  # recorded with the run; the routine goes on
@@ -185,3 +235,32 @@ def _run(routine: Routine, now) -> int:
         run.error = exc.message
     run.save(update_fields=["task", "error"])
     return 1
+
+
+def file_pulse_report(pulse: Routine, task, items: list[dict], summary: str = "") -> PulseReport:
+    """The report of one pulse run (filed again, it replaces the first). Flagged items reach
+    the owner as a message in the pulse's direct conversation, once."""
+    items = [
+        {"item": i["item"].strip(), "status": i["status"], "finding": i.get("finding", "").strip()}
+        for i in items
+    ]
+    flagged = [i for i in items if i["status"] == "flagged"]
+    with transaction.atomic():
+        report, _ = PulseReport.objects.update_or_create(
+            task=task,
+            defaults={"pulse": pulse, "items": items, "summary": summary, "flagged": len(flagged)},
+        )
+        if flagged and report.message_id is None:
+            lines = "\n".join(
+                f"- **{i['item']}**" + (f": {i['finding']}" if i["finding"] else "")
+                for i in flagged
+            )
+            noun = "thing" if len(flagged) == 1 else "things"
+            report.message = post_message(
+                pulse.agent,
+                pulse.conversation,
+                f"🔎 My pulse check found {len(flagged)} {noun} to look at:\n{lines}",
+                wake=[],
+            )
+            report.save(update_fields=["message"])
+    return report

@@ -16,7 +16,7 @@ from routines.access import (
     reminders_visible_to,
     routines_visible_to,
 )
-from routines.models import Routine
+from routines.models import PulseReport, Routine
 from workspaces.access import IsPerson, access_workspace
 
 MAX_RUNS_LISTED = 50
@@ -28,8 +28,10 @@ def routine_out(routine: Routine) -> dict:
         "agent_id": routine.agent_id,
         "workspace_id": routine.workspace_id,
         "conversation_id": routine.conversation_id,
+        "kind": routine.kind,
         "name": routine.name,
         "instructions": routine.instructions,
+        "checklist": routine.checklist,
         "interval_minutes": routine.interval_minutes,
         "cron": routine.cron or None,
         "timezone": routine.timezone,
@@ -67,9 +69,14 @@ class ScheduleFields(StrictSerializer):
 
 
 class RoutineInput(ScheduleFields):
+    """A routine; with a checklist, the agent's pulse (its instructions then optional)."""
+
     agent = serializers.UUIDField()
     workspace = serializers.UUIDField()
-    instructions = serializers.CharField(max_length=10_000)
+    instructions = serializers.CharField(max_length=10_000, required=False, allow_blank=True)
+    checklist = serializers.ListField(
+        child=serializers.CharField(max_length=300), max_length=30, required=False
+    )
     conversation = serializers.UUIDField(
         required=False, help_text="Where results come back; by default your DM with the agent."
     )
@@ -77,7 +84,10 @@ class RoutineInput(ScheduleFields):
 
 class RoutineChange(ScheduleFields):
     min_fields = 1
-    instructions = serializers.CharField(max_length=10_000, required=False)
+    instructions = serializers.CharField(max_length=10_000, required=False, allow_blank=True)
+    checklist = serializers.ListField(
+        child=serializers.CharField(max_length=300), max_length=30, required=False
+    )
 
 
 class RoutineQuery(serializers.Serializer):
@@ -112,7 +122,8 @@ class RoutineListView(APIView):
             agent,
             workspace,
             name=data.get("name", ""),
-            instructions=data["instructions"],
+            instructions=data.get("instructions", ""),
+            checklist=data.get("checklist"),
             interval_minutes=data.get("interval_minutes"),
             cron=data.get("cron", ""),
             timezone_name=data.get("timezone", "UTC"),
@@ -208,7 +219,32 @@ class ReminderDetailView(APIView):
         return Response(reminder_out(reminders.cancel_reminder(found)))
 
 
+def report_out(report) -> dict:
+    return {
+        "id": report.id,
+        "pulse_id": report.pulse_id,
+        "task_id": report.task_id,
+        "items": report.items,
+        "summary": report.summary,
+        "flagged": report.flagged,
+        "message_id": report.message_id,
+        "created_at": report.created_at,
+    }
+
+
+class PulseReportsView(APIView):
+    """An agent's pulse reports, newest first: its owner only."""
+
+    permission_classes = [IsPerson]
+
+    def get(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        rows = PulseReport.objects.filter(pulse__agent=agent).order_by("-created_at")[:100]
+        return Response({"results": [report_out(r) for r in rows]})
+
+
 urlpatterns = [
+    path("agents/<uuid:agent_id>/pulse-reports/", PulseReportsView.as_view()),
     path("reminders/", ReminderListView.as_view()),
     path("reminders/<uuid:reminder_id>/", ReminderDetailView.as_view()),
     path("routines/", RoutineListView.as_view()),

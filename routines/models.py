@@ -13,14 +13,24 @@ from workspaces.models import User, Workspace
 class Routine(BaseModel):
     """Every INTERVAL_MINUTES, or at the times of a CRON expression read in TIMEZONE. Its runs
     are tasks for AGENT in WORKSPACE, whose results come back in CONVERSATION there (by default
-    the direct conversation of the agent and the person who set it up)."""
+    the direct conversation of the agent and the person who set it up).
+
+    A *pulse* (PRO-1) is the same schedule with a CHECKLIST: its run walks the list and files a
+    structured report (``PulseReport``, through the ``pulse_report`` tool) instead of a chat
+    message; what it flags reaches the owner in that direct conversation. One per agent."""
+
+    class Kind(models.TextChoices):
+        ROUTINE = "routine"
+        PULSE = "pulse"
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="routines")
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="routines")
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
     created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.ROUTINE)
     name = models.CharField(max_length=120)
-    instructions = models.TextField()
+    instructions = models.TextField(blank=True)
+    checklist = models.JSONField(default=list, blank=True)
     interval_minutes = models.PositiveIntegerField(null=True, blank=True)
     cron = models.CharField(max_length=120, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
@@ -37,7 +47,10 @@ class Routine(BaseModel):
                 condition=(Q(interval_minutes__isnull=False) & Q(cron=""))
                 | (Q(interval_minutes__isnull=True) & ~Q(cron="")),
                 name="routine_has_one_schedule",
-            )
+            ),
+            models.UniqueConstraint(
+                fields=["agent"], condition=Q(kind="pulse"), name="one_pulse_per_agent"
+            ),
         ]
         indexes = [
             models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="routines_due")
@@ -61,6 +74,22 @@ class RoutineRun(BaseModel):
             # A slot runs once, however many schedulers look at it at the same time.
             models.UniqueConstraint(fields=["routine", "slot"], name="one_run_per_slot")
         ]
+
+
+class PulseReport(BaseModel):
+    """What one pulse run found (PRO-1): each checklist item checked, its finding, and whether
+    it is flagged for the owner."""
+
+    pulse = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="reports")
+    task = models.OneToOneField(Task, null=True, on_delete=models.SET_NULL, related_name="+")
+    # [{"item", "status": "ok" | "flagged" | "skipped", "finding"}], in checklist order.
+    items = models.JSONField(default=list)
+    summary = models.TextField(blank=True)
+    flagged = models.PositiveIntegerField(default=0)
+    # The proactive message to the owner, when something was flagged.
+    message = models.ForeignKey(
+        "conversations.Message", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
 
 class Reminder(BaseModel):

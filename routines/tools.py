@@ -1,13 +1,15 @@
-"""The agent's reminder tools (PRO-4): set one, list its own, cancel one. A reminder always
-reaches the agent's owner in their direct conversation in this workspace."""
+"""The agent's tools of the scheduled side: reminders (PRO-4: set one, list its own, cancel one;
+a reminder always reaches the agent's owner in their direct conversation in this workspace),
+and the report of a pulse run (PRO-1)."""
 
 from datetime import timedelta
 
 from django.utils import timezone
 
-from routines import reminders
+from agntchat.core.exceptions import AppError
+from routines import actions, reminders
 from routines.access import access_agents_reminder
-from routines.models import Reminder
+from routines.models import Reminder, Routine, RoutineRun
 from work.models import Risk
 from work.tools.registry import ToolContext, tool
 
@@ -80,3 +82,54 @@ def reminder_list(context: ToolContext, arguments: dict):
 def reminder_cancel(context: ToolContext, arguments: dict):
     found = access_agents_reminder(context.agent, arguments["reminder_id"])
     return reminder_out(reminders.cancel_reminder(found))
+
+
+@tool(
+    "pulse_report",
+    description=(
+        "File the report of your pulse check (only in a pulse run): every checklist item with "
+        "its status — ok, flagged (your owner should look at it) or skipped — and what you "
+        "found. Flagged items are sent to your owner; the rest is kept for them to browse."
+    ),
+    risk=Risk.WRITE,
+    # Given to an agent with its pulse (routines.actions.create_routine), to no one else.
+    platform=False,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 30,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "item": {"type": "string", "minLength": 1, "maxLength": 300},
+                        "status": {"enum": ["ok", "flagged", "skipped"]},
+                        "finding": {"type": "string", "maxLength": 2000},
+                    },
+                    "required": ["item", "status"],
+                    "additionalProperties": False,
+                },
+            },
+            "summary": {"type": "string", "maxLength": 2000},
+        },
+        "required": ["items"],
+        "additionalProperties": False,
+    },
+)
+def pulse_report(context: ToolContext, arguments: dict):
+    run = (
+        RoutineRun.objects.select_related("routine__agent", "routine__conversation")
+        .filter(task=context.task, routine__kind=Routine.Kind.PULSE)
+        .first()
+        if context.task is not None
+        else None
+    )
+    if run is None:
+        raise AppError("pulse_report files a pulse run's report; this work is not one.",
+                       code="not_a_pulse")  # fmt: skip
+    report = actions.file_pulse_report(
+        run.routine, context.task, arguments["items"], arguments.get("summary", "")
+    )
+    return {"report_id": str(report.id), "flagged": report.flagged}

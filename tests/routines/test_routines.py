@@ -7,9 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agents import actions as agent_actions
-from conversations.models import Conversation, Task
+from agntchat.core.exceptions import Conflict
+from conversations.models import Conversation, Message, Task
 from routines import actions, schedules
-from routines.models import Routine, RoutineRun
+from routines.models import PulseReport, Routine, RoutineRun
+from tests.work.tooling import claimed, held_message
+from work import actions as work_actions
+from work.tools.registry import REGISTRY, granted_tools
 from workspaces import actions as workspace_actions
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +179,47 @@ def test_rest_for_the_owner_and_404_for_everyone_else(
     assert owner.delete(url).status_code == 204
     assert not Routine.objects.exists()
     assert Conversation.objects.filter(kind="direct").count() == 1  # the DM stays
+
+
+def test_a_pulse_walks_its_checklist_and_only_flagged_items_reach_the_owner(
+    alice, team_a, nova, api
+):
+    pulse = actions.create_routine(
+        alice, nova, team_a, name="", instructions="", interval_minutes=60 * 24,
+        checklist=["Open pull requests older than a week", "Failed deploys"], now=T0,
+    )  # fmt: skip
+    assert (pulse.kind, pulse.name) == ("pulse", "Pulse")
+    assert "pulse_report" in [t.name for t in granted_tools(nova)]  # given with the pulse
+    with pytest.raises(Conflict):
+        actions.create_routine(
+            alice, nova, team_a, name="", instructions="", interval_minutes=60, checklist=["x"]
+        )
+    assert actions.run_due_routines(now=T0 + timedelta(days=1)) == 1
+    task = Task.objects.get()
+    assert task.conversation is None  # a report, not a chat message
+    assert "- Failed deploys" in task.instructions and "pulse_report" in task.instructions
+    held = claimed(nova, "task")
+    report = held.output(
+        "pulse_report",
+        {
+            "items": [
+                {"item": "Open pull requests older than a week", "status": "ok"},
+                {"item": "Failed deploys", "status": "flagged", "finding": "web-3 failed twice"},
+            ],
+            "summary": "One thing to look at.",
+        },
+    )
+    assert report["flagged"] == 1
+    (sent,) = Message.objects.filter(conversation=pulse.conversation, author_agent=nova)
+    assert "**Failed deploys**: web-3 failed twice" in sent.body
+    assert "Open pull requests" not in sent.body
+    listed = api(alice).get(f"/api/v1/agents/{nova.id}/pulse-reports/").json()["results"]
+    assert [i["status"] for i in listed[0]["items"]] == ["ok", "flagged"]
+
+
+def test_pulse_report_outside_a_pulse_run_is_refused(alice, team_a, channel, nova):
+    work_actions.set_tool_grant(alice, nova, REGISTRY["pulse_report"], True)
+    held = held_message(nova, channel, alice)
+    refused = held.error("pulse_report", {"items": [{"item": "x", "status": "ok"}]})
+    assert refused["code"] == "not_a_pulse"
+    assert not PulseReport.objects.exists()
