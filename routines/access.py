@@ -3,7 +3,7 @@ for everyone else they do not exist."""
 
 from agntchat.core.exceptions import NotFound
 from agntchat.core.ids import as_uuid
-from routines.models import Reminder, Routine
+from routines.models import Loop, Reminder, Routine
 
 
 class RoutineNotFound(NotFound):
@@ -49,4 +49,20 @@ def access_agents_reminder(agent, reminder_id) -> Reminder:
     found = Reminder.objects.filter(agent=agent, pk=as_uuid(reminder_id)).first()
     if found is None:
         raise ReminderNotFound()
+    return found
+
+
+class LoopNotFound(NotFound):
+    code = "loop_not_found"
+    default_message = "Loop not found."
+
+
+def loops_visible_to(user):
+    return Loop.objects.filter(agent__owner=user)
+
+
+def access_loop(user, loop_id) -> Loop:
+    found = loops_visible_to(user).select_related("agent").filter(pk=as_uuid(loop_id)).first()
+    if found is None:
+        raise LoopNotFound()
     return found

@@ -9,10 +9,12 @@ from rest_framework.views import APIView
 from agents.access import access_own_agent
 from agntchat.core.api import StrictSerializer, validated
 from conversations.access import access_conversation
-from routines import actions, reminders, schedules
+from routines import actions, loops, reminders, schedules
 from routines.access import (
+    access_loop,
     access_reminder,
     access_routine,
+    loops_visible_to,
     reminders_visible_to,
     routines_visible_to,
 )
@@ -243,7 +245,102 @@ class PulseReportsView(APIView):
         return Response({"results": [report_out(r) for r in rows]})
 
 
+def loop_out(loop) -> dict:
+    return {
+        "id": loop.id,
+        "agent_id": loop.agent_id,
+        "workspace_id": loop.workspace_id,
+        "conversation_id": loop.conversation_id,
+        "goal": loop.goal,
+        "interval_minutes": loop.interval_minutes,
+        "max_iterations": loop.max_iterations,
+        "token_budget": loop.token_budget,
+        "deadline": loop.deadline,
+        "no_progress_limit": loop.no_progress_limit,
+        "status": loop.status,
+        "stop_reason": loop.stop_reason or None,
+        "tokens_used": loop.tokens_used,
+        "iterations": loop.iterations.count(),
+        "next_run_at": loop.next_run_at,
+        "created_at": loop.created_at,
+    }
+
+
+def iteration_out(iteration) -> dict:
+    return {
+        "number": iteration.number,
+        "task_id": iteration.task_id,
+        "outcome": iteration.outcome or None,
+        "reason": iteration.reason,
+        "progress": iteration.progress,
+        "tokens": iteration.tokens,
+        "evaluated_at": iteration.evaluated_at,
+        "created_at": iteration.created_at,
+    }
+
+
+class LoopInput(StrictSerializer):
+    agent = serializers.UUIDField()
+    workspace = serializers.UUIDField()
+    goal = serializers.CharField(max_length=5000)
+    interval_minutes = serializers.IntegerField(
+        required=False, min_value=1, max_value=60 * 24 * 31, help_text="Leave out: continuous."
+    )
+    max_iterations = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10**9)
+    deadline = serializers.DateTimeField(required=False)
+    no_progress_limit = serializers.IntegerField(required=False, min_value=1, max_value=20)
+
+
+class LoopChange(StrictSerializer):
+    status = serializers.ChoiceField(choices=["running", "paused", "stopped"])
+
+
+class LoopListView(APIView):
+    """The goal loops of the person's agents, newest first."""
+
+    inputs = {"post": LoopInput}
+    permission_classes = [IsPerson]
+
+    def get(self, request):
+        rows = loops_visible_to(request.user).order_by("-created_at")[:100]
+        return Response({"results": [loop_out(r) for r in rows]})
+
+    def post(self, request):
+        data = validated(LoopInput, request.data)
+        agent = access_own_agent(request.user, data.pop("agent"))
+        workspace = access_workspace(request.user, data.pop("workspace"))
+        loop = loops.start_loop(request.user, agent, workspace, data.pop("goal"), **data)
+        return Response(loop_out(loop), status=201)
+
+
+class LoopDetailView(APIView):
+    inputs = {"patch": LoopChange}
+    permission_classes = [IsPerson]
+
+    def get(self, request, loop_id):
+        return Response(loop_out(access_loop(request.user, loop_id)))
+
+    def patch(self, request, loop_id):
+        """Pause, resume or stop it."""
+        loop = access_loop(request.user, loop_id)
+        data = validated(LoopChange, request.data)
+        return Response(loop_out(loops.set_loop_status(request.user, loop, data["status"])))
+
+
+class LoopIterationsView(APIView):
+    permission_classes = [IsPerson]
+
+    def get(self, request, loop_id):
+        loop = access_loop(request.user, loop_id)
+        rows = loop.iterations.order_by("-number")[:200]
+        return Response({"results": [iteration_out(i) for i in rows]})
+
+
 urlpatterns = [
+    path("loops/", LoopListView.as_view()),
+    path("loops/<uuid:loop_id>/", LoopDetailView.as_view()),
+    path("loops/<uuid:loop_id>/iterations/", LoopIterationsView.as_view()),
     path("agents/<uuid:agent_id>/pulse-reports/", PulseReportsView.as_view()),
     path("reminders/", ReminderListView.as_view()),
     path("reminders/<uuid:reminder_id>/", ReminderDetailView.as_view()),

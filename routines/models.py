@@ -122,3 +122,66 @@ class Reminder(BaseModel):
         indexes = [
             models.Index(fields=["due_at"], condition=Q(status="pending"), name="reminders_due")
         ]
+
+
+class Loop(BaseModel):
+    """A goal an agent keeps working at (PRO-3), one task per iteration, continuously or every
+    INTERVAL_MINUTES, until it reports the goal complete or itself blocked, or a guardrail
+    stops it: MAX_ITERATIONS, TOKEN_BUDGET (from recorded usage), DEADLINE, or NO_PROGRESS_LIMIT
+    iterations in a row without a new progress signal (or with the same output). The server
+    decides whether it goes on, and records why it stopped."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        PAUSED = "paused"
+        COMPLETE = "complete"
+        BLOCKED = "blocked"
+        STOPPED = "stopped"
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="loops")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    # Where the owner hears how it ended (their direct conversation with the agent).
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    goal = models.TextField()
+    interval_minutes = models.PositiveIntegerField(null=True, blank=True)  # none: continuous
+    max_iterations = models.PositiveIntegerField(default=10)
+    token_budget = models.PositiveIntegerField(null=True, blank=True)
+    deadline = models.DateTimeField(null=True, blank=True)
+    no_progress_limit = models.PositiveIntegerField(default=3)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    stop_reason = models.TextField(blank=True)
+    tokens_used = models.PositiveIntegerField(default=0)
+    # When the next iteration may start (none while one runs, or when not running).
+    next_run_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["next_run_at"], condition=Q(status="running"), name="loops_due")
+        ]
+
+
+class LoopIteration(BaseModel):
+    """One iteration of a loop: its task, what the agent reported (``loop_report``), what it
+    cost, and whether the server has weighed it yet."""
+
+    class Outcome(models.TextChoices):
+        NONE = ""  # not reported
+        CONTINUE = "continue"
+        COMPLETE = "complete"
+        BLOCKED = "blocked"
+
+    loop = models.ForeignKey(Loop, on_delete=models.CASCADE, related_name="iterations")
+    number = models.PositiveIntegerField()
+    task = models.OneToOneField(Task, null=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, blank=True, default="")
+    reason = models.TextField(blank=True)
+    progress = models.TextField(blank=True)
+    output_hash = models.CharField(max_length=64, blank=True)
+    tokens = models.PositiveIntegerField(default=0)
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["loop", "number"], name="one_iteration_number")
+        ]

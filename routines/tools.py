@@ -7,9 +7,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from agntchat.core.exceptions import AppError
-from routines import actions, reminders
+from routines import actions, loops, reminders
 from routines.access import access_agents_reminder
-from routines.models import Reminder, Routine, RoutineRun
+from routines.models import LoopIteration, Reminder, Routine, RoutineRun
 from work.models import Risk
 from work.tools.registry import ToolContext, tool
 
@@ -133,3 +133,38 @@ def pulse_report(context: ToolContext, arguments: dict):
         run.routine, context.task, arguments["items"], arguments.get("summary", "")
     )
     return {"report_id": str(report.id), "flagged": report.flagged}
+
+
+@tool(
+    "loop_report",
+    description=(
+        "End an iteration of your goal loop (only in a loop's task): continue (say what "
+        "progress you made), complete (the goal is met) or blocked (you cannot go on without "
+        "help), with the reason. The server decides whether another iteration follows."
+    ),
+    risk=Risk.WRITE,
+    platform=False,  # given with a loop (routines.loops.start_loop)
+    input_schema={
+        "type": "object",
+        "properties": {
+            "outcome": {"enum": ["continue", "complete", "blocked"]},
+            "reason": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "progress": {"type": "string", "maxLength": 2000},
+        },
+        "required": ["outcome", "reason"],
+        "additionalProperties": False,
+    },
+)
+def loop_report(context: ToolContext, arguments: dict):
+    iteration = (
+        LoopIteration.objects.filter(task=context.task).first()
+        if context.task is not None
+        else None
+    )
+    if iteration is None:
+        raise AppError("loop_report ends a loop's iteration; this work is not one.",
+                       code="not_a_loop")  # fmt: skip
+    loops.report(
+        iteration, arguments["outcome"], arguments["reason"], arguments.get("progress", "")
+    )
+    return {"iteration": iteration.number, "outcome": iteration.outcome}

@@ -40,6 +40,7 @@ def test_the_schedules_that_exist_each_name_a_job_that_runs():
         "consolidate family memory": ("work.jobs.consolidate_family_memory", 1440),
         "run due routines": ("routines.jobs.run_due_routines", 5),
         "fire due reminders": ("routines.jobs.fire_reminders", 1),
+        "advance goal loops": ("routines.jobs.advance_loops", 1),
     }
     for func, _ in found.values():
         module, name = func.rsplit(".", 1)

@@ -10,12 +10,14 @@ from django.db import connection
 from django.utils import timezone
 
 from agents import actions as agent_actions
+from conversations import tasks
 from conversations.models import Message, Task
-from routines import actions, reminders
+from routines import actions, loops, reminders
 from routines.models import Routine, RoutineRun
 from tests.agents.test_bridge_e2e import start_bridge
 from tests.socket_helpers import Daphne
 from tests.waiting import wait_until
+from tests.work.tooling import claimed
 from tests.worker_process import job_result, queue_job, run_job, running_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -131,3 +133,22 @@ def test_the_worker_fires_a_reminder_at_its_time_in_the_owners_dm(alice, team_a,
     reminder.refresh_from_db()
     assert reminder.status == "sent" and reminder.message.conversation == reminder.conversation
     assert reminder.message.body == "⏰ Reminder: Call the bank"
+
+
+def test_the_worker_starts_a_loops_iteration_and_stops_it_at_its_deadline(alice, team_a, nova):
+    now = timezone.now()
+    loop = loops.start_loop(
+        alice, nova, team_a, "Keep the docs current", deadline=now + timedelta(hours=1), now=now
+    )
+    with running_worker():
+        assert run_job("routines.jobs.advance_loops", now=now) == 1
+        (task,) = Task.objects.all()
+        assert "Keep the docs current" in task.instructions
+        held = claimed(nova, "task")
+        tasks.record_result(
+            held.item_id, "failed", connection_id=held.connection_id, error="the bridge went away"
+        )
+        assert run_job("routines.jobs.advance_loops", now=now + timedelta(hours=2)) == 1
+    loop.refresh_from_db()
+    assert (loop.status, loop.stop_reason) == ("stopped", "Its deadline passed.")
+    assert "the bridge went away" in loop.iterations.get().reason

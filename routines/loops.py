@@ -1,0 +1,246 @@
+"""Goal loops (PRO-3): an agent iterates on a goal, one task per iteration, each ending with a
+``loop_report`` (continue, complete or blocked, and why). The server, not the agent, decides
+whether there is another iteration: a sweep every minute (``advance_loops``) weighs each
+finished iteration against the loop's guardrails and starts the next one when it is due."""
+
+import hashlib
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from agents.access import agent_appears_in, is_agent_owner
+from agents.exceptions import AgentNotFound, NotAgentOwner
+from agntchat.core.exceptions import AppError
+from conversations.actions import open_direct, post_message
+from conversations.models import Task, TurnUsage
+from conversations.tasks import create_task
+from routines.models import Loop, LoopIteration
+from work.actions import set_tool_grant
+from work.tools.registry import REGISTRY, granted_tool
+
+MAX_ITERATIONS = 100
+MIN_INTERVAL_MINUTES = 1
+
+
+class LoopInvalid(AppError):
+    code = "loop_invalid"
+
+
+def start_loop(
+    user,
+    agent,
+    workspace,
+    goal: str,
+    *,
+    interval_minutes: int | None = None,
+    max_iterations: int = 10,
+    token_budget: int | None = None,
+    deadline=None,
+    no_progress_limit: int = 3,
+    now=None,
+) -> Loop:
+    """A loop of USER's AGENT on GOAL in WORKSPACE; its first iteration starts at the next
+    sweep. The agent is given ``loop_report``."""
+    now = now or timezone.now()
+    if not is_agent_owner(user, agent):
+        raise NotAgentOwner()
+    if not agent_appears_in(agent, workspace.id):
+        raise AgentNotFound()
+    goal = (goal or "").strip()
+    if not goal or len(goal) > 5000:
+        raise LoopInvalid("A loop needs a goal of at most 5,000 characters.", fields={"goal": "?"})
+    if not 1 <= max_iterations <= MAX_ITERATIONS:
+        raise LoopInvalid(f"maxIterations is 1 to {MAX_ITERATIONS}.")
+    if interval_minutes is not None and interval_minutes < MIN_INTERVAL_MINUTES:
+        raise LoopInvalid("intervalMinutes is at least 1 (leave it out to run continuously).")
+    if deadline is not None and deadline <= now:
+        raise LoopInvalid("The deadline has passed.", fields={"deadline": "In the past."})
+    if not 1 <= no_progress_limit <= 20:
+        raise LoopInvalid("noProgressLimit is 1 to 20.")
+    with transaction.atomic():
+        dm, _ = open_direct(user, workspace, agent_ids=[agent.id])
+        if granted_tool(agent, "loop_report") is None:
+            set_tool_grant(user, agent, REGISTRY["loop_report"], True)
+        return Loop.objects.create(
+            agent=agent,
+            workspace=workspace,
+            conversation=dm,
+            created_by=user,
+            goal=goal,
+            interval_minutes=interval_minutes,
+            max_iterations=max_iterations,
+            token_budget=token_budget,
+            deadline=deadline,
+            no_progress_limit=no_progress_limit,
+            next_run_at=now,
+        )
+
+
+def set_loop_status(user, loop: Loop, status: str, now=None) -> Loop:
+    """Pause, resume or stop a loop (a finished loop stays finished)."""
+    if not is_agent_owner(user, loop.agent):
+        raise NotAgentOwner()
+    now = now or timezone.now()
+    with transaction.atomic():
+        loop = Loop.objects.select_for_update().get(pk=loop.pk)
+        if loop.status not in (Loop.Status.RUNNING, Loop.Status.PAUSED):
+            raise AppError(f"The loop is {loop.status} already.", code="loop_finished", status=409)
+        if status == Loop.Status.PAUSED:
+            loop.status, loop.next_run_at = Loop.Status.PAUSED, None
+        elif status == Loop.Status.RUNNING:
+            loop.status = Loop.Status.RUNNING
+            if not _running_iteration(loop):
+                loop.next_run_at = now
+        elif status == Loop.Status.STOPPED:
+            _finish(loop, Loop.Status.STOPPED, f"stopped by {user.label}")
+        else:
+            raise AppError("status is running, paused or stopped.", code="invalid")
+        loop.save()
+    return loop
+
+
+def report(iteration: LoopIteration, outcome: str, reason: str, progress: str = "") -> None:
+    """What the agent says of its iteration (the ``loop_report`` tool); saying it again
+    replaces it until the server has weighed the iteration."""
+    if iteration.evaluated_at is not None:
+        raise AppError("This iteration was weighed already.", code="loop_reported", status=409)
+    iteration.outcome, iteration.reason, iteration.progress = outcome, reason, progress
+    iteration.save(update_fields=["outcome", "reason", "progress", "updated_at"])
+
+
+def _running_iteration(loop: Loop) -> LoopIteration | None:
+    return loop.iterations.filter(evaluated_at__isnull=True).first()
+
+
+def _finish(loop: Loop, status: str, reason: str) -> None:
+    """End LOOP (the caller saves it) and tell its owner how and why."""
+    loop.status, loop.stop_reason, loop.next_run_at = status, reason, None
+    words = {
+        Loop.Status.COMPLETE: "✅ Goal complete",
+        Loop.Status.BLOCKED: "⛔ I am blocked on the goal",
+        Loop.Status.STOPPED: "⏹ The loop stopped",
+    }[status]
+    post_message(loop.agent, loop.conversation, f"{words}: {loop.goal[:200]}\n\n{reason}", wake=[])
+
+
+def _no_progress(loop: Loop) -> bool:
+    """The last NO_PROGRESS_LIMIT iterations brought no new progress signal, or the same
+    output each time."""
+    last = list(
+        loop.iterations.filter(evaluated_at__isnull=False).order_by("-number")[
+            : loop.no_progress_limit + 1
+        ]
+    )
+    if len(last) < loop.no_progress_limit:
+        return False
+    window, before = last[: loop.no_progress_limit], last[loop.no_progress_limit :]
+    seen = {i.progress for i in before if i.progress}
+    no_new = all(not i.progress or i.progress in seen or _same(i, window) for i in window)
+    same_output = len({i.output_hash for i in window}) == 1 and window[0].output_hash
+    return no_new or bool(same_output)
+
+
+def _same(iteration: LoopIteration, window) -> bool:
+    """Its progress signal repeats one of the window's older ones."""
+    return any(o.number < iteration.number and o.progress == iteration.progress for o in window)
+
+
+def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
+    tokens = TurnUsage.objects.filter(task=task).aggregate(
+        n=Sum(F("input_tokens") + F("output_tokens"))
+    )["n"]
+    iteration.tokens = tokens or 0
+    text = (task.result or {}).get("text", "") if task.status == Task.Status.COMPLETED else ""
+    iteration.output_hash = hashlib.sha256(text.strip().encode()).hexdigest() if text else ""
+    if task.status != Task.Status.COMPLETED and not iteration.outcome:
+        iteration.reason = f"the iteration's task {task.status}: {task.error[:300]}".strip()
+    iteration.evaluated_at = now
+    iteration.save()
+    loop.tokens_used += iteration.tokens
+    done = loop.iterations.count()
+    if iteration.outcome == LoopIteration.Outcome.COMPLETE:
+        _finish(loop, Loop.Status.COMPLETE, iteration.reason or "The agent reports it done.")
+    elif iteration.outcome == LoopIteration.Outcome.BLOCKED:
+        _finish(loop, Loop.Status.BLOCKED, iteration.reason or "The agent reports it is stuck.")
+    elif done >= loop.max_iterations:
+        _finish(loop, Loop.Status.STOPPED, f"It ran its {loop.max_iterations} iterations.")
+    elif loop.token_budget is not None and loop.tokens_used >= loop.token_budget:
+        _finish(
+            loop,
+            Loop.Status.STOPPED,
+            f"It spent {loop.tokens_used} tokens of its budget of {loop.token_budget}.",
+        )
+    elif loop.deadline is not None and now >= loop.deadline:
+        _finish(loop, Loop.Status.STOPPED, "Its deadline passed.")
+    elif _no_progress(loop):
+        _finish(
+            loop,
+            Loop.Status.STOPPED,
+            f"No progress in its last {loop.no_progress_limit} iterations.",
+        )
+    else:
+        wait = timedelta(minutes=loop.interval_minutes or 0)
+        loop.next_run_at = now + wait
+
+
+def _begin(loop: Loop, now) -> None:
+    """The next iteration: a task for the agent with the goal and where it stands."""
+    number = loop.iterations.count() + 1
+    previous = loop.iterations.filter(evaluated_at__isnull=False).order_by("-number").first()
+    lines = [
+        f"Goal loop, iteration {number} of at most {loop.max_iterations}.",
+        f"Goal: {loop.goal}",
+    ]
+    if previous is not None:
+        lines.append(
+            f"Last iteration: {previous.outcome or 'no report'}"
+            + (f" — {previous.reason}" if previous.reason else "")
+            + (f". Progress so far: {previous.progress}" if previous.progress else "")
+        )
+    if loop.token_budget is not None:
+        lines.append(f"Tokens used so far: {loop.tokens_used} of {loop.token_budget}.")
+    lines.append(
+        "Work towards the goal, then end with loop_report: continue (with the progress you "
+        "made), complete (the goal is met) or blocked (you cannot go on without help), and why."
+    )
+    task = create_task(None, loop.workspace, loop.agent, "\n\n".join(lines), where_set_up=True)
+    LoopIteration.objects.create(loop=loop, number=number, task=task)
+    loop.next_run_at = None
+
+
+def advance_loops(now=None) -> int:
+    """Weigh every finished iteration and start every due one; how many loops moved. Safe to
+    run from several schedulers at once (SKIP LOCKED)."""
+    now = now or timezone.now()
+    moved = 0
+    running = Loop.objects.filter(status=Loop.Status.RUNNING)
+    candidates = list(running.values_list("id", flat=True)[:1000])
+    for loop_id in candidates:
+        with transaction.atomic():
+            loop = (
+                Loop.objects.select_for_update(skip_locked=True)
+                .select_related("agent", "workspace", "conversation")
+                .filter(pk=loop_id, status=Loop.Status.RUNNING)
+                .first()
+            )
+            if loop is None:
+                continue
+            iteration = _running_iteration(loop)
+            changed = False
+            if iteration is not None:
+                task = Task.objects.filter(pk=iteration.task_id).first()
+                if task is not None and task.is_terminal:
+                    _weigh(loop, iteration, task, now)
+                    changed = True
+            if loop.status == Loop.Status.RUNNING and loop.next_run_at and loop.next_run_at <= now:
+                if loop.deadline is not None and now >= loop.deadline:
+                    _finish(loop, Loop.Status.STOPPED, "Its deadline passed.")
+                else:
+                    _begin(loop, now)
+                changed = True
+            if changed:
+                loop.save()
+                moved += 1
+    return moved
