@@ -30,9 +30,8 @@ from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
 from conversations.models import Message
 from conversations.usage import record_usage
-from work import frames, gateway
+from work import directives, frames, gateway
 from work.tools import calls
-from work.tools.registry import agent_tools
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +137,10 @@ def _personality_get(agent):
 
 
 def _configured_agent(agent_id) -> Agent:
-    """The agent as configured now, with its granted tools read (the claims' directives use
-    them, and a claim reads nothing more)."""
+    """The agent as configured now, with its granted tools and its skills' index read (the
+    claims' directives use them, and a claim reads nothing more)."""
     agent = Agent.objects.get(pk=agent_id)
-    agent_tools(agent)
+    directives.tools_and_skills(agent)
     return agent
 
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations import actions, deliveries
 from conversations.models import Conversation, Delivery, Participant, TurnDecision
 from work import gateway
-from work.tools.registry import agent_tools
+from work.directives import tools_and_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +58,7 @@ def test_an_agents_message_reaches_another_agent_within_the_claim_budget(alice, 
     vega = agent_actions.create_agent(alice, name="Vega", handle="vega", backend="scripted")
     Participant.objects.create(conversation=channel, agent=vega)
     actions.post_message(nova, channel, "@vega over to you")
-    agent_tools(vega)  # as the agent socket does when it connects: claims read no grants
+    tools_and_skills(vega)  # as the agent socket does when it connects: claims read no grants
     with CaptureQueriesContext(connection) as claim:
         frames = gateway.claim_work(vega, "c1", {"message": 8})
     assert [f["payload"]["message"]["author"]["name"] for f in frames] == ["Nova"]
