@@ -167,6 +167,7 @@ def for_messages(agent: Agent, messages) -> dict:
     stable_digest = stable_hash(stable)
     tool_definitions = definitions(tools)
     api_keys = {}
+    memory_batch: dict = {}
     out = {}
     for message in messages:
         conversation = message.conversation
@@ -189,7 +190,7 @@ def for_messages(agent: Agent, messages) -> dict:
         if side_threads:
             extra.append("# Side threads\n" + side_threads)
         remembered, context = memory.turn_context(
-            agent, conversation, conversation.workspace_id, message.body
+            agent, conversation, conversation.workspace_id, message.body, memory_batch
         )
         if remembered:
             extra.append(remembered)

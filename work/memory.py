@@ -322,12 +322,22 @@ def covered(content: str, summary_words: set[str]) -> bool:
     return bool(mine) and len(mine & summary_words) / len(mine) >= 0.8
 
 
-def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[str, dict]:
+def turn_context(
+    agent: Agent, conversation, workspace_id, text: str, batch: dict | None = None
+) -> tuple[str, dict]:
     """The memory section of a turn's volatile block, and a record of what was loaded and
-    what missed the time budget. Stable block untouched (RUN-4)."""
+    what missed the time budget. Stable block untouched (RUN-4). BATCH: a dict shared by the
+    turns of one claim, so that what depends only on the conversation is read once for them."""
     started = time.monotonic()
     budget = settings.MEMORY_BUDGET_MS / 1000
-    summary, has_family, has_knowledge = _turn_facts(conversation, workspace_id)
+    key = (conversation.id if conversation is not None else None, workspace_id)
+    if batch is not None and key in batch:
+        summary, has_family, has_knowledge, own = batch[key]
+    else:
+        summary, has_family, has_knowledge = _turn_facts(conversation, workspace_id)
+        own = _own_items(agent, conversation, workspace_id)
+        if batch is not None:
+            batch[key] = summary, has_family, has_knowledge, own
     # A source with nothing to look through, or a text with no word to look for, is not asked.
     wanted = {"family": has_family, "knowledge": has_knowledge}
     searchable = search.any_word_text(text) is not None
@@ -336,7 +346,6 @@ def turn_context(agent: Agent, conversation, workspace_id, text: str) -> tuple[s
         for name, job in BACKGROUND.items()
         if searchable and wanted.get(name, True)
     }
-    own = _own_items(agent, conversation, workspace_id)
     if summary:
         said = search.content_words(summary)
         own = [item for item in own if not covered(item.content, said)]
