@@ -279,6 +279,9 @@ function serialize(form) {
         // An emptied data-nullable field is sent as null: "back to the default".
         if (value !== "") setPath(data, name, Number(value));
         else if ("nullable" in el.dataset) setPath(data, name, null);
+      } else if (type === "lines") {
+        // One item a line (a pulse's checklist): empty lines are dropped.
+        setPath(data, name, value.split("\n").map((line) => line.trim()).filter(Boolean));
       } else if (type === "csv") {
         setPath(data, name, value.split(",").map((part) => part.trim()).filter(Boolean));
       } else if (type === "bool") {
