@@ -127,6 +127,16 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
+def scroll_to(heading):
+    """HEADING at the top of the page's scrolling content, for the picture."""
+    heading.evaluate(
+        """heading => {
+          const box = heading.closest("#main") || document.scrollingElement;
+          box.scrollTop += heading.getBoundingClientRect().top - box.getBoundingClientRect().top - 12;
+        }"""
+    )
+
+
 def run_bridge_command(command: str, workdir, options: str = "{}"):
     """Run the `…/agntchat-bridge --url … --key …` line the agent page shows, as shown, in a
     fresh shell's environment (the virtualenv not activated)."""

@@ -29,7 +29,6 @@ from tests.ui.browser import (
     PASSWORD,
     PHONE,
     WAIT,
-    Orm,
     hotel_card,
     live,
     log_in,
@@ -45,13 +44,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
 ]
-
-
-@pytest.fixture
-def orm():
-    runner = Orm()
-    yield runner
-    runner.close()
 
 
 @pytest.fixture

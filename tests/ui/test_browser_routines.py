@@ -15,8 +15,17 @@ from agents import actions as agent_actions
 from routines import actions
 from routines.models import Reminder, Routine
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, PHONE, WAIT, Orm, log_in, person
-from tests.ui.browser import shot as save_shot
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_CHROMIUM,
+    PHONE,
+    WAIT,
+    log_in,
+    person,
+    scroll_to,
+    shot,
+)
 from workspaces.actions import (
     accept_invitation,
     create_invitation,
@@ -31,27 +40,6 @@ pytestmark = [
 ]
 
 LISBON = ZoneInfo("Europe/Lisbon")
-
-
-def shot(page, name):
-    save_shot(page, name)
-
-
-def scroll_to(heading):
-    """HEADING at the top of the page's scrolling content, for the picture."""
-    heading.evaluate(
-        """heading => {
-          const box = heading.closest("#main") || document.scrollingElement;
-          box.scrollTop += heading.getBoundingClientRect().top - box.getBoundingClientRect().top - 12;
-        }"""
-    )
-
-
-@pytest.fixture
-def orm():
-    runner = Orm()
-    yield runner
-    runner.close()
 
 
 @pytest.fixture

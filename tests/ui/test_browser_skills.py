@@ -14,8 +14,17 @@ from playwright.sync_api import expect, sync_playwright
 from agents import actions as agent_actions
 from conversations.actions import create_conversation
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, PHONE, WAIT, Orm, log_in, person
-from tests.ui.browser import shot as save_shot
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_CHROMIUM,
+    PHONE,
+    WAIT,
+    log_in,
+    person,
+    scroll_to,
+    shot,
+)
 from work import actions, memory, skills
 from work.access import access_tool
 from work.models import MemoryItem, Skill, SkillRating, ToolGrant
@@ -76,27 +85,6 @@ WEATHER = zipped(
         "weather-watch/notes.md": "Gales come from the west.\n",
     }
 )
-
-
-def shot(page, name):
-    save_shot(page, name)
-
-
-def scroll_to(heading):
-    """HEADING at the top of the page's scrolling content, for the picture."""
-    heading.evaluate(
-        """heading => {
-          const box = heading.closest("#main") || document.scrollingElement;
-          box.scrollTop += heading.getBoundingClientRect().top - box.getBoundingClientRect().top - 12;
-        }"""
-    )
-
-
-@pytest.fixture
-def orm():
-    runner = Orm()
-    yield runner
-    runner.close()
 
 
 @pytest.fixture

@@ -23,12 +23,12 @@ from tests.ui.browser import (
     NO_CHROMIUM,
     PHONE,
     WAIT,
-    Orm,
     drop_live,
     live,
     log_in,
     person,
     restore_live,
+    scroll_to,
     with_live_switch,
 )
 from tests.ui.browser import shot as save_shot
@@ -60,23 +60,6 @@ def call_as(held, call_id, tool="artifact_publish", arguments=PLAN):
         held.agent, held.connection_id, held.kind, held.item_id, call_id, tool, arguments
     )
     return answer if prepared is None else calls.run_prepared(prepared, calls.Guard())
-
-
-def scroll_to(heading):
-    """HEADING at the top of the page's scrolling content, for the picture."""
-    heading.evaluate(
-        """heading => {
-          const box = heading.closest("#main") || document.scrollingElement;
-          box.scrollTop += heading.getBoundingClientRect().top - box.getBoundingClientRect().top - 12;
-        }"""
-    )
-
-
-@pytest.fixture
-def orm():
-    runner = Orm()
-    yield runner
-    runner.close()
 
 
 @pytest.fixture
