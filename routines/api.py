@@ -288,7 +288,9 @@ class LoopInput(StrictSerializer):
     )
     max_iterations = serializers.IntegerField(required=False, min_value=1, max_value=100)
     token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10**9)
-    deadline = serializers.DateTimeField(required=False)
+    deadline = serializers.CharField(
+        max_length=40, required=False, help_text="ISO 8601; without an offset, in your time zone."
+    )
     no_progress_limit = serializers.IntegerField(required=False, min_value=1, max_value=20)
 
 
@@ -310,6 +312,8 @@ class LoopListView(APIView):
         data = validated(LoopInput, request.data)
         agent = access_own_agent(request.user, data.pop("agent"))
         workspace = access_workspace(request.user, data.pop("workspace"))
+        if "deadline" in data:  # read as a reminder's time is: in the person's time zone
+            data["deadline"] = reminders.when(data["deadline"], request.user)
         loop = loops.start_loop(request.user, agent, workspace, data.pop("goal"), **data)
         return Response(loop_out(loop), status=201)
 

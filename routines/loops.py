@@ -50,7 +50,10 @@ def start_loop(
         raise AgentNotFound()
     goal = (goal or "").strip()
     if not goal or len(goal) > 5000:
-        raise LoopInvalid("A loop needs a goal of at most 5,000 characters.", fields={"goal": "?"})
+        raise LoopInvalid(
+            "A loop needs a goal of at most 5,000 characters.",
+            fields={"goal": "Empty or longer than 5,000 characters."},
+        )
     if not 1 <= max_iterations <= MAX_ITERATIONS:
         raise LoopInvalid(f"maxIterations is 1 to {MAX_ITERATIONS}.")
     if interval_minutes is not None and interval_minutes < MIN_INTERVAL_MINUTES:
@@ -125,26 +128,28 @@ def _finish(loop: Loop, status: str, reason: str) -> None:
     post_message(loop.agent, loop.conversation, f"{words}: {loop.goal[:200]}\n\n{reason}", wake=[])
 
 
+def without_progress(iterations) -> int:
+    """How many of the latest weighed ITERATIONS (newest first) in a row brought no new
+    progress signal (none, or one heard before) or gave the same output each time: what the
+    no-progress guardrail counts towards its limit."""
+    weighed = [i for i in iterations if i.evaluated_at is not None]
+    stale = 0
+    for n, iteration in enumerate(weighed):
+        older = {i.progress for i in weighed[n + 1 :] if i.progress}
+        if iteration.progress and iteration.progress not in older:
+            break
+        stale += 1
+    same = 0
+    for iteration in weighed:
+        if not iteration.output_hash or iteration.output_hash != weighed[0].output_hash:
+            break
+        same += 1
+    return max(stale, same if same > 1 else 0)
+
+
 def _no_progress(loop: Loop) -> bool:
-    """The last NO_PROGRESS_LIMIT iterations brought no new progress signal, or the same
-    output each time."""
-    last = list(
-        loop.iterations.filter(evaluated_at__isnull=False).order_by("-number")[
-            : loop.no_progress_limit + 1
-        ]
-    )
-    if len(last) < loop.no_progress_limit:
-        return False
-    window, before = last[: loop.no_progress_limit], last[loop.no_progress_limit :]
-    seen = {i.progress for i in before if i.progress}
-    no_new = all(not i.progress or i.progress in seen or _same(i, window) for i in window)
-    same_output = len({i.output_hash for i in window}) == 1 and window[0].output_hash
-    return no_new or bool(same_output)
-
-
-def _same(iteration: LoopIteration, window) -> bool:
-    """Its progress signal repeats one of the window's older ones."""
-    return any(o.number < iteration.number and o.progress == iteration.progress for o in window)
+    latest = loop.iterations.filter(evaluated_at__isnull=False).order_by("-number")[:100]
+    return without_progress(list(latest)) >= loop.no_progress_limit
 
 
 def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
@@ -165,7 +170,8 @@ def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
     elif iteration.outcome == LoopIteration.Outcome.BLOCKED:
         _finish(loop, Loop.Status.BLOCKED, iteration.reason or "The agent reports it is stuck.")
     elif done >= loop.max_iterations:
-        _finish(loop, Loop.Status.STOPPED, f"It ran its {loop.max_iterations} iterations.")
+        noun = "iteration" if loop.max_iterations == 1 else "iterations"
+        _finish(loop, Loop.Status.STOPPED, f"It ran its {loop.max_iterations} {noun}.")
     elif loop.token_budget is not None and loop.tokens_used >= loop.token_budget:
         _finish(
             loop,

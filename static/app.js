@@ -286,6 +286,9 @@ function serialize(form) {
         setPath(data, name, value.split(",").map((part) => part.trim()).filter(Boolean));
       } else if (type === "bool") {
         setPath(data, name, value === "true");
+      } else if (type === "zoned") {
+        // A date and time read in the person's own time zone (data-zone), sent as UTC.
+        if (value !== "") setPath(data, name, zonedToIso(value, el.dataset.zone));
       } else if (type === "null") {
         setPath(data, name, value === "" ? null : value);
       } else if (!(value === "" && "skipEmpty" in el.dataset)) {
@@ -296,6 +299,30 @@ function serialize(form) {
   // Shown everywhere: no pins (the API treats an empty list as "every workspace").
   if ($('[name="_visibility"]:checked', form)?.value === "all") data.pinnedWorkspaces = [];
   return data;
+}
+
+/** How far ZONE's wall clock is ahead of UTC at the instant MS, in ms. */
+function zoneOffset(ms, zone) {
+  const parts = {};
+  const format = new Intl.DateTimeFormat("en-US", {
+    timeZone: zone, hourCycle: "h23", year: "numeric", month: "numeric", day: "numeric",
+    hour: "numeric", minute: "numeric", second: "numeric",
+  });
+  for (const { type, value } of format.formatToParts(new Date(ms))) parts[type] = Number(value);
+  const wall = Date.UTC(parts.year, parts.month - 1, parts.day, parts.hour, parts.minute, parts.second);
+  return wall - Math.floor(ms / 1000) * 1000;
+}
+
+/** A datetime-local VALUE ("2026-12-10T09:30") read in ZONE, as an ISO 8601 instant in UTC. */
+function zonedToIso(value, zone) {
+  const [date, time = "00:00"] = value.split("T");
+  const [year, month, day] = date.split("-").map(Number);
+  const [hour, minute] = time.split(":").map(Number);
+  const wall = Date.UTC(year, month - 1, day, hour, minute);
+  if (!zone) return new Date(year, month - 1, day, hour, minute).toISOString();
+  let ms = wall - zoneOffset(wall, zone);
+  ms = wall - zoneOffset(ms, zone); // once more, across a change of offset
+  return new Date(ms).toISOString();
 }
 
 function flatten(fields, prefix = "") {

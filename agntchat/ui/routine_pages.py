@@ -1,12 +1,14 @@
 """Pages of an agent's scheduled side, for its owner: its routines and what each run became, its
-pulse (a checklist on a schedule) and the reports it filed, and its reminders. They only read:
-the page script sets up, changes, pauses, removes and cancels through the REST API
-(routines/api.py, PATCH /me/ for the person's time zone), whose actions check every rule."""
+pulse (a checklist on a schedule) and the reports it filed, its reminders, and its goal loops
+with their iterations. They only read: the page script sets up, changes, pauses, removes and
+cancels through the REST API (routines/api.py, PATCH /me/ for the person's time zone), whose
+actions check every rule."""
 
 import functools
 import zoneinfo
 from datetime import datetime
 
+from django.db.models import Count, Q
 from django.http import Http404
 from django.shortcuts import render
 from django.utils import timezone
@@ -14,14 +16,22 @@ from django.utils import timezone
 from agents.access import access_agent, agent_appears_in, is_agent_owner
 from agntchat.ui.shell import conversation_label, shell, workspace_page
 from conversations.access import conversations_visible_to
-from routines import actions, reminders, schedules
-from routines.access import access_routine, reminders_visible_to, routines_visible_to
-from routines.models import Reminder, Routine
+from routines import actions, loops, reminders, schedules
+from routines.access import (
+    access_loop,
+    access_routine,
+    loops_visible_to,
+    reminders_visible_to,
+    routines_visible_to,
+)
+from routines.models import Loop, LoopIteration, Reminder, Routine
 from workspaces.access import workspaces_visible_to
 
 MAX_RUNS_LISTED = 100
 MAX_REPORTS_LISTED = 100
 MAX_REMINDERS_LISTED = 100
+MAX_LOOPS_LISTED = 50
+MAX_ITERATIONS_LISTED = 200
 
 
 @functools.cache
@@ -72,6 +82,46 @@ def _routine_rows(user, routines) -> list[dict]:
     ]
 
 
+def _loops_of(user, agent, workspace):
+    """USER's loops of AGENT in WORKSPACE with how many iterations each began and finished."""
+    return (
+        loops_visible_to(user)
+        .filter(agent=agent, workspace=workspace)
+        .annotate(
+            begun=Count("iterations"),
+            weighed=Count("iterations", filter=Q(iterations__evaluated_at__isnull=False)),
+        )
+    )
+
+
+def _percent(used: int, budget: int | None) -> int:
+    return min(100, round(100 * used / budget)) if budget else 0
+
+
+def _loop_row(loop) -> dict:
+    return {
+        "loop": loop,
+        "active": loop.status in (Loop.Status.RUNNING, Loop.Status.PAUSED),
+        "under_way": loop.begun > loop.weighed,
+        "token_percent": _percent(loop.tokens_used, loop.token_budget),
+    }
+
+
+def loop_extras(user, agent, workspace) -> dict:
+    """The Goal loops section of the agent's page: its loops here, newest first, and the
+    limits of the form that starts one."""
+    here = _loops_of(user, agent, workspace).order_by("-created_at")[:MAX_LOOPS_LISTED]
+    return {
+        "loop_rows": [_loop_row(loop) for loop in here],
+        "loops_elsewhere": loops_visible_to(user)
+        .filter(agent=agent)
+        .exclude(workspace=workspace)
+        .count(),
+        "max_loop_iterations": loops.MAX_ITERATIONS,
+        "min_loop_interval": loops.MIN_INTERVAL_MINUTES,
+    }
+
+
 def owner_extras(user, agent, membership) -> dict:
     """The Routines, Pulse and Reminders sections of the agent's page, for its owner: what is
     set up for it in this workspace (times in the person's own time zone)."""
@@ -105,6 +155,7 @@ def owner_extras(user, agent, membership) -> dict:
         "now": timezone.now(),
         "can_schedule": agent_appears_in(agent, workspace.id),
         **_limits(),
+        **loop_extras(user, agent, workspace),
     }
 
 
@@ -177,3 +228,32 @@ def pulse_reports(request, membership, agent_id):
         zone=request.user.timezone,
     )
     return render(request, "routines/pulse.html", context)
+
+
+@workspace_page
+def loop_detail(request, membership, agent_id, loop_id):
+    """One goal loop of the person's agent in this workspace: its guardrails and how near each
+    is, why it stopped, and its iterations newest first, each with its task and what the agent
+    reported."""
+    agent = _owned_agent(request.user, agent_id)
+    loop = access_loop(request.user, loop_id)
+    if loop.agent_id != agent.id or loop.workspace_id != membership.workspace_id:
+        raise Http404
+    iterations = list(
+        loop.iterations.select_related("task").order_by("-number")[:MAX_ITERATIONS_LISTED]
+    )
+    loop.begun = loop.iterations.count()
+    loop.weighed = loop.iterations.filter(evaluated_at__isnull=False).count()
+    context = shell(
+        request,
+        membership,
+        section="agents",
+        agent=agent,
+        row=_loop_row(loop),
+        loop=loop,
+        iterations=iterations,
+        without_progress=loops.without_progress(iterations),
+        not_reported=LoopIteration.Outcome.NONE,
+        zone=request.user.timezone,
+    )
+    return render(request, "routines/loop.html", context)

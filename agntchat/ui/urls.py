@@ -71,6 +71,11 @@ urlpatterns = [
         name="agent-routine",
     ),
     path(
+        "w/<uuid:workspace_id>/agents/<uuid:agent_id>/loops/<uuid:loop_id>/",
+        routine_pages.loop_detail,
+        name="agent-loop",
+    ),
+    path(
         "w/<uuid:workspace_id>/agents/<uuid:agent_id>/pulse/",
         routine_pages.pulse_reports,
         name="agent-pulse",

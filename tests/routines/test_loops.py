@@ -2,7 +2,7 @@
 decides whether another follows and records why it stopped (complete, blocked, max iterations,
 token budget, deadline, no progress); the owner hears how it ended. Time is passed explicitly."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -14,6 +14,7 @@ from routines import loops
 from routines.models import Loop
 from tests.work.tooling import claimed
 from work.tools.registry import granted_tools
+from workspaces.actions import update_profile
 
 pytestmark = pytest.mark.django_db
 
@@ -126,3 +127,20 @@ def test_loops_are_their_owners_only(alice, bob, charlie, team_a, nova, api):
     assert api(alice).patch(url, {"status": "running"}, format="json").status_code == 409
     bad = {"agent": str(nova.id), "workspace": str(team_a.id), "goal": "x", "maxIterations": 0}
     assert api(alice).post("/api/v1/loops/", bad, format="json").status_code == 400
+
+
+def test_a_deadline_without_an_offset_is_read_in_the_owners_time_zone(alice, team_a, nova, api):
+    update_profile(alice, zone_name="Asia/Tokyo")
+    year = timezone.now().year + 1
+    body = {
+        "agent": str(nova.id),
+        "workspace": str(team_a.id),
+        "goal": "Ship it",
+        "deadline": f"{year}-03-01T09:00",
+    }
+    made = api(alice).post("/api/v1/loops/", body, format="json")
+    assert made.status_code == 201, made.json()
+    loop = Loop.objects.get(pk=made.json()["id"])
+    assert loop.deadline == datetime(year, 3, 1, 0, 0, tzinfo=UTC)  # 9:00 in Tokyo
+    bad = api(alice).post("/api/v1/loops/", {**body, "deadline": "soon"}, format="json")
+    assert bad.status_code == 400 and Loop.objects.count() == 1
