@@ -95,4 +95,8 @@ def describe(routine) -> str:
         else:
             amount, unit = minutes, "minute"
         return f"Every {unit}" if amount == 1 else f"Every {amount} {unit}s"
-    return f"{get_description(routine.cron)} ({routine.timezone})"
+    try:
+        words = get_description(routine.cron)
+    except Exception:  # an expression cronsim reads and cron-descriptor cannot put in words
+        words = f"cron {routine.cron}"
+    return f"{words} ({routine.timezone})"
