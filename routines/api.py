@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.access import access_own_agent
-from agntchat.core.api import StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, validated, zone_field
 from conversations.access import access_conversation
 from routines import actions, loops, reminders, schedules
 from routines.access import (
@@ -66,7 +66,7 @@ class ScheduleFields(StrictSerializer):
         max_value=schedules.MAX_INTERVAL_MINUTES,
     )
     cron = serializers.CharField(max_length=120, required=False)
-    timezone = serializers.CharField(max_length=64, required=False)
+    timezone = zone_field(required=False)
     enabled = serializers.BooleanField(required=False)
 
 

@@ -5,6 +5,7 @@ import base64
 import binascii
 
 from django.urls import path
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -56,24 +57,40 @@ class SkillQuery(serializers.Serializer):
     layer = serializers.ChoiceField(choices=Skill.Layer.choices, required=False)
 
 
-class SkillInput(StrictSerializer):
-    """One of: the SKILL.md's text, a URL to fetch it (or a zip of its folder) from, or the
-    package file itself in base64 (a SKILL.md or a zip)."""
+class SkillFromText(StrictSerializer):
+    """The SKILL.md's text."""
 
-    skill_md = serializers.CharField(max_length=skills.MAX_PACKAGE_BYTES, required=False)
-    url = serializers.RegexField(r"^[hH][tT][tT][pP][sS]?://", max_length=2048, required=False)
-    package = serializers.CharField(
-        max_length=skills.MAX_PACKAGE_BYTES * 4 // 3 + 4, required=False
-    )
+    skill_md = serializers.CharField(max_length=skills.MAX_PACKAGE_BYTES)
     agent = serializers.UUIDField(required=False, help_text="Assign it to this agent of yours.")
 
-    def validate(self, data):
-        given = [k for k in ("skill_md", "url", "package") if k in data]
-        if len(given) != 1:
-            raise serializers.ValidationError(
-                {"non_field_errors": ["Give exactly one of skillMd, url or package."]}
-            )
-        return data
+
+class SkillFromUrl(StrictSerializer):
+    """A URL to fetch the SKILL.md (or a zip of its folder) from, under web_fetch's rules."""
+
+    url = serializers.RegexField(r"^[hH][tT][tT][pP][sS]?://", max_length=2048)
+    agent = serializers.UUIDField(required=False, help_text="Assign it to this agent of yours.")
+
+
+class SkillFromFile(StrictSerializer):
+    """The package file itself in base64: a SKILL.md or a zip."""
+
+    package = serializers.CharField(max_length=skills.MAX_PACKAGE_BYTES * 4 // 3 + 4)
+    agent = serializers.UUIDField(required=False, help_text="Assign it to this agent of yours.")
+
+
+# Exactly one source: the schema says so (oneOf three closed objects).
+SkillInput = PolymorphicProxySerializer(
+    component_name="SkillInput",
+    serializers=[SkillFromText, SkillFromUrl, SkillFromFile],
+    resource_type_field_name=None,
+)
+
+
+def skill_input(data) -> dict:
+    """DATA checked by the SkillInput its source names (text, when it names none)."""
+    given = data if isinstance(data, dict) else {}
+    chosen = SkillFromUrl if "url" in given else SkillFromFile if "package" in given else None
+    return validated(chosen or SkillFromText, data)
 
 
 class SkillChange(StrictSerializer):
@@ -128,7 +145,7 @@ class SkillListView(APIView):
     def post(self, request):
         """Import a skill into one's own layer, or assign it to an agent (granting the tools
         it depends on)."""
-        data = validated(SkillInput, request.data)
+        data = skill_input(request.data)
         agent = access_own_agent(request.user, data["agent"]) if "agent" in data else None
         package, url = package_of(data)
         skill = skills.create_skill(request.user, package, agent=agent, source_url=url)

@@ -6,7 +6,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import StrictSerializer, error_body, validated
+from agntchat.core.api import StrictSerializer, error_body, validated, zone_field
 from workspaces import actions
 from workspaces.access import (
     IsPerson,
@@ -33,7 +33,7 @@ class UserSerializer(serializers.Serializer):
 class MeChange(StrictSerializer):
     min_fields = 1
     display_name = serializers.CharField(max_length=80, required=False, allow_blank=True)
-    timezone = serializers.CharField(max_length=64, required=False)
+    timezone = zone_field(required=False)
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):

@@ -1,6 +1,7 @@
 """The REST edge shared by every app: camelCase in and out, one error shape."""
 
 import io
+import zoneinfo
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -153,3 +154,11 @@ def validated(serializer_class, data, **context) -> dict:
     serializer = serializer_class(data=data, context=context)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
+
+
+# Every IANA time zone name this Python knows: what a person's or a schedule's zone may be.
+ZONE_NAMES = sorted(zoneinfo.available_timezones())
+
+
+def zone_field(**options) -> serializers.ChoiceField:
+    return serializers.ChoiceField(choices=ZONE_NAMES, **options)
