@@ -182,7 +182,9 @@ def read_package(data: bytes) -> Package:
 
 
 def fetch_package(url: str) -> Package:
-    """The skill at URL (a SKILL.md or a zip of one), fetched under web_fetch's rules."""
+    """The skill at URL (a SKILL.md or a zip of one), fetched under web_fetch's rules. A URL
+    the server may not fetch is 403; one that could not be fetched, or did not give a skill,
+    is 502 (the request was fine, what it pointed at was not), each saying why."""
 
     def read(final_url, response, body, cut):
         if response.status_code != 200:
@@ -193,8 +195,12 @@ def fetch_package(url: str) -> Package:
 
     try:
         return platform_web.fetch(url, read, accept="*/*", max_bytes=MAX_PACKAGE_BYTES)
-    except (platform_web.FetchRefused, platform_web.FetchFailed) as exc:
-        raise SkillInvalid(exc.message, code=exc.code) from None
+    except platform_web.FetchRefused as exc:
+        raise SkillInvalid(exc.message, code=exc.code, status=403) from None
+    except platform_web.FetchFailed as exc:
+        raise SkillInvalid(exc.message, code=exc.code, status=502) from None
+    except SkillInvalid as exc:
+        raise SkillInvalid(f"{url} did not give a skill: {exc.message}", status=502) from None
 
 
 def summary(description: str) -> str:

@@ -67,7 +67,7 @@ class SkillFromText(StrictSerializer):
 class SkillFromUrl(StrictSerializer):
     """A URL to fetch the SKILL.md (or a zip of its folder) from, under web_fetch's rules."""
 
-    url = serializers.RegexField(r"^[hH][tT][tT][pP][sS]?://", max_length=2048)
+    url = serializers.RegexField(r"^[hH][tT][tT][pP][sS]?://[^/?#\s]+", max_length=2048)
     agent = serializers.UUIDField(required=False, help_text="Assign it to this agent of yours.")
 
 

@@ -262,7 +262,7 @@ def test_import_from_a_url_follows_web_fetch_rules(alice, nova, api, site, setti
     client = api(alice)
     # The server's own network is refused by default, as web_fetch refuses it.
     refused = client.post("/api/v1/skills/", {"url": site + "/SKILL.md"}, format="json")
-    assert refused.status_code == 400
+    assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "web_fetch_refused"
     settings.WEB_FETCH_ALLOW_PRIVATE = True
     made = client.post("/api/v1/skills/", {"url": site + "/moved"}, format="json")
@@ -274,7 +274,7 @@ def test_import_from_a_url_follows_web_fetch_rules(alice, nova, api, site, setti
     assert zipped_made.status_code == 201 and zipped_made.json()["layer"] == "agent"
     for path, says in (("/big.md", "at most"), ("/missing", "answered 404")):
         bad = client.post("/api/v1/skills/", {"url": site + path}, format="json")
-        assert bad.status_code == 400 and says in bad.json()["error"]["message"], path
+        assert bad.status_code == 502 and says in bad.json()["error"]["message"], path
     assert Skill.objects.count() == 2
 
 
