@@ -130,6 +130,7 @@ class SkillListView(APIView):
 
     inputs = {"post": SkillInput}
     queries = {"get": SkillQuery}
+    upstream = {"post": "The skill's URL could not be fetched, or did not hold a skill."}
     permission_classes = [IsPerson]
 
     def get(self, request):

@@ -110,6 +110,14 @@ class AutoSchema(openapi.AutoSchema):
             "description": "Refused: bad input (400), not signed in (401), not allowed (403), "
             "not found or not visible (404), conflict (409), too large (413), too many (429).",
         }
+        # An operation that reaches outside (``upstream = {"post": "what"}``) says when that
+        # failed: 502, in the same error shape.
+        upstream = getattr(self.view, "upstream", {}).get(self.method.lower())
+        if upstream:
+            responses["502"] = {
+                "content": {"application/json": {"schema": self._ref(ERROR)}},
+                "description": upstream,
+            }
         return responses
 
     def _ref(self, component: ResolvedComponent) -> dict:
