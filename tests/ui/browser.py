@@ -12,8 +12,15 @@ from pathlib import Path
 
 from playwright.sync_api import expect
 
+from agents import actions as agent_actions
 from artifacts.card_library import SEED_TEMPLATES
 from tests.socket_helpers import free_port
+from workspaces.actions import (
+    accept_invitation,
+    create_invitation,
+    create_team_workspace,
+    update_profile,
+)
 from workspaces.models import User
 
 # Debian's Chromium, or another given by CHROMIUM. Without one the browser tests are skipped,
@@ -159,3 +166,14 @@ def hotel_card() -> dict:
     for item in sample["items"]:
         item.pop("image", None)
     return sample
+
+
+def tide_lab_in_lisbon():
+    """Alice, in Lisbon, and Bob in Tide Lab with Nova, Alice's agent: (team, nova)."""
+    alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
+    update_profile(alice, zone_name="Europe/Lisbon")
+    team = create_team_workspace(alice, "Tide Lab")
+    _, token = create_invitation(team.memberships.get(user=alice))
+    accept_invitation(bob, token)
+    nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
+    return team, nova

@@ -10,22 +10,21 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from agents import actions as agent_actions
 from routines import loops
 from routines.models import Loop
 from tests.routines.test_loops import iterate
-from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, PHONE, WAIT, Orm, log_in, person
+from tests.ui.browser import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    PHONE,
+    WAIT,
+    log_in,
+    tide_lab_in_lisbon,
+)
 from tests.ui.browser import shot as save_shot
 from tests.ui.test_browser_routines import scroll_to
-from workspaces.actions import (
-    accept_invitation,
-    create_invitation,
-    create_team_workspace,
-    update_profile,
-)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -41,36 +40,8 @@ def shot(page, name):
 
 
 @pytest.fixture
-def orm():
-    runner = Orm()
-    yield runner
-    runner.close()
-
-
-@pytest.fixture
 def story(orm):
-    """Alice, in Lisbon, and Bob in Tide Lab with Nova, Alice's agent."""
-
-    def build():
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        update_profile(alice, zone_name="Europe/Lisbon")
-        team = create_team_workspace(alice, "Tide Lab")
-        _, token = create_invitation(team.memberships.get(user=alice))
-        accept_invitation(bob, token)
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        return team, nova
-
-    return orm(build)
-
-
-@pytest.fixture
-def browser(story):
-    server = Daphne()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium, server
-        chromium.close()
-    server.stop()
+    return orm(tide_lab_in_lisbon)
 
 
 def two_iterations_without_progress(nova):

@@ -9,28 +9,19 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from agents import actions as agent_actions
 from routines import actions
 from routines.models import Reminder, Routine
-from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     NO_CHROMIUM,
     PHONE,
     WAIT,
     log_in,
-    person,
     scroll_to,
     shot,
-)
-from workspaces.actions import (
-    accept_invitation,
-    create_invitation,
-    create_team_workspace,
-    update_profile,
+    tide_lab_in_lisbon,
 )
 
 pytestmark = [
@@ -44,28 +35,7 @@ LISBON = ZoneInfo("Europe/Lisbon")
 
 @pytest.fixture
 def story(orm):
-    """Alice, in Lisbon, and Bob in Tide Lab with Nova, Alice's agent."""
-
-    def build():
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        update_profile(alice, zone_name="Europe/Lisbon")
-        team = create_team_workspace(alice, "Tide Lab")
-        _, token = create_invitation(team.memberships.get(user=alice))
-        accept_invitation(bob, token)
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        return team, nova
-
-    return orm(build)
-
-
-@pytest.fixture
-def browser(story):
-    server = Daphne()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium, server
-        chromium.close()
-    server.stop()
+    return orm(tide_lab_in_lisbon)
 
 
 def run_scheduler(days):

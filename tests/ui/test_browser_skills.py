@@ -9,14 +9,12 @@ import zipfile
 
 import pytest
 from django.core.management import call_command
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from conversations.actions import create_conversation
-from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     NO_CHROMIUM,
     PHONE,
     WAIT,
@@ -121,16 +119,6 @@ def story(orm):
         return team, general, nova
 
     return orm(build)
-
-
-@pytest.fixture
-def browser(story):
-    server = Daphne()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium, server
-        chromium.close()
-    server.stop()
 
 
 def test_skills_from_paste_to_marketplace_and_forgetting_a_memory(orm, story, browser):

@@ -12,14 +12,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from conversations.actions import create_conversation, post_message
-from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     NO_CHROMIUM,
     PHONE,
     WAIT,
@@ -80,16 +78,6 @@ def story(orm):
         return team, general, nova, bob
 
     return orm(build)
-
-
-@pytest.fixture
-def browser(story):
-    server = Daphne()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium, server
-        chromium.close()
-    server.stop()
 
 
 def test_a_call_waits_for_approval_live_and_runs_once_approved(orm, story, browser):
