@@ -1,6 +1,7 @@
 """REST for routines (PRO-2): an agent's owner sets them up, changes, pauses and removes them,
 and reads what each run became."""
 
+from django.db.models import Count
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -260,7 +261,8 @@ def loop_out(loop) -> dict:
         "status": loop.status,
         "stop_reason": loop.stop_reason or None,
         "tokens_used": loop.tokens_used,
-        "iterations": loop.iterations.count(),
+        # Counted with the list's own read where it was (``with_counts``), else here.
+        "iterations": getattr(loop, "iteration_count", None) or loop.iterations.count(),
         "next_run_at": loop.next_run_at,
         "created_at": loop.created_at,
     }
@@ -305,7 +307,11 @@ class LoopListView(APIView):
     permission_classes = [IsPerson]
 
     def get(self, request):
-        rows = loops_visible_to(request.user).order_by("-created_at")[:100]
+        rows = (
+            loops_visible_to(request.user)
+            .annotate(iteration_count=Count("iterations"))
+            .order_by("-created_at")[:100]
+        )
         return Response({"results": [loop_out(r) for r in rows]})
 
     def post(self, request):

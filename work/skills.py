@@ -30,7 +30,7 @@ from agntchat.core.exceptions import AppError, Conflict
 from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
 from work.tools import platform_web
-from work.tools.registry import REGISTRY, agent_tools
+from work.tools.registry import REGISTRY, agent_tools, forget_tools
 
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_PACKAGE_BYTES = 256 * 1024  # a whole package, unpacked
@@ -295,7 +295,7 @@ def _grant_tools(user, agent: Agent, skill: Skill) -> list[str]:
         if tool is not None and name not in held:
             set_tool_grant(user, agent, tool, True)
             granted.append(name)
-    agent.__dict__.pop("_granted_tools", None)
+    forget_tools(agent)
     return granted
 
 
@@ -430,14 +430,15 @@ def marketplace(user, q: str = ""):
 
 def load_platform_skill(package: Package) -> Skill:
     """The platform layer's skill of PACKAGE's name, created or brought up to date (staff's,
-    through ``manage.py load_platform_skills``); every agent's index follows."""
+    through ``manage.py load_platform_skills``, which every ``make run`` calls); every agent's
+    index follows only when it changed."""
+    fields = _fields(package)
     with transaction.atomic():
+        skill = Skill.objects.filter(layer=Skill.Layer.PLATFORM, name=package.name).first()
+        if skill is not None and all(getattr(skill, k) == v for k, v in fields.items()):
+            return skill
         skill, _ = Skill.objects.update_or_create(
-            layer=Skill.Layer.PLATFORM,
-            owner=None,
-            agent=None,
-            name=package.name,
-            defaults=_fields(package),
+            layer=Skill.Layer.PLATFORM, owner=None, agent=None, name=package.name, defaults=fields
         )
         _announce(skill)
     return skill
