@@ -246,6 +246,12 @@ class PulseReportsView(APIView):
         return Response({"results": [report_out(r) for r in rows]})
 
 
+def _iteration_count(loop) -> int:
+    """Counted in the list's own read when it was (``iteration_count``), else here."""
+    counted = getattr(loop, "iteration_count", None)
+    return loop.iterations.count() if counted is None else counted
+
+
 def loop_out(loop) -> dict:
     return {
         "id": loop.id,
@@ -261,8 +267,7 @@ def loop_out(loop) -> dict:
         "status": loop.status,
         "stop_reason": loop.stop_reason or None,
         "tokens_used": loop.tokens_used,
-        # Counted with the list's own read where it was (``with_counts``), else here.
-        "iterations": getattr(loop, "iteration_count", None) or loop.iterations.count(),
+        "iterations": _iteration_count(loop),
         "next_run_at": loop.next_run_at,
         "created_at": loop.created_at,
     }
