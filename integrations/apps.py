@@ -2,7 +2,11 @@ from django.apps import AppConfig
 
 
 class IntegrationsConfig(AppConfig):
-    """Adapters to outside systems: OAuth connections (Google, GitHub), custom APIs, external
-    MCP servers, SSH, web fetch and search, external messaging channels (issue 24)."""
+    """Adapters to outside systems: OAuth connections (Google, GitHub), outside MCP servers and
+    HTTP APIs as tool sources (issue 24). Above the work layer: their tools join the registry."""
 
     name = "integrations"
+
+    def ready(self):
+        # Registers the Google and GitHub tools, and the outside sources' tools, with the registry.
+        from integrations import github, google, sources  # noqa: F401
