@@ -228,8 +228,71 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
+# Files attached to messages (INT-4, docs/files.md). On local disk under MEDIA_ROOT; in an
+# S3-compatible bucket when AWS_STORAGE_BUCKET_NAME is set (needs django-storages[s3]; its own
+# AWS_* settings, e.g. AWS_S3_ENDPOINT_URL, are read from the environment by it). Never served
+# as MEDIA_URL: only through signed, expiring links (conversations/files.py).
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
+AWS_STORAGE_BUCKET_NAME = os.environ.get("AWS_STORAGE_BUCKET_NAME", "")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+if AWS_STORAGE_BUCKET_NAME:
+    STORAGES["default"] = {"BACKEND": "storages.backends.s3.S3Storage"}
+    AWS_QUERYSTRING_AUTH = True  # the bucket stays private: its URLs are presigned
+    AWS_QUERYSTRING_EXPIRE = env_int("FILE_URL_MAX_AGE", 60 * 60)
+FILE_UPLOAD_MAX_SIZE = env_int("FILE_UPLOAD_MAX_SIZE", 25 * 1024 * 1024)  # bytes
+# How long a download link works, in seconds.
+FILE_URL_MAX_AGE = env_int("FILE_URL_MAX_AGE", 60 * 60)
+# What may be uploaded, by extension (the type is read from the name, never from the client).
+# No SVG or HTML: a browser would run their scripts.
+FILE_UPLOAD_EXTENSIONS = env_list(
+    "FILE_UPLOAD_EXTENSIONS",
+    "png,jpg,jpeg,gif,webp,pdf,txt,md,csv,json,zip,docx,xlsx,pptx,odt,ods",
+)
+
 # Encryption keys for stored secrets (comma-separated Fernet keys, newest first).
 FERNET_KEYS = env_list("FERNET_KEYS", "")
+
+# OAuth connections (INT-1): an app registered at each provider, with its redirect URL set to
+# https://<host>/oauth/<provider>/callback. A provider without a client id is not offered.
+OAUTH_PROVIDERS = {
+    "google": {
+        "client_id": os.environ.get("GOOGLE_CLIENT_ID", ""),
+        "client_secret": os.environ.get("GOOGLE_CLIENT_SECRET", ""),
+        "authorize_url": "https://accounts.google.com/o/oauth2/v2/auth",
+        "token_url": "https://oauth2.googleapis.com/token",
+        "revoke_url": "https://oauth2.googleapis.com/revoke",
+        "account_url": "https://openidconnect.googleapis.com/v1/userinfo",
+        "scopes": [
+            "openid",
+            "email",
+            "https://www.googleapis.com/auth/gmail.modify",
+            "https://www.googleapis.com/auth/calendar",
+            "https://www.googleapis.com/auth/drive",
+        ],
+        # A refresh token, asked for again on each consent (Google gives one only then).
+        "authorize_params": {"access_type": "offline", "prompt": "consent"},
+    },
+    "github": {
+        "client_id": os.environ.get("GITHUB_CLIENT_ID", ""),
+        "client_secret": os.environ.get("GITHUB_CLIENT_SECRET", ""),
+        "authorize_url": "https://github.com/login/oauth/authorize",
+        "token_url": "https://github.com/login/oauth/access_token",
+        # GitHub revokes with DELETE /applications/{client_id}/grant (basic auth), not RFC 7009.
+        "revoke_url": "https://api.github.com/applications/{client_id}/grant",
+        "account_url": "https://api.github.com/user",
+        "scopes": ["repo"],
+        "authorize_params": {},
+    },
+}
+# A token this close to its expiry is refreshed before it is used.
+OAUTH_REFRESH_MARGIN_SECONDS = env_int("OAUTH_REFRESH_MARGIN_SECONDS", 120)
+# Where the Google and GitHub tools send their requests. GOOGLE_API_BASE empty: each Google
+# API at its own host; set (a test's stand-in), one base URL for all of them.
+GOOGLE_API_BASE = os.environ.get("GOOGLE_API_BASE", "").rstrip("/")
+GITHUB_API_BASE = os.environ.get("GITHUB_API_BASE", "https://api.github.com").rstrip("/")
 
 # The agent pipeline.
 AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)

@@ -14,8 +14,10 @@ api = [
     path("", include("work.memory_api")),
     path("", include("work.skills_api")),
     path("", include("routines.api")),
+    path("", include("integrations.api")),
     path("", include("conversations.api")),
     path("", include("artifacts.api")),
+    path("", include("integrations.sources_api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
@@ -24,6 +26,7 @@ urlpatterns = [
     path("healthz", healthz),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
+    path("", include("conversations.files")),  # signed download links (INT-4)
     path("", include("agntchat.ui.urls")),
 ]
 

@@ -34,6 +34,12 @@ def decrypt(ciphertext: str) -> str:
     return _fernet().decrypt(ciphertext.encode()).decode()
 
 
+def rotate(ciphertext: str) -> str:
+    """CIPHERTEXT encrypted again with the newest key (``FERNET_KEYS``' first), whichever listed
+    key made it: after every stored secret is rotated, the old keys can be dropped."""
+    return _fernet().rotate(ciphertext.encode()).decode()
+
+
 def new_secret(prefix: str) -> str:
     """A bearer secret like ``apt_…``: the prefix says what kind of credential it is."""
     return f"{prefix}_{secrets.token_urlsafe(32)}"

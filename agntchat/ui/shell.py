@@ -30,6 +30,7 @@ from agntchat.core import presence
 from agntchat.core.exceptions import NotFound
 from conversations.models import Conversation, Message, Participant, Task
 from conversations.tasks import tasks_visible_to
+from integrations.models import Connection
 from workspaces.access import access_membership, workspaces_visible_to
 from workspaces.models import Membership
 
@@ -186,6 +187,11 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "active_tasks": tasks_visible_to(user)
         .filter(workspace=workspace, status__in=[Task.Status.QUEUED, Task.Status.RUNNING])
         .count(),
+        # A revoked or expired grant is never silent: the person sees what to reconnect.
+        "reconnect": Connection.objects.filter(
+            Q(user=user, workspace__isnull=True) | Q(workspace=workspace),
+            status=Connection.Status.RECONNECT,
+        ).count(),
     }
 
 

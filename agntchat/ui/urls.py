@@ -5,10 +5,12 @@ from django.urls import path
 
 from agntchat.ui import (
     agent_pages,
+    connection_pages,
     conversation_pages,
     memory_pages,
     routine_pages,
     skill_pages,
+    source_pages,
     views,
     workspace_pages,
 )
@@ -29,6 +31,7 @@ urlpatterns = [
     path("w/new/", workspace_pages.new_workspace, name="new-workspace"),
     path("w/<uuid:workspace_id>/", workspace_pages.workspace_home, name="workspace"),
     path("w/<uuid:workspace_id>/members/", workspace_pages.members, name="members"),
+    path("w/<uuid:workspace_id>/tool-sources/", source_pages.tool_sources, name="tool-sources"),
     path(
         "w/<uuid:workspace_id>/c/<uuid:conversation_id>/",
         conversation_pages.conversation,
@@ -91,4 +94,8 @@ urlpatterns = [
     path("w/<uuid:workspace_id>/tasks/", agent_pages.task_list, name="tasks"),
     path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),
+    path(
+        "w/<uuid:workspace_id>/connections/", connection_pages.connection_list, name="connections"
+    ),
+    path("oauth/<str:provider>/callback", connection_pages.oauth_callback, name="oauth-callback"),
 ]

@@ -1,0 +1,400 @@
+"""Connections to Google and GitHub accounts (INT-1, INT-3): the OAuth 2.0 authorization code
+flow with PKCE (through Authlib), tokens encrypted at rest and refreshed before they expire, and
+which account a tool call uses.
+
+**Which account.** A call acts in a conversation of a workspace. It uses the workspace's
+connection to the provider if an admin made one there; otherwise the connection of the person
+who asked: the author of the message being answered, or the person who gave the task. The agent
+itself holds no account, so one agent in two workspaces acts on each workspace's account.
+
+**Refreshing.** A token within ``OAUTH_REFRESH_MARGIN_SECONDS`` of its expiry is refreshed before
+use, one refresh at a time per connection (its row locked, and checked again once the lock is
+held: the second caller finds a fresh token). The refresh is committed in a transaction of its
+own, apart from the tool call's: a provider that rotates refresh tokens has already forgotten
+the old one, so the new one must be kept even if the call then fails.
+
+**Reconnecting.** When the provider refuses the grant (revoked, expired for good, HTTP 401 with
+a fresh token) the connection turns ``reconnect`` with the reason: the connections page asks its
+owner to reconnect, and tool calls tell the model who must reconnect and where.
+"""
+
+import threading
+from datetime import timedelta
+
+import httpx
+from authlib.common.errors import AuthlibBaseError
+from authlib.common.security import generate_token
+from authlib.integrations.httpx_client import OAuth2Client
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db import connection as db_connection
+from django.db.models import Q
+from django.utils import timezone
+
+from agntchat.core import crypto
+from agntchat.core.exceptions import AppError
+from integrations.models import Connection, OAuthFlow, Provider
+from work.tools.registry import ToolContext
+from workspaces.access import access_membership, require_manager
+from workspaces.models import User, Workspace
+
+# How long a started authorization may take to come back.
+FLOW_TTL = timedelta(minutes=10)
+TIMEOUT = httpx.Timeout(20.0, connect=5.0)
+CONNECTIONS_PAGE = "Settings → Connections (/connections/)"
+
+
+class NotConnected(AppError):
+    code = "not_connected"
+    status = 409
+
+
+class ReconnectNeeded(AppError):
+    code = "reconnect_needed"
+    status = 409
+
+
+class ProviderUnreachable(AppError):
+    code = "provider_unreachable"
+    status = 502
+
+
+class ProviderNotConfigured(AppError):
+    code = "provider_not_configured"
+    status = 409
+
+
+class AuthorizationFailed(AppError):
+    code = "authorization_failed"
+    status = 400
+
+
+def label(provider: str) -> str:
+    return Provider(provider).label
+
+
+def configuration(provider: str) -> dict:
+    """The provider's OAuth settings; refused when this server has no app registered there."""
+    found = settings.OAUTH_PROVIDERS.get(provider) or {}
+    if not found.get("client_id"):
+        raise ProviderNotConfigured(
+            f"{label(provider)} is not set up on this server: its operator sets "
+            f"{provider.upper()}_CLIENT_ID and {provider.upper()}_CLIENT_SECRET."
+        )
+    return found
+
+
+def configured_providers() -> list[str]:
+    return [p for p in Provider.values if (settings.OAUTH_PROVIDERS.get(p) or {}).get("client_id")]
+
+
+def _client(provider: str, **options) -> OAuth2Client:
+    found = configuration(provider)
+    return OAuth2Client(found["client_id"], found["client_secret"], timeout=20.0, **options)
+
+
+# ---- the authorization (authorize → callback → token) ---------------------------------------
+
+
+def start_authorization(user: User, provider: str, redirect_uri: str, workspace=None) -> str:
+    """The provider's authorization URL for USER to visit, connecting an account of their own or,
+    for an admin, WORKSPACE's. The state and PKCE verifier wait in an ``OAuthFlow``."""
+    if workspace is not None:
+        require_manager(access_membership(user, workspace.id))
+    found = configuration(provider)
+    verifier = generate_token(64)
+    client = _client(
+        provider,
+        scope=" ".join(found["scopes"]),
+        redirect_uri=redirect_uri,
+        code_challenge_method="S256",
+    )
+    url, state = client.create_authorization_url(
+        found["authorize_url"], code_verifier=verifier, **found.get("authorize_params", {})
+    )
+    OAuthFlow.objects.filter(user=user, expires_at__lt=timezone.now()).delete()
+    OAuthFlow.objects.create(
+        provider=provider,
+        user=user,
+        workspace=workspace,
+        state_hash=crypto.hash_secret(state),
+        verifier_ciphertext=crypto.encrypt(verifier),
+        expires_at=timezone.now() + FLOW_TTL,
+    )
+    return url
+
+
+def finish_authorization(
+    user: User, provider: str, redirect_uri: str, *, state: str, code: str = "", error: str = ""
+) -> Connection:
+    """The provider sent USER back: check the state is one USER started here and not used yet,
+    trade the code and the PKCE verifier for tokens, learn the account, and keep it."""
+    with transaction.atomic():
+        flow = (
+            OAuthFlow.objects.select_for_update()
+            .filter(
+                provider=provider,
+                user=user,
+                state_hash=crypto.hash_secret(state or "-"),
+                expires_at__gte=timezone.now(),
+            )
+            .first()
+        )
+        if flow is None:
+            raise AuthorizationFailed(
+                "This sign-in has expired or was already used. Start connecting again."
+            )
+        flow.delete()  # one use, whatever happens next
+    if error:
+        raise AuthorizationFailed(
+            f"{label(provider)} did not give access ({error}); nothing changed."
+        )
+    if not code:
+        raise AuthorizationFailed(f"{label(provider)} sent no authorization code; nothing changed.")
+    found = configuration(provider)
+    client = _client(provider, redirect_uri=redirect_uri, code_challenge_method="S256")
+    try:
+        token = client.fetch_token(
+            found["token_url"], code=code, code_verifier=crypto.decrypt(flow.verifier_ciphertext)
+        )
+        account = _account(provider, token["access_token"])
+    except AuthlibBaseError as exc:
+        raise AuthorizationFailed(
+            f"{label(provider)} refused the authorization: {exc.description or exc.error}."
+        ) from None
+    except httpx.HTTPError as exc:
+        raise ProviderUnreachable(f"Could not reach {label(provider)}: {exc}") from None
+    owner = {"workspace": flow.workspace} if flow.workspace_id else {"user": user}
+    with transaction.atomic():
+        connection = Connection.objects.select_for_update().filter(
+            provider=provider, **owner
+        ).first() or Connection(provider=provider, **owner)
+        connection.created_by = user
+        connection.account = account
+        _keep_token(connection, token)
+        connection.save()
+    return connection
+
+
+def _account(provider: str, access_token: str) -> str:
+    """Who the token acts as: Google's email address, GitHub's login."""
+    response = httpx.get(
+        configuration(provider)["account_url"],
+        headers={"Authorization": f"Bearer {access_token}", "Accept": "application/json"},
+        timeout=TIMEOUT,
+    )
+    response.raise_for_status()
+    data = response.json()
+    return str(data.get("email") or data.get("login") or data.get("sub") or "")[:200]
+
+
+def _keep_token(connection: Connection, token: dict) -> None:
+    """Store TOKEN (a token endpoint's answer) on CONNECTION, encrypted; the refresh token is
+    kept when the answer has none (Google sends it only at consent)."""
+    connection.access_ciphertext = crypto.encrypt(token["access_token"])
+    if token.get("refresh_token"):
+        connection.refresh_ciphertext = crypto.encrypt(token["refresh_token"])
+    expires_in = token.get("expires_in")
+    connection.expires_at = (
+        timezone.now() + timedelta(seconds=int(expires_in)) if expires_in else None
+    )
+    if token.get("scope"):
+        connection.scopes = sorted(set(str(token["scope"]).replace(",", " ").split()))
+    connection.status, connection.problem = Connection.Status.ACTIVE, ""
+
+
+def disconnect(user: User, connection: Connection) -> None:
+    """Revoke the grant at the provider (as far as it answers) and forget the connection. Its
+    owner, or for a workspace's connection one of the workspace's admins, may."""
+    if connection.workspace_id:
+        require_manager(access_membership(user, connection.workspace_id))
+    found = configuration(connection.provider)
+    token = crypto.decrypt(connection.access_ciphertext)
+    try:
+        if connection.provider == Provider.GITHUB:
+            httpx.request(
+                "DELETE",
+                found["revoke_url"].format(client_id=found["client_id"]),
+                auth=(found["client_id"], found["client_secret"]),
+                json={"access_token": token},
+                headers={"Accept": "application/vnd.github+json"},
+                timeout=TIMEOUT,
+            )
+        else:
+            _client(connection.provider).revoke_token(found["revoke_url"], token=token)
+    except (httpx.HTTPError, AuthlibBaseError):
+        pass  # forgotten here all the same; the person can also revoke at the provider
+    connection.delete()
+
+
+# ---- which account a call uses, and calling the provider with it -----------------------------
+
+
+def requesting_person(context: ToolContext) -> User | None:
+    """The person on whose behalf the agent acts: who wrote the message it answers, or who gave
+    the task."""
+    if context.message is not None:
+        return context.message.author_user
+    if context.task is not None:
+        return context.task.created_by_user
+    return None
+
+
+def account_for(context: ToolContext, provider: str) -> Connection:
+    """The connection a tool call in CONTEXT uses (see the module's docstring)."""
+    return connection_for(context.workspace, requesting_person(context), provider)
+
+
+def connection_for(workspace: Workspace, person: User | None, provider: str) -> Connection:
+    """WORKSPACE's connection to PROVIDER, else PERSON's own (in a personal workspace, its
+    owner's); refused, saying who can connect one, when there is neither."""
+    if person is None and workspace.kind == Workspace.Kind.PERSONAL:
+        person = workspace.owner
+    mine = Q(user=person, workspace__isnull=True) if person else Q(pk__in=[])
+    rows = Connection.objects.filter(Q(workspace=workspace) | mine, provider=provider)
+    # The workspace's first: it is the one its admins chose for everyone's work there.
+    found = sorted(rows.select_related("user", "workspace"), key=lambda c: c.user_id is not None)
+    if not found:
+        who = f" or for {person.label}" if person else ""
+        raise NotConnected(
+            f"No {label(provider)} account is connected for the workspace "
+            f"“{workspace.name}”{who}. Ask {person.label if person else 'an admin'} to "
+            f"connect one in {CONNECTIONS_PAGE}; nothing was done."
+        )
+    if found[0].status == Connection.Status.RECONNECT:
+        raise reconnect_error(found[0])
+    return found[0]
+
+
+def owner_label(connection: Connection) -> str:
+    if connection.workspace_id:
+        return f"an admin of “{connection.workspace.name}”"
+    return connection.user.label
+
+
+def reconnect_error(connection: Connection) -> ReconnectNeeded:
+    return ReconnectNeeded(
+        f"The {label(connection.provider)} account {connection.account} needs to be connected "
+        f"again ({connection.problem or 'access was refused'}). Ask {owner_label(connection)} to "
+        f"reconnect it in {CONNECTIONS_PAGE}; nothing was done."
+    )
+
+
+def api_request(connection: Connection, method: str, url: str, **options) -> httpx.Response:
+    """METHOD URL as CONNECTION's account. A 401 means the token is no longer good: it is
+    refreshed and the request sent once more, and a second 401 turns the connection to
+    ``reconnect``. Any other answer is returned as it is."""
+    options.setdefault("timeout", TIMEOUT)
+    for attempt in (1, 2):
+        token = access_token(connection, force_refresh=attempt == 2)
+        headers = {**options.pop("headers", {}), "Authorization": f"Bearer {token}"}
+        try:
+            response = httpx.request(method, url, headers=headers, **options)
+        except httpx.HTTPError as exc:
+            raise ProviderUnreachable(
+                f"Could not reach {label(connection.provider)} ({exc.__class__.__name__}: "
+                f"{exc}); nothing was done."
+            ) from None
+        options["headers"] = headers
+        if response.status_code != 401:
+            return response
+        if not connection.refresh_ciphertext:
+            break
+    _apart(_mark_reconnect, connection.pk, f"{label(connection.provider)} refused the stored token")
+    connection.refresh_from_db()
+    raise reconnect_error(connection)
+
+
+def access_token(connection: Connection, force_refresh: bool = False) -> str:
+    """CONNECTION's access token, refreshed first when it is about to expire (or FORCE_REFRESH)."""
+    if force_refresh or _expiring(connection):
+        if not connection.refresh_ciphertext:
+            if force_refresh:
+                return crypto.decrypt(connection.access_ciphertext)
+            _apart(_mark_reconnect, connection.pk, "the access expired and cannot be renewed")
+            connection.refresh_from_db()
+            raise reconnect_error(connection)
+        fresh = _apart(_refresh, connection.pk, force_refresh and connection.access_ciphertext)
+        for field in ("access_ciphertext", "refresh_ciphertext", "expires_at", "status", "problem"):
+            setattr(connection, field, getattr(fresh, field))
+        if connection.status == Connection.Status.RECONNECT:
+            raise reconnect_error(connection)
+    return crypto.decrypt(connection.access_ciphertext)
+
+
+def _expiring(connection: Connection) -> bool:
+    margin = timedelta(seconds=settings.OAUTH_REFRESH_MARGIN_SECONDS)
+    return connection.expires_at is not None and connection.expires_at <= timezone.now() + margin
+
+
+def _refresh(connection_id, stale_ciphertext) -> Connection:
+    """Refresh the token under the row's lock. Once the lock is held, a token another caller
+    refreshed meanwhile is taken as it is (STALE_CIPHERTEXT: the token a forced refresh saw
+    refused; a different one stored since is the fresh one)."""
+    with transaction.atomic():
+        row = Connection.objects.select_for_update().get(pk=connection_id)
+        refreshed_meanwhile = (
+            row.access_ciphertext != stale_ciphertext if stale_ciphertext else not _expiring(row)
+        )
+        if row.status != Connection.Status.ACTIVE or refreshed_meanwhile:
+            return row
+        found = configuration(row.provider)
+        try:
+            token = _client(row.provider).refresh_token(
+                found["token_url"], refresh_token=crypto.decrypt(row.refresh_ciphertext)
+            )
+        except AuthlibBaseError as exc:
+            row.status = Connection.Status.RECONNECT
+            row.problem = (
+                f"{label(row.provider)} refused to renew access: {exc.description or exc.error}"
+            )
+        except httpx.HTTPError as exc:
+            raise ProviderUnreachable(
+                f"Could not reach {label(row.provider)} to renew access ({exc}); nothing was done."
+            ) from None
+        else:
+            _keep_token(row, token)
+            row.refreshed_at = timezone.now()
+        row.save()
+        return row
+
+
+def _mark_reconnect(connection_id, problem: str) -> None:
+    Connection.objects.filter(pk=connection_id).update(
+        status=Connection.Status.RECONNECT, problem=problem, updated_at=timezone.now()
+    )
+
+
+def _apart(function, *args):
+    """FUNCTION(*ARGS) committed in a transaction of its own: on another database connection
+    (another thread) when the caller is inside a transaction, whose fate it must not share."""
+    if not db_connection.in_atomic_block:
+        return function(*args)
+    outcome: dict = {}
+
+    def run():
+        close_old_connections()
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+        finally:
+            db_connection.close()
+
+    thread = threading.Thread(target=run, name="connection-refresh")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def connections_visible_to(user: User):
+    """The person's own connections and those of the workspaces they belong to."""
+    return Connection.objects.filter(
+        Q(user=user, workspace__isnull=True) | Q(workspace__memberships__user=user)
+    ).distinct()
+
+
+def workspace_of(user: User, workspace_id) -> Workspace:
+    return access_membership(user, workspace_id).workspace
