@@ -1,6 +1,5 @@
 """Every state change of artifacts, card templates and card buttons (ART-1…3, CARD-2, CARD-4)."""
 
-import json
 import re
 
 from django.db import transaction
@@ -18,6 +17,7 @@ from artifacts.cards_store import (
 )
 from artifacts.exceptions import ActionUsed, ArtifactRule, CardActionUnavailable, CardInvalid
 from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
+from artifacts.mailbox import email_of, mailbox
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
 from artifacts.rendering import render_artifact
 from conversations.actions import post_message
@@ -25,7 +25,6 @@ from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
 from conversations.refs import posted_under_ref
-from conversations.tasks import MAX_INSTRUCTIONS, create_task
 
 MAX_CONTENT_BYTES = 500 * 1024
 MAX_TITLE = 200
@@ -249,7 +248,10 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
     card's author agent as work, in one transaction. The message row is locked for the
     read-modify-write, so two concurrent clicks on a `once` button yield exactly one.
 
-    Returns {"outcome", "message", "work": {"type": "task"|"message", "id"}}."""
+    Send / Save draft on an email draft are done at once through the mailbox (as the person who
+    clicked), not handed to the agent; a refusal there (no account connected) changes nothing.
+
+    Returns {"outcome", "message", "work": {"type": "message", "id"}, or None when by mail}."""
     with transaction.atomic():
         locked = (
             Message.objects.select_for_update(of=("self",))
@@ -267,24 +269,21 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
         outcomes = dict(payload.get("card_outcomes") or {})
         if action["once"] and key in outcomes:
             raise ActionUsed()
-        outcome = {"status": "done", "label": f"{action['label']} ✓", "by": str(user.id)}
+        by_mail = is_email_action(payload, action_id)
+        if by_mail:
+            # The mail goes out while the row is locked: a second click of Send waits for the
+            # first one's outcome instead of sending the email twice.
+            outcome = _use_mailbox(user, locked, item, item_index, action_id, outcomes)
+        else:
+            outcome = {"status": "done", "label": f"{action['label']} ✓", "by": str(user.id)}
         outcomes[key] = outcome
         locked.payload = with_card_html({**payload, "card_outcomes": outcomes})
         locked.save(update_fields=["payload", "updated_at"])
-        conversation = locked.conversation
-        if is_email_action(payload, action_id):
-            task = create_task(
-                user,
-                conversation.workspace,
-                agent,
-                _email_instructions(user, locked, item, action),
-                conversation=conversation,
-            )
-            work = {"type": "task", "id": task.id}
-        else:
+        work = None
+        if not by_mail:
             click = post_message(
                 user,
-                conversation,
+                locked.conversation,
                 f"{user.label} chose “{action['label']}” on “{item['title']}”",
                 kind=Message.Kind.ACTION,
                 payload={
@@ -300,23 +299,16 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
     return {"outcome": outcome, "message": locked, "work": work}
 
 
-def _email_instructions(user, message: Message, item: dict, action: dict) -> str:
-    what = "Send this email now" if action["id"] == "send" else "Save this email as a draft"
-    lines = [
-        f"{user.label} clicked “{action['label']}” on an email draft you posted "
-        f"(card message {message.id}). {what}.",
-        "",
-        f"Subject: {item['title']}",
-    ]
-    if item.get("subtitle"):
-        lines.append(item["subtitle"])
-    lines += [f"{field['label']}: {field['value']}" for field in item.get("fields", [])]
-    if item.get("text"):
-        lines += ["", item["text"]]
-    if item.get("data"):
-        lines += ["", f"Data: {json.dumps(item['data'], ensure_ascii=False)}"]
-    # A card is capped at 64 KB; the task contract is tighter, so cut rather than refuse.
-    return "\n".join(lines)[: MAX_INSTRUCTIONS - 1]
+def _use_mailbox(user, card: Message, item: dict, item_index, action_id, outcomes) -> dict:
+    """Send or save the card item's email; the outcome records the provider's ids."""
+    email = email_of(item)
+    # A draft saved from this card before: sending sends it, saving again updates it.
+    saved = outcomes.get(f"{item_index}:save_draft")
+    if action_id == "send":
+        done, label = mailbox().send(user, card, email, saved), "Sent ✓"
+    else:
+        done, label = mailbox().save_draft(user, card, email, saved), "Draft saved ✓"
+    return {"status": "done", "label": label, "by": str(user.id), **done}
 
 
 # ---- the card template library (CARD-2) -----------------------------------------------------

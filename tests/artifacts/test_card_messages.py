@@ -231,27 +231,6 @@ def test_a_once_button_refuses_its_second_use(alice, bob, channel, nova, api):
     assert Message.objects.filter(kind=Message.Kind.ACTION).count() == 3
 
 
-def test_email_draft_send_and_save_become_tasks_for_the_author(alice, channel, nova, api):
-    card_message = post_card(nova, channel, email_draft())
-    sent = click(api(alice), card_message, 0, "send")
-    assert sent.status_code == 200, sent.json()
-    task = Task.objects.get()
-    assert sent.json()["work"] == {"type": "task", "id": str(task.id)}
-    assert (task.agent, task.conversation, task.created_by_user) == (nova, channel, alice)
-    assert task.instructions.startswith(
-        f"alice clicked “Send” on an email draft you posted (card message {card_message.id}). "
-        "Send this email now."
-    )
-    assert "Subject: Re: Q3 planning: numbers before Thursday?" in task.instructions
-    assert "To: ana.costa@example.com" in task.instructions
-    assert not Message.objects.filter(kind=Message.Kind.ACTION).exists()
-    again = click(api(alice), card_message, 0, "send")
-    assert again.status_code == 409 and Task.objects.count() == 1
-    saved = click(api(alice), card_message, 0, "save_draft")
-    assert saved.status_code == 200 and Task.objects.count() == 2
-    assert "Save this email as a draft" in Task.objects.latest("created_at").instructions
-
-
 def test_it_refuses_the_buttons_of_a_card_a_person_posted(alice, bob, channel, api):
     card_message = actions.post_card(alice, channel, hotels())
     before = (Message.objects.count(), Task.objects.count())
