@@ -3,7 +3,8 @@ TOOL-5, TURN-4).
 
 ``call_tool`` checks, in order: the work item is held by the calling connection; the call was
 made before (same ``call_id``: its stored outcome is the answer, so a redelivered turn never
-runs a call twice); the tool is granted; the arguments fit its schema; the same call has not
+runs a call twice); the tool is granted, and (a workspace's own tool) belongs to the
+workspace the work is in; the arguments fit its schema; the same call has not
 failed too often in this turn; the standing permission (allow → run, deny → refused, ask → a
 permission request a person decides). The handler runs in one transaction with the call's row:
 it is recorded with its effects or not at all, and a timeout rolls its effects back.
@@ -174,11 +175,16 @@ def call_tool(
     if existing is not None:
         return _again(agent, existing, item)
     context = context_for(agent, item, call_id)
-    tool = granted_tool(agent, name)
+    tool = granted_tool(agent, name, context.workspace.id)
     if tool is None:
         return _refuse(context, item, name, arguments, "tool_not_granted", (
             f"There is no tool named {name!r} among the tools you may use."
         )), None  # fmt: skip
+    if not_here(tool, context):
+        return _refuse(context, item, name, arguments, "tool_not_here", (
+            f"{name} belongs to another workspace than the one this conversation is in, so it "
+            "cannot be used here; nothing was done. Use it only in work of its own workspace."
+        ), tool), None  # fmt: skip
     problem = schema_problem(tool, arguments)
     if problem:
         return _refuse(context, item, name, arguments, "tool_input_invalid", problem, tool), None
@@ -204,6 +210,12 @@ def call_tool(
     if decision == Decision.ASK:
         return _ask(context, item, tool, arguments), None
     return None, Prepared(context, item, tool, arguments, None)
+
+
+def not_here(tool: Tool, context: ToolContext) -> bool:
+    """A workspace's own tool (an outside source's) called from work of another workspace: an
+    agent in two workspaces never uses one's server or credential while acting in the other."""
+    return tool.workspace_id is not None and str(tool.workspace_id) != str(context.workspace.id)
 
 
 @dataclass
@@ -290,9 +302,9 @@ def _again(agent: Agent, call: ToolCall, item: Item) -> tuple[Answer | None, Pre
     if request.status == PermissionRequest.Status.PENDING:
         return pending_answer(call, request), None
     if request.status == PermissionRequest.Status.APPROVED:
-        tool = granted_tool(agent, call.tool)
         context = context_for(agent, item, call.call_id)
-        if tool is None:  # taken away while the call waited
+        tool = granted_tool(agent, call.tool, context.workspace.id)
+        if tool is None or not_here(tool, context):  # taken away while the call waited
             return _finish_refused(call, "tool_not_granted", (
                 f"{call.tool} was taken away from your tools while this call waited."
             )), None  # fmt: skip

@@ -5,11 +5,16 @@ A tool is registered once, by name. Which of them an agent may use is ``granted_
 platform tools unless its owner took some away, plus any given to it (later: through skills
 and connections). The model sees exactly that set, in name order, in its directives' stable
 block, so the cached prefix stays the same from turn to turn.
+
+Apps above this one add tools that are not fixed at start-up (a workspace's outside MCP servers
+and HTTP APIs, integrations/sources.py) as a *source*: ``register_source(source)``, where the
+source says which of its tools an agent was granted (``ToolSource`` below). Such a tool belongs
+to one workspace (``Tool.workspace_id``) and is only run for work of that workspace.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agents.models import Agent
 from agntchat.core.events import Verbatim
@@ -49,6 +54,8 @@ class Tool:
     # How long the handler may run before the call fails (and changes nothing).
     timeout_seconds: float = 30.0
     title: str = field(default="")
+    # A source's tool belongs to this workspace only (None: usable wherever the agent works).
+    workspace_id: Any = None
 
     @property
     def summary(self) -> str:
@@ -91,18 +98,50 @@ def tool(name: str, *, description: str, risk: str, input_schema: dict | None = 
     return decorate
 
 
+class ToolSource(Protocol):
+    """Tools granted to agents one by one from outside the registry (registered by an app above
+    this one). Each answers from its own rows, read afresh; a static tool's name wins over a
+    source's (sources name theirs so that they never clash: ``<source>__<function>``)."""
+
+    def tools_for(self, agent: Agent) -> list[Tool]:
+        """The source's tools AGENT was granted, one per name."""
+
+    def find(self, agent: Agent, name: str, workspace_id=None) -> Tool | None:
+        """Tool NAME if AGENT was granted it; the one of WORKSPACE_ID first, if several."""
+
+    def reach(self, agent_ids: Iterable) -> dict:
+        """{agent id: names of the source's tools it was granted}, for many agents at once."""
+
+
+SOURCES: list[ToolSource] = []
+
+
+def register_source(source: ToolSource) -> ToolSource:
+    if source not in SOURCES:
+        SOURCES.append(source)
+    return source
+
+
 def granted_tools(agent: Agent, grants: dict[str, bool] | None = None) -> list[Tool]:
     """The tools AGENT may use, in name order. GRANTS (tool → granted), when the caller read
-    them already; otherwise they are read here."""
+    them already; otherwise they are read here. Sources add theirs (one query each)."""
     if grants is None:
         grants = dict(ToolGrant.objects.filter(agent=agent).values_list("tool", "granted"))
-    return [t for name, t in sorted(REGISTRY.items()) if grants.get(name, t.platform)]
+    tools = {name: t for name, t in REGISTRY.items() if grants.get(name, t.platform)}
+    for source in SOURCES:
+        for t in source.tools_for(agent):
+            tools.setdefault(t.name, t)
+    return [tools[name] for name in sorted(tools)]
 
 
-def granted_tool(agent: Agent, name: str) -> Tool | None:
-    """Tool NAME if AGENT may use it now (read afresh: an owner's change applies at once)."""
+def granted_tool(agent: Agent, name: str, workspace_id=None) -> Tool | None:
+    """Tool NAME if AGENT may use it now (read afresh: an owner's change applies at once). A
+    source's tool granted in several workspaces: the one of WORKSPACE_ID, if there is one."""
     found = REGISTRY.get(name)
     if found is None:
+        for source in SOURCES:
+            if (from_source := source.find(agent, name, workspace_id)) is not None:
+                return from_source
         return None
     grant = ToolGrant.objects.filter(agent=agent, tool=name).values_list("granted", flat=True)
     granted = next(iter(grant), found.platform)
@@ -117,10 +156,14 @@ def tool_reach(agent_ids) -> dict:
         "agent_id", "tool", "granted"
     ):
         grants[agent_id][name] = granted
-    return {
+    reach = {
         agent_id: {name for name, t in REGISTRY.items() if given.get(name, t.platform)}
         for agent_id, given in grants.items()
     }
+    for source in SOURCES:
+        for agent_id, names in source.reach(list(reach)).items():
+            reach[agent_id] |= names
+    return reach
 
 
 def agent_tools(agent: Agent) -> list[Tool]:
