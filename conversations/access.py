@@ -6,8 +6,8 @@ from agents.access import workspaces_of_agent
 from agents.models import Agent
 from agntchat.core.compiled import compiled_first
 from agntchat.core.ids import as_uuid
-from conversations.exceptions import ConversationNotFound, MessageNotFound
-from conversations.models import Conversation, Message, Participant
+from conversations.exceptions import AttachmentNotFound, ConversationNotFound, MessageNotFound
+from conversations.models import Attachment, Conversation, Message, Participant
 from workspaces.models import Membership, User
 
 
@@ -109,6 +109,36 @@ def access_message(actor, message_id) -> Message:
         return messages_visible_to(actor).select_related("conversation").get(pk=as_uuid(message_id))
     except Message.DoesNotExist:
         raise MessageNotFound() from None
+
+
+def _uploaded_by(actor) -> Q:
+    return Q(uploaded_by_agent=actor) if isinstance(actor, Agent) else Q(uploaded_by_user=actor)
+
+
+def attachments_visible_to(actor):
+    """Files of the messages ACTOR may read, and ACTOR's own uploads not posted yet."""
+    return Attachment.objects.filter(conversation__in=conversations_visible_to(actor)).filter(
+        Q(message__isnull=False, message__held_at__isnull=True)
+        | Q(message__isnull=True) & _uploaded_by(actor)
+    )
+
+
+def access_attachment(actor, attachment_id) -> Attachment:
+    attachment = attachments_visible_to(actor).filter(pk=as_uuid(attachment_id)).first()
+    if attachment is None:
+        raise AttachmentNotFound()
+    return attachment
+
+
+def own_uploads(actor, conversation: Conversation, attachment_ids):
+    """ACTOR's uploads in CONVERSATION among ATTACHMENT_IDS, not yet part of any message: the
+    only files a post may attach."""
+    return Attachment.objects.filter(
+        _uploaded_by(actor),
+        conversation=conversation,
+        message__isnull=True,
+        pk__in=[as_uuid(i) for i in attachment_ids],
+    )
 
 
 def audience_user_ids(conversation: Conversation) -> list:

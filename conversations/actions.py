@@ -11,17 +11,18 @@ from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_live
-from conversations import deliveries, live, tasks, threads, turns
-from conversations.access import access_conversation, may_configure
+from conversations import deliveries, files, live, tasks, threads, turns
+from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
-from conversations.models import Conversation, Message, Participant
+from conversations.models import Attachment, Conversation, Message, Participant
 from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
 
 MAX_BODY = 20_000
+MAX_ATTACHMENTS = 10
 
 
 def _is_agent(actor) -> bool:
@@ -208,6 +209,7 @@ class PostPlan:
     guard: str  # turns.COUNTED, CAPPED or HELD
     planned_threads: list = field(default_factory=list)  # side threads the text opens
     delegation: tuple | None = None  # (agent, instructions): a task the text asks for
+    attachments: list = field(default_factory=list)  # the poster's uploads it carries
 
     @property
     def held(self) -> bool:
@@ -226,6 +228,7 @@ class PostPlan:
             and not self.held
             and self.delegation is None
             and not self.planned_threads
+            and not self.attachments
         )
 
 
@@ -239,6 +242,7 @@ def post_message(
     payload: dict | None = None,
     client_ref: str = "",
     wake=None,
+    attachments=(),
 ) -> Message:
     """Store a message and queue it for every agent that must see it, in one transaction;
     announce it after commit (MSG-2). The same path for a person and for an agent.
@@ -253,14 +257,22 @@ def post_message(
     PAYLOAD is the server's own data, never a client's unvetted: a card arrives sealed and
     rendered by artifacts (``artifacts.actions.post_card``), which builds on this pipeline.
 
+    ATTACHMENTS: ids of files the author uploaded into this conversation (``upload_attachment``)
+    and has not posted yet; the message carries them from then on (INT-4).
+
     In phases: validate → dedupe → plan → persist → announce."""
-    body = _validate_post(conversation, body, payload, reply_to, client_ref)
+    # Files alone make a message too: no text needed beside them.
+    body = _validate_post(conversation, body, payload or attachments, reply_to, client_ref)
     earlier = posted_under_ref(actor, conversation, client_ref) if client_ref else None
     if earlier is not None:
         return earlier
     if conversation.archived_at is not None:
         raise ConversationArchived()
+    uploads = _own_uploads(actor, conversation, attachments)
+    if uploads:
+        payload = {**(payload or {}), "attachments": [files.ref_data(a) for a in uploads]}
     plan = _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake)
+    plan.attachments = uploads
     with nullcontext() if plan.single_write else transaction.atomic():
         message, released = _persist_post(plan, wake)
         if message.held_at is None:
@@ -289,6 +301,68 @@ def _validate_post(conversation, body, payload, reply_to, client_ref) -> str:
             "A client ref can be at most 64 characters.", fields={"ref": "Too long."}
         )
     return body
+
+
+def _own_uploads(actor, conversation, attachment_ids) -> list[Attachment]:
+    """The uploads a post attaches, in the order given: the author's own, in this conversation,
+    not part of a message yet; ConversationRule otherwise."""
+    ids = list(dict.fromkeys(str(i) for i in attachment_ids))
+    if not ids:
+        return []
+    if len(ids) > MAX_ATTACHMENTS:
+        raise ConversationRule(
+            f"A message can carry at most {MAX_ATTACHMENTS} files.",
+            fields={"attachments": "Too many."},
+        )
+    found = {str(a.id): a for a in own_uploads(actor, conversation, ids)} if actor else {}
+    unknown = [i for i in ids if i not in found]
+    if unknown:
+        raise ConversationRule(
+            "Only your own uploads to this conversation, not yet posted, can be attached.",
+            fields={"attachments": unknown},
+        )
+    return [found[i] for i in ids]
+
+
+def _attach(message: Message, uploads: list[Attachment]) -> None:
+    """The uploads become the message's. Claimed only if still free: the same files posted twice
+    at once are attached once, and the other post fails whole (its transaction rolls back)."""
+    if not uploads:
+        return
+    taken = Attachment.objects.filter(pk__in=[a.pk for a in uploads], message__isnull=True).update(
+        message=message
+    )
+    if taken != len(uploads):
+        raise ConversationRule(
+            "These files were attached to another message meanwhile.",
+            fields={"attachments": "Already posted."},
+        )
+
+
+def upload_attachment(actor, conversation: Conversation, upload) -> Attachment:
+    """Store a file a person or an agent uploads into a conversation they may read, to be
+    attached to their next post there (INT-4). Its size and type are checked before anything is
+    stored: refused, it leaves no row and no bytes behind."""
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
+    name, content_type = files.checked_upload(upload)
+    attachment = Attachment(
+        workspace_id=conversation.workspace_id,
+        conversation=conversation,
+        uploaded_by_user=None if _is_agent(actor) else actor,
+        uploaded_by_agent=actor if _is_agent(actor) else None,
+        name=name,
+        content_type=content_type,
+        size=upload.size,
+        sha256=files.sha256_of(upload),
+    )
+    attachment.file.save(name, upload, save=False)
+    try:
+        attachment.save(force_insert=True)
+    except BaseException:
+        attachment.file.delete(save=False)  # no bytes without their row
+        raise
+    return attachment
 
 
 def _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake) -> PostPlan:
@@ -355,6 +429,7 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
         # Past the loop guard's cap: kept, but nobody sees or is woken by it until a person
         # speaks (their message releases it).
         compiled_insert(message)
+        _attach(message, plan.attachments)
         turns.announce_capped(conversation)
         return message, []
     rows = []  # stored with the message, in the post's last statement (settle_post)
@@ -370,6 +445,7 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
     released = turns.settle_post(
         conversation, message, rows + queued, by_person=plan.conversational and plan.by_person
     )
+    _attach(message, plan.attachments)
     deliveries.wake_agents(queued)
     # What needs the message stored: threads hang off it.
     if plan.planned_threads:

@@ -1,15 +1,22 @@
 """REST for conversations and messages. People and agents post through the same action."""
 
+from django.conf import settings
 from django.db.models import F, Field, Func, Value
 from django.urls import path
 from rest_framework import serializers
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.compiled import compiled_objects
-from conversations import actions, threads
-from conversations.access import access_conversation, access_message, conversations_visible_to
+from conversations import actions, files, threads
+from conversations.access import (
+    access_attachment,
+    access_conversation,
+    access_message,
+    conversations_visible_to,
+)
 from conversations.models import Conversation, Message
 from conversations.payloads import (
     AUTHOR_UNSHOWN,
@@ -39,10 +46,29 @@ class ConversationChange(StrictSerializer):
 
 
 class MessageInput(StrictSerializer):
-    body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
+    # Blank only beside attachments (validate): files alone make a message.
+    body = serializers.CharField(
+        max_length=actions.MAX_BODY, trim_whitespace=True, required=False, allow_blank=True
+    )
     reply_to = serializers.UUIDField(required=False, allow_null=True, default=None)
     # The client's own id for this post, so a retry after a lost response is not a second message.
     ref = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    # Ids of the poster's own uploads to this conversation (POST …/files/), not posted yet.
+    attachments = serializers.ListField(
+        child=serializers.UUIDField(),
+        max_length=actions.MAX_ATTACHMENTS,
+        required=False,
+        default=list,
+    )
+
+    def validate(self, data):
+        if not data.get("body") and not data["attachments"]:
+            message = (
+                "This field may not be blank." if "body" in data else "This field is required."
+            )
+            raise serializers.ValidationError({"body": message})
+        data.setdefault("body", "")
+        return data
 
 
 class HistoryQuery(serializers.Serializer):
@@ -182,9 +208,63 @@ class MessageListView(APIView):
         data = validated(MessageInput, request.data)
         reply_to = access_message(request.user, data["reply_to"]) if data["reply_to"] else None
         message = actions.post_message(
-            request.user, conversation, data["body"], reply_to=reply_to, client_ref=data["ref"]
+            request.user,
+            conversation,
+            data["body"],
+            reply_to=reply_to,
+            client_ref=data["ref"],
+            attachments=data["attachments"],
         )
         return Response(message_data(message), status=201)
+
+
+def upload_data(attachment) -> dict:
+    return {
+        "id": attachment.id,
+        "conversation_id": attachment.conversation_id,
+        "message_id": attachment.message_id,
+        "name": attachment.name,
+        "content_type": attachment.content_type,
+        "size": attachment.size,
+        "sha256": attachment.sha256,
+    }
+
+
+class FileInput(serializers.Serializer):
+    """The upload's form, for the schema: the view reads the file itself (actions checks it)."""
+
+    file = serializers.FileField()
+
+
+class FileUploadView(APIView):
+    """A file into a conversation (multipart, field ``file``), by a person or an agent: 201 with
+    its id, to be named in ``attachments`` of the uploader's next post there. Over the size limit
+    413, a type not allowed 415; either way nothing is stored."""
+
+    parser_classes = [MultiPartParser]
+    inputs = {"post": FileInput}
+
+    def post(self, request, conversation_id):
+        conversation = access_conversation(request.user, conversation_id)
+        # A body far past the limit is refused before it is parsed into a temporary file.
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        if declared > settings.FILE_UPLOAD_MAX_SIZE + 64 * 1024:
+            raise files.too_large()
+        attachment = actions.upload_attachment(
+            request.user, conversation, request.FILES.get("file")
+        )
+        return Response(upload_data(attachment), status=201)
+
+
+class FileDetailView(APIView):
+    """A file one may read (its message's, or one's own upload not posted yet), with a fresh
+    signed download link; another workspace's, or a conversation one cannot read: 404."""
+
+    def get(self, request, attachment_id):
+        attachment = access_attachment(request.user, attachment_id)
+        out = upload_data(attachment)
+        out.update(files.attachment_data(files.ref_data(attachment)))
+        return Response(out)
 
 
 class RulebookInput(StrictSerializer):
@@ -283,4 +363,6 @@ urlpatterns = [
     path("conversations/", ConversationListView.as_view()),
     path("conversations/<uuid:conversation_id>/", ConversationDetailView.as_view()),
     path("conversations/<uuid:conversation_id>/messages/", MessageListView.as_view()),
+    path("conversations/<uuid:conversation_id>/files/", FileUploadView.as_view()),
+    path("files/<uuid:attachment_id>/", FileDetailView.as_view()),
 ]

@@ -11,6 +11,11 @@ class MessageNotFound(NotFound):
     default_message = "Message not found."
 
 
+class AttachmentNotFound(NotFound):
+    code = "file_not_found"
+    default_message = "File not found."
+
+
 class ConversationRule(AppError):
     code = "conversation_invalid"
 

@@ -312,3 +312,36 @@ class TurnUsage(BaseModel):
 
     class Meta:
         indexes = [models.Index(fields=["agent", "created_at"], name="usage_history")]
+
+
+def attachment_path(attachment, filename: str) -> str:
+    """Where the bytes go: under the workspace and the attachment's own id, so two files of the
+    same name never meet and a workspace's files can be found (or removed) together."""
+    return f"attachments/{attachment.workspace_id}/{attachment.id}/{filename}"
+
+
+class Attachment(BaseModel):
+    """A file uploaded into a conversation (INT-4): unattached until its uploader posts the
+    message it belongs to, then part of that message for good."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="attachments"
+    )
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+    uploaded_by_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    uploaded_by_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    file = models.FileField(upload_to=attachment_path, max_length=500)
+    name = models.CharField(max_length=200)
+    content_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return self.name

@@ -2,7 +2,7 @@
 
 from django.db.models import prefetch_related_objects
 
-from conversations import caps
+from conversations import caps, files
 from conversations.models import Conversation, no_threads
 
 # Author columns no message shape shows (``author_data``), left out of reads of messages with
@@ -99,11 +99,16 @@ def message_data(message) -> dict:
         "threads": [thread_card(t) for t in message.threads.all()],
     }
     payload = message.payload or {}
+    # Its files (INT-4), each with a fresh signed link, from what the post stored: no query.
+    data["attachments"] = [files.attachment_data(ref) for ref in payload.get("attachments", ())]
     if "card_html" in payload:
         # Rendered once when the card was sealed or changed, so every client shows the same
         # card (CARD-2); sent beside the payload, not twice.
         data["card_html"] = payload["card_html"]
-        data["payload"] = {k: v for k, v in payload.items() if k != "card_html"}
+    if "card_html" in payload or "attachments" in payload:
+        data["payload"] = {
+            k: v for k, v in payload.items() if k not in ("card_html", "attachments")
+        }
     if "artifact_id" in payload:
         # The compact reference stored when the artifact was published: no query.
         data["artifact"] = payload.get("artifact")

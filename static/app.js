@@ -399,6 +399,10 @@ const afterSubmit = {
     decorate($("#main"));
     setUpForms($("#main"));
   },
+  /** Off to the provider to connect an account (it sends the person back to our callback). */
+  authorize(form, result) {
+    location.assign(result.authorizeUrl);
+  },
   redirect(form, result) {
     location.assign(form.dataset.redirect.replace(/\{(\w+)\}/g, (_, key) => encodeURIComponent(result?.[key] ?? "")));
   },
@@ -920,6 +924,88 @@ function mentionBox(input, listbox, targets) {
   };
 }
 
+/** A file as a chip: its name and size (a file not sent yet, or one in a message being sent). */
+function fileChip(file, tag = "div") {
+  const chip = document.createElement(tag);
+  chip.className = "file-chip";
+  chip.innerHTML = `<span class="file-chip__icon" aria-hidden="true"><svg viewBox="0 0 16 16" width="16" height="16" fill="none" stroke="currentColor" stroke-width="1.5"><path d="M4 1.75h5.5L13 5.25v9H4z"/><path d="M9.25 1.75v3.75H13"/></svg></span><span class="file-chip__name"></span><span class="file-chip__size"></span>`;
+  $(".file-chip__name", chip).textContent = file.name;
+  $(".file-chip__size", chip).textContent = fileSize(file.size);
+  return chip;
+}
+
+const fileSize = (bytes) =>
+  bytes < 1024 ? `${bytes} bytes` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KB` : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+/** The composer's files waiting to be sent: uploaded at once (POST …/files/), each shown with
+ * its state; a refused one says why (too large, a type not allowed) and can be removed. */
+function fileTray(root, conversationId) {
+  const items = new Set(); // {file, li, upload: null | {id, name, size, contentType}, error}
+  const pending = new Set(); // uploads under way
+  const sync = () => (root.hidden = items.size === 0);
+  const add = async (file) => {
+    const li = fileChip(file, "li");
+    const state = document.createElement("span");
+    state.className = "file-chip__state";
+    state.setAttribute("role", "status");
+    state.textContent = "Uploading…";
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "file-chip__remove";
+    remove.setAttribute("aria-label", `Remove ${file.name}`);
+    remove.textContent = "×";
+    li.append(state, remove);
+    const item = { file, li, upload: null, error: null };
+    remove.addEventListener("click", () => {
+      items.delete(item);
+      li.remove();
+      sync();
+    });
+    items.add(item);
+    root.append(li);
+    sync();
+    const done = upload(item, state);
+    pending.add(done);
+    await done;
+    pending.delete(done);
+  };
+  const upload = async (item, state) => {
+    const form = new FormData();
+    form.append("file", item.file);
+    try {
+      const response = await fetch(`/api/v1/conversations/${conversationId}/files/`, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+        body: form,
+      });
+      const payload = await response.json().catch(() => null);
+      if (!response.ok) throw new ApiError(payload?.error?.message || statusSentence(response.status));
+      item.upload = payload;
+      state.textContent = "";
+      item.li.classList.add("is-ready");
+    } catch (error) {
+      item.error = error.message || "The upload failed.";
+      state.textContent = item.error;
+      item.li.classList.add("is-failed");
+    }
+  };
+  return {
+    add,
+    idle: () => Promise.all([...pending]),
+    /** The uploaded files, out of the tray (refused ones stay, saying why). */
+    take() {
+      const ready = [...items].filter((i) => i.upload);
+      for (const item of ready) {
+        items.delete(item);
+        item.li.remove();
+      }
+      sync();
+      return ready.map(({ upload }) => ({ id: upload.id, name: upload.name, size: upload.size }));
+    },
+  };
+}
+
 function initConversation() {
   if (page.page !== "conversation") return;
   const conversationId = page.conversationId;
@@ -1116,18 +1202,18 @@ function initConversation() {
         /* private mode: the message stays on screen with its Retry button */
       }
     },
-    put(ref, text) {
-      this.save([...this.all().filter((i) => i.ref !== ref), { ref, text }]);
+    put(ref, text, files = []) {
+      this.save([...this.all().filter((i) => i.ref !== ref), { ref, text, files }]);
     },
     drop(ref) {
       this.save(this.all().filter((i) => i.ref !== ref));
     },
   };
 
-  const localItem = (ref, text) => {
+  const localItem = (ref, text, files = []) => {
     const li = document.createElement("li");
     li.className = "msg msg--person msg--mine is-local";
-    Object.assign(li.dataset, { ref, text, authorId: me, authorType: "person", kind: "text", created: new Date().toISOString() });
+    Object.assign(li.dataset, { ref, text, files: JSON.stringify(files), authorId: me, authorType: "person", kind: "text", created: new Date().toISOString() });
     li.innerHTML = `<div class="msg__avatar avatar avatar--person hue-2" aria-hidden="true"></div>
       <div class="msg__main"><div class="msg__meta"><span class="msg__author"></span>
       <span class="msg__state" data-state role="status"></span></div>
@@ -1138,6 +1224,7 @@ function initConversation() {
     $(".msg__avatar", li).textContent = initialsOf(page.userName);
     $(".msg__author", li).textContent = page.userName;
     $("[data-text]", li).textContent = text;
+    for (const file of files) $("[data-failure]", li).before(fileChip(file));
     list.append(li);
     group();
     return li;
@@ -1154,20 +1241,21 @@ function initConversation() {
   // A person's messages are stored in the order typed: each shows at once ("Sending…"), but
   // they are posted one at a time, the next once the server has answered the one before.
   let posting = Promise.resolve();
-  const send = (text, ref = newRef()) => {
-    const li = $$(":scope > .is-local", list).find((p) => p.dataset.ref === ref) || localItem(ref, text);
+  const send = (text, ref = newRef(), files = []) => {
+    const li = $$(":scope > .is-local", list).find((p) => p.dataset.ref === ref) || localItem(ref, text, files);
     setLocalState(li, "pending");
     toBottom();
-    outbox.put(ref, text);
-    const posted = posting.then(() => post(li, text, ref));
+    outbox.put(ref, text, files);
+    const posted = posting.then(() => post(li, text, ref, files));
     posting = posted.catch(() => {});
     return posted;
   };
 
-  const post = async (li, text, ref) => {
+  const post = async (li, text, ref, files) => {
     let message;
     try {
-      message = await api("POST", `/api/v1/conversations/${conversationId}/messages/`, { body: text, ref });
+      const attachments = files.map((f) => f.id);
+      message = await api("POST", `/api/v1/conversations/${conversationId}/messages/`, { body: text, ref, attachments });
     } catch (error) {
       if (error.status && error.status < 500 && error.status !== 429) outbox.drop(ref);
       setLocalState(li, "failed", error.message);
@@ -1181,7 +1269,7 @@ function initConversation() {
 
   list.addEventListener("click", async (event) => {
     const local = event.target.closest(".is-local");
-    if (local && event.target.closest("[data-retry]")) send(local.dataset.text, local.dataset.ref);
+    if (local && event.target.closest("[data-retry]")) send(local.dataset.text, local.dataset.ref, JSON.parse(local.dataset.files || "[]"));
     if (local && event.target.closest("[data-discard]")) {
       outbox.drop(local.dataset.ref);
       local.remove();
@@ -1238,18 +1326,31 @@ function initConversation() {
     }
   };
 
+  // Files: each uploaded as soon as it is chosen, waiting in the tray under the box; the next
+  // message sent carries them (by id). Pictures then show in the conversation.
+  const tray = fileTray($("[data-attachments]"), conversationId);
+  const picker = $("[data-attach-input]");
+  $("[data-attach]").addEventListener("click", () => picker.click());
+  picker.addEventListener("change", () => {
+    for (const file of picker.files) tray.add(file);
+    picker.value = "";
+    input.focus();
+  });
+
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
   const autosize = () => {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
   };
-  const submit = () => {
+  const submit = async () => {
+    await tray.idle(); // files still uploading go with this message, once stored
     const text = input.value.trim();
-    if (!text) return;
+    const files = tray.take();
+    if (!text && !files.length) return;
     input.value = "";
     autosize();
-    send(text);
+    send(text, newRef(), files);
   };
   input.addEventListener("input", autosize);
   input.addEventListener("keydown", (event) => {
@@ -1398,7 +1499,7 @@ function initConversation() {
       outbox.drop(item.ref);
       continue;
     }
-    setLocalState(localItem(item.ref, item.text), "failed", "This message was not confirmed before you left the page.");
+    setLocalState(localItem(item.ref, item.text, item.files || []), "failed", "This message was not confirmed before you left the page.");
   }
   group();
   toBottom();

@@ -91,6 +91,7 @@ def _post(agent, data):
         reply_to=reply_to,
         kind=Message.Kind.NOTICE if data["notice"] else Message.Kind.TEXT,
         client_ref=data["ref"],
+        attachments=data["attachments"],
     )
 
 

@@ -6,6 +6,7 @@ REST API by the page script; these views only read, except the few forms below t
 ``conversations.actions`` directly.
 """
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -88,6 +89,7 @@ def conversation(request, membership, conversation_id):
         can_configure=may_configure(membership, conversation),
         mentions=mention_targets(membership.workspace),
         parent=conversation.parent_message,
+        attach_accept=",".join(f".{e}" for e in settings.FILE_UPLOAD_EXTENSIONS),
     )
     return render(request, "conversations/conversation.html", context)
 

@@ -1,0 +1,129 @@
+"""Files in a real browser (INT-4): Alice attaches a picture and a table to a message in #general
+and sends it; the picture shows inline (loaded through its signed link), the table as a chip
+with its name and size, for her and, live, for Bob. A file of a type not allowed is refused in
+the tray in the server's words. Database work goes through ``orm`` (tests/ui/browser.py)."""
+
+import os
+import struct
+import zlib
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from conversations.actions import create_conversation
+from conversations.models import Attachment
+from tests.socket_helpers import Daphne
+from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, live, log_in, person, shot
+from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+
+
+def tide_picture(width=480, height=270) -> bytes:
+    """A PNG of sea under sky, with a sine of a tide line (no imaging library needed)."""
+    import math
+
+    rows = []
+    for y in range(height):
+        row = bytearray(b"\x00")
+        for x in range(width):
+            water = y > height * (0.55 + 0.2 * math.sin(x / width * 2 * math.pi))
+            row += bytes((22, 92, 170) if water else (200, 226, 246))
+        rows.append(bytes(row))
+
+    def chunk(kind, data):
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"".join(rows)))
+        + chunk(b"IEND", b"")
+    )
+
+
+@pytest.fixture
+def story(orm):
+    def build():
+        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
+        team = create_team_workspace(alice, "Tide Lab")
+        _, token = create_invitation(team.memberships.get(user=alice))
+        accept_invitation(bob, token)
+        general = create_conversation(alice, team, kind="channel", title="general")
+        return team, general
+
+    return orm(build)
+
+
+@pytest.fixture
+def media(tmp_path):
+    return tmp_path / "media"
+
+
+@pytest.fixture
+def browser(story, media):
+    """As tests/ui/conftest.py's, with the server's files in a folder of this test's own."""
+    server = Daphne(extra_env={"MEDIA_ROOT": str(media)})
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium, server
+        chromium.close()
+    server.stop()
+
+
+def test_a_picture_attached_shows_inline_and_a_table_as_a_chip(orm, story, browser, media):
+    team, general = story
+    chromium, server = browser
+    alice = live(log_in(chromium, server, "alice"))
+    alice.goto(f"/w/{team.id}/c/{general.id}/")
+    live(alice)
+    bob = live(log_in(chromium, server, "bob"))
+    bob.goto(f"/w/{team.id}/c/{general.id}/")
+    live(bob)
+
+    picture = tide_picture()
+    table = b"date,high water\n2025-06-01,14:02\n2025-06-02,14:49\n"
+    tray = alice.locator("[data-attachments]")
+    alice.locator("[data-attach-input]").set_input_files(
+        [
+            {"name": "tide-chart.png", "mimeType": "image/png", "buffer": picture},
+            {"name": "tides.csv", "mimeType": "text/csv", "buffer": table},
+            {"name": "page.html", "mimeType": "text/html", "buffer": b"<script></script>"},
+        ]
+    )
+    expect(tray.locator(".file-chip.is-ready")).to_have_count(2, timeout=WAIT)
+    expect(tray.locator(".file-chip.is-failed")).to_contain_text("cannot be attached", timeout=WAIT)
+    shot(alice, "files-00-tray")
+    tray.get_by_role("button", name="Remove page.html").click()
+
+    composer = alice.get_by_label("Message #general")
+    composer.fill("Today's tides, with the table.")
+    composer.press("Enter")
+    expect(tray).to_be_hidden()
+
+    for page in (alice, bob):
+        message = page.locator("[data-messages] > li", has_text="Today's tides").last
+        image = message.locator(".msg__image img")
+        expect(image).to_be_visible(timeout=WAIT)
+        # Loaded through its signed link: the browser decoded the picture itself.
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth === 480", arg=image.element_handle()
+        )
+        chip = message.locator("a.file-chip")
+        expect(chip).to_contain_text("tides.csv")
+        expect(chip).to_contain_text(f"{len(table)} bytes")
+        assert "/files/" in chip.get_attribute("href") and "s=" in chip.get_attribute("href")
+    box = alice.locator("[data-messages] .msg__image img").last.bounding_box()
+    assert box["width"] <= 360 and box["height"] <= 280  # shown at most thumbnail size
+    shot(alice, "files-01-picture-inline")
+
+    names = orm(lambda: sorted(Attachment.objects.values_list("name", flat=True)))
+    assert names == ["tide-chart.png", "tides.csv"]
+    assert sorted(p.name for p in media.rglob("*") if p.is_file()) == names
