@@ -94,7 +94,7 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
 
 
 def is_email_action(payload: dict, action_id: str) -> bool:
-    """Send / Save draft on an email draft: mailbox work for the agent, not a chat reply."""
+    """Send / Save draft on an email draft: done in the mailbox (artifacts/mailbox.py), not a reply."""
     card, sealed = payload["card"], _sealed(payload)
     is_draft = card["type"] == EMAIL_DRAFT or sealed.get("template") == EMAIL_DRAFT
     return is_draft and action_id in EMAIL_ACTIONS

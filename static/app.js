@@ -1290,11 +1290,12 @@ function initConversation() {
     error.hidden = true;
     busy(button, true, `${button.textContent}…`);
     try {
-      await api("POST", `/api/v1/messages/${li.dataset.messageId}/card-actions/`, {
+      const result = await api("POST", `/api/v1/messages/${li.dataset.messageId}/card-actions/`, {
         itemIndex: Number(button.dataset.itemIndex),
         actionId: button.dataset.cardAction,
       });
-      working.clicked(li.dataset.authorId, $(".msg__author", li)?.textContent || "The agent");
+      // A mailbox button (Send, Save draft) is done here and now: no agent is at work on it.
+      if (result?.work) working.clicked(li.dataset.authorId, $(".msg__author", li)?.textContent || "The agent");
       await refresh(li.dataset.messageId);
     } catch (err) {
       busy(button, false);

@@ -104,6 +104,13 @@ def history_entries(rows, agent: Agent) -> list[dict]:
     ]
 
 
+def attached(message) -> str:
+    """The files of MESSAGE, one line each, for the model to read with ``file_read``."""
+    refs = (message.payload or {}).get("attachments") or ()
+    lines = [f"- {r['name']} ({r['content_type']}, {r['size']} bytes), id {r['id']}" for r in refs]
+    return "\n\nAttached (read with file_read):\n" + "\n".join(lines) if lines else ""
+
+
 def volatile_block(
     *, speaker: Agent, rulebook: dict, trigger_author: str, trigger_text: str, extra: str = ""
 ) -> str:
@@ -205,11 +212,11 @@ def for_messages(agent: Agent, messages) -> dict:
                 speaker=agent,
                 rulebook=rulebook,
                 trigger_author=author,
-                trigger_text=message.body,
+                trigger_text=message.body + attached(message),
                 extra="\n\n".join(extra),
             ),
             "history": history_entries(recent, agent),
-            "prompt": message.body,
+            "prompt": message.body + attached(message),
             "rulebook": rulebook,
             "session_key": f"conversation:{conversation.id}",
             "api_key": api_keys[conversation.workspace_id],

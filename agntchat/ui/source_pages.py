@@ -27,7 +27,7 @@ def tool_sources(request, membership):
     context = shell(
         request,
         membership,
-        section="members",
+        section="tool-sources",
         sources=rows,
         kinds=ToolSource.Kind.choices,
         methods=sources.METHODS,

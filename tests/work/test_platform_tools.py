@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db
 
 PLATFORM_TOOLS = [
     "artifact_publish", "artifact_update", "card_post", "conversation_history", "done",
-    "memory_forget", "memory_recall", "memory_remember",
+    "file_read", "memory_forget", "memory_recall", "memory_remember",
     "personality_read", "personality_write", "reminder_cancel", "reminder_list",
     "reminder_set", "skill_load", "task_cancel", "task_create", "task_list",
     "thread_resolve", "web_fetch", "workspace_search",

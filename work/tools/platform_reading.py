@@ -8,7 +8,8 @@ from django.db.models import F, Q
 from agntchat.core import search
 from artifacts.access import artifacts_visible_to
 from artifacts.models import ArtifactVersion
-from conversations.access import access_message, messages_visible_to
+from conversations import files
+from conversations.access import access_attachment, access_message, messages_visible_to
 from conversations.exceptions import MessageNotFound
 from conversations.models import Message
 from work.directives import HISTORY_TURNS
@@ -214,3 +215,43 @@ def workspace_search(context: ToolContext, arguments: dict):
     for result in results:
         result["rank"] = round(result["rank"], 4)
     return {"results": results}
+
+
+# What file_read gives of a text file; past it, the text is cut and says so.
+MAX_FILE_TEXT = 50_000
+TEXT_TYPES = ("text/", "application/json")
+
+
+@tool(
+    "file_read",
+    description=(
+        "Read a file attached to a message you can see, by its id (listed with the message as "
+        "“Attached”). Text files (txt, md, csv, json) come back as text, the first 50,000 "
+        "characters; for other files (pictures, PDF, zip) you get what they are and a link."
+    ),
+    risk=Risk.READ,
+    input_schema={
+        "type": "object",
+        "properties": {"file_id": {"type": "string", "format": "uuid"}},
+        "required": ["file_id"],
+        "additionalProperties": False,
+    },
+)
+def file_read(context: ToolContext, arguments: dict):
+    found = access_attachment(context.agent, arguments["file_id"])
+    about = files.attachment_data(files.ref_data(found))
+    described = {
+        "id": about["id"],
+        "name": about["name"],
+        "content_type": about["content_type"],
+        "size": about["size"],
+        "url": about["url"],
+    }
+    if not found.content_type.startswith(TEXT_TYPES):
+        return described | {"note": "Not a text file: only what it is is given here."}
+    with found.file.open("rb") as stored:
+        raw = stored.read(MAX_FILE_TEXT * 4 + 4)
+    text = raw.decode("utf-8", errors="replace")
+    if len(text) > MAX_FILE_TEXT or found.size > len(raw):
+        return described | {"text": text[:MAX_FILE_TEXT], "truncated": True}
+    return described | {"text": text}
