@@ -98,15 +98,19 @@ REPO = {
 BRANCH = {"type": "string", "minLength": 1, "maxLength": 250}
 
 
-@tool(
+def github_tool(name: str, **options):
+    """A tool acting on the GitHub account the call resolves to: granted by an owner, not to every
+    agent."""
+    return tool(name, connection="github", platform=False, **options)
+
+
+@github_tool(
     "github_read_file",
     description=(
         "Read a file of a GitHub repository (owner/name) at a branch, tag or commit (the default "
         "branch if no ref), or list a directory."
     ),
     risk=Risk.READ,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -155,12 +159,10 @@ def pull_out(pull: dict) -> dict:
     }
 
 
-@tool(
+@github_tool(
     "github_list_pull_requests",
     description="List the pull requests of a GitHub repository (open ones unless state says).",
     risk=Risk.READ,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -179,15 +181,13 @@ def github_list_pull_requests(context: ToolContext, arguments: dict):
     return {"repo": repo.name, "pull_requests": [pull_out(p) for p in pulls]}
 
 
-@tool(
+@github_tool(
     "github_open_pull_request",
     description=(
         "Open a pull request in a GitHub repository: the changes of branch head into branch base "
         "(the default branch if not given)."
     ),
     risk=Risk.EXTERNAL,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -215,14 +215,12 @@ def github_open_pull_request(context: ToolContext, arguments: dict):
     return pull_out(pull)
 
 
-@tool(
+@github_tool(
     "github_merge_pull_request",
     description=(
         "Merge a pull request of a GitHub repository by its number (merge, squash or rebase)."
     ),
     risk=Risk.EXTERNAL,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -244,15 +242,13 @@ def github_merge_pull_request(context: ToolContext, arguments: dict):
     return {"number": number, "merged": merged.get("merged", False), "sha": merged.get("sha")}
 
 
-@tool(
+@github_tool(
     "github_create_branch",
     description=(
         "Create a branch in a GitHub repository, starting where branch from_branch is now (the "
         "default branch if not given)."
     ),
     risk=Risk.EXTERNAL,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {"repo": REPO, "branch": BRANCH, "from_branch": BRANCH},
@@ -270,12 +266,10 @@ def github_create_branch(context: ToolContext, arguments: dict):
     return {"branch": branch, "from": start, "sha": sha}
 
 
-@tool(
+@github_tool(
     "github_delete_branch",
     description="Delete a branch of a GitHub repository (its commits stay reachable elsewhere).",
     risk=Risk.DESTRUCTIVE,
-    connection="github",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {"repo": REPO, "branch": BRANCH},
@@ -289,15 +283,13 @@ def github_delete_branch(context: ToolContext, arguments: dict):
     return {"deleted": branch}
 
 
-@tool(
+@github_tool(
     "github_commit_changes",
     description=(
         "Commit changes to several files of a GitHub repository, as one commit on an existing "
         "branch: each file's full new text, or delete: true to remove it."
     ),
     risk=Risk.EXTERNAL,
-    connection="github",
-    platform=False,
     timeout_seconds=90,
     input_schema={
         "type": "object",

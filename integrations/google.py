@@ -105,6 +105,12 @@ def path_id(value: str) -> str:
     return quote(value, safe="")
 
 
+def google_tool(name: str, **options):
+    """A tool acting on the Google account the call resolves to: granted by an owner, not to every
+    agent."""
+    return tool(name, connection="google", platform=False, **options)
+
+
 # ---- Gmail ---------------------------------------------------------------------------------
 
 GMAIL = "/gmail/v1/users/me"
@@ -257,7 +263,7 @@ EMAIL_FIELDS = {
 }
 
 
-@tool(
+@google_tool(
     "gmail_search",
     description=(
         "Search the connected Gmail mailbox with Gmail's search syntax (from:ana subject:invoice "
@@ -265,8 +271,6 @@ EMAIL_FIELDS = {
         "subject, date and a snippet. Read one in full with gmail_read."
     ),
     risk=Risk.READ,
-    connection="google",
-    platform=False,
     timeout_seconds=60,
     input_schema={
         "type": "object",
@@ -310,15 +314,13 @@ def gmail_search(context: ToolContext, arguments: dict):
     return {"account": connection.account, "messages": messages}
 
 
-@tool(
+@google_tool(
     "gmail_read",
     description=(
         "Read one email of the connected Gmail mailbox by its message id: its headers and its "
         "plain text body (attachments are only named)."
     ),
     risk=Risk.READ,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 100}},
@@ -348,15 +350,13 @@ def gmail_read(context: ToolContext, arguments: dict):
     return read
 
 
-@tool(
+@google_tool(
     "gmail_draft",
     description=(
         "Save an email as a draft in the connected Gmail mailbox (not sent). Returns the draft's "
         "id, which gmail_send can send later."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": EMAIL_FIELDS,
@@ -374,15 +374,13 @@ def gmail_draft(context: ToolContext, arguments: dict):
     }
 
 
-@tool(
+@google_tool(
     "gmail_send",
     description=(
         "Send an email from the connected Gmail account: give to, subject and body (cc, bcc, "
         "thread_id optional), or the draft_id of a saved draft to send that draft."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {**EMAIL_FIELDS, "draft_id": {"type": "string", "maxLength": 100}},
@@ -476,15 +474,13 @@ EVENT_FIELDS = {
 }
 
 
-@tool(
+@google_tool(
     "calendar_list_events",
     description=(
         "List the events of a Google Calendar (primary unless calendar_id says otherwise) "
         "between time_min and time_max (RFC 3339; time_min defaults to now), soonest first."
     ),
     risk=Risk.READ,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -520,15 +516,13 @@ def calendar_list_events(context: ToolContext, arguments: dict):
     return {"calendar": calendar_id, "events": [event_out(e) for e in found.get("items", [])]}
 
 
-@tool(
+@google_tool(
     "calendar_create_event",
     description=(
         "Create an event in a Google Calendar (primary by default). Attendees, if any, are "
         "sent Google's invitation."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": EVENT_FIELDS,
@@ -551,15 +545,13 @@ def calendar_create_event(context: ToolContext, arguments: dict):
     return event_out(event)
 
 
-@tool(
+@google_tool(
     "calendar_update_event",
     description=(
         "Change an event of a Google Calendar by its id: only the fields given change. Its "
         "attendees are told of the change."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -594,7 +586,7 @@ def file_out(found: dict) -> dict:
     return {key: found[key] for key in FILE_FIELDS.split(",") if key in found}
 
 
-@tool(
+@google_tool(
     "drive_list",
     description=(
         "List files of the connected Google Drive, newest first, optionally filtered with a "
@@ -602,8 +594,6 @@ def file_out(found: dict) -> dict:
         "'application/vnd.google-apps.spreadsheet'). Returns id, name, type, modified time."
     ),
     risk=Risk.READ,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -676,15 +666,13 @@ def sheet_values(context: ToolContext, spreadsheet_id: str, cells: str) -> dict:
     return out
 
 
-@tool(
+@google_tool(
     "drive_read",
     description=(
         "Read a file of the connected Google Drive by its id: a Google Doc as text, a Google "
         "Sheet's values (the first sheet, or the A1 range given), other text files as they are."
     ),
     risk=Risk.READ,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -760,12 +748,10 @@ def write_document(context: ToolContext, document_id: str, text: str, replace: b
     )
 
 
-@tool(
+@google_tool(
     "docs_create",
     description="Create a Google Doc in the connected Drive with a title and, optionally, text.",
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -790,15 +776,13 @@ def docs_create(context: ToolContext, arguments: dict):
     }
 
 
-@tool(
+@google_tool(
     "docs_update",
     description=(
         "Write to a Google Doc by its id: append text at its end (mode append, the default), or "
         "replace all its text (mode replace)."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {
@@ -819,15 +803,13 @@ def docs_update(context: ToolContext, arguments: dict):
     }
 
 
-@tool(
+@google_tool(
     "sheets_update",
     description=(
         "Write values into a Google Sheet by its id, from the top-left cell of an A1 range "
         "(Sheet1!B2:D4): rows of values, entered as if typed (formulas such as =SUM(B2:B4) work)."
     ),
     risk=Risk.EXTERNAL,
-    connection="google",
-    platform=False,
     input_schema={
         "type": "object",
         "properties": {

@@ -94,7 +94,7 @@ class SourceChange(SourceFields):
     url = serializers.URLField(max_length=500, required=False)
 
 
-class GrantInput(StrictSerializer):
+class SourceGrantInput(StrictSerializer):
     agent = serializers.UUIDField()
     function = serializers.CharField(max_length=128)
 
@@ -162,7 +162,7 @@ class SourceImportView(APIView):
         return Response(source_out(sources.import_tools(membership, source)))
 
 
-class GrantQuery(StrictSerializer):
+class SourceGrantQuery(StrictSerializer):
     agent = serializers.UUIDField()
     function = serializers.CharField(max_length=128)
 
@@ -171,8 +171,8 @@ class SourceGrantsView(APIView):
     """Which agents may call which functions of the source. DELETE takes ``agent`` and
     ``function`` as query parameters (admins, or the agent's owner for its own)."""
 
-    inputs = {"post": GrantInput}
-    queries = {"delete": GrantQuery}
+    inputs = {"post": SourceGrantInput}
+    queries = {"delete": SourceGrantQuery}
     permission_classes = [IsPerson]
 
     def get(self, request, source_id):
@@ -184,14 +184,14 @@ class SourceGrantsView(APIView):
     def post(self, request, source_id):
         membership, source = sources.access_source(request.user, source_id)
         require_manager(membership)
-        data = validated(GrantInput, request.data)
+        data = validated(SourceGrantInput, request.data)
         agent = sources.source_agent(source, data["agent"])
         grant = sources.grant_function(membership, source, agent, data["function"])
         return Response(grant_out(grant), status=201)
 
     def delete(self, request, source_id):
         membership, source = sources.access_source(request.user, source_id)
-        query = validated(GrantQuery, request.query_params.dict())
+        query = validated(SourceGrantQuery, request.query_params.dict())
         agent = sources.granted_agent(source, query["agent"])
         sources.take_away_function(membership, source, agent, query["function"])
         return Response(status=204)
