@@ -208,9 +208,11 @@ def disconnect(user: User, connection: Connection) -> None:
     owner, or for a workspace's connection one of the workspace's admins, may."""
     if connection.workspace_id:
         require_manager(access_membership(user, connection.workspace_id))
-    found = configuration(connection.provider)
+    found = settings.OAUTH_PROVIDERS.get(connection.provider) or {}
     token = crypto.decrypt(connection.access_ciphertext)
     try:
+        if not found.get("client_id"):  # the app is gone from this server: nothing to call
+            raise ProviderNotConfigured()
         if connection.provider == Provider.GITHUB:
             httpx.request(
                 "DELETE",
@@ -222,7 +224,7 @@ def disconnect(user: User, connection: Connection) -> None:
             )
         else:
             _client(connection.provider).revoke_token(found["revoke_url"], token=token)
-    except (httpx.HTTPError, AuthlibBaseError):
+    except (httpx.HTTPError, AuthlibBaseError, ProviderNotConfigured):
         pass  # forgotten here all the same; the person can also revoke at the provider
     connection.delete()
 

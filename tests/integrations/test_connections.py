@@ -310,3 +310,12 @@ def test_rotating_keys_re_encrypts_every_secret(alice, team_a, standin):
         connection = Connection.objects.get(user=alice)
         assert crypto.decrypt(connection.access_ciphertext) in standin.access
         assert crypto.decrypt(Credential.objects.get().ciphertext) == "sk-123"
+
+
+def test_a_connection_is_forgotten_even_once_its_app_is_gone(alice, standin):
+    connect(alice, standin)
+    connection = Connection.objects.get(user=alice)
+    with override_settings(OAUTH_PROVIDERS={"google": {"client_id": ""}, "github": {}}):
+        answer = browser_for(alice).delete(f"/api/v1/connections/{connection.id}/")
+    assert answer.status_code == 204 and not Connection.objects.exists()
+    assert standin.revoked == []  # nothing to call: the server no longer has the app
