@@ -1,5 +1,6 @@
 """One env-driven settings module. Production values come from the environment."""
 
+import json
 import os
 import secrets
 import sys
@@ -229,8 +230,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
 # Files attached to messages (INT-4, docs/files.md). On local disk under MEDIA_ROOT; in an
-# S3-compatible bucket when AWS_STORAGE_BUCKET_NAME is set (needs django-storages[s3]; its own
-# AWS_* settings, e.g. AWS_S3_ENDPOINT_URL, are read from the environment by it). Never served
+# S3-compatible bucket when AWS_STORAGE_BUCKET_NAME is set (needs django-storages[s3]; the
+# credentials come from the usual AWS_* environment, docs/files.md). Never served
 # as MEDIA_URL: only through signed, expiring links (conversations/files.py).
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 AWS_STORAGE_BUCKET_NAME = os.environ.get("AWS_STORAGE_BUCKET_NAME", "")
@@ -241,6 +242,11 @@ STORAGES = {
 if AWS_STORAGE_BUCKET_NAME:
     STORAGES["default"] = {"BACKEND": "storages.backends.s3.S3Storage"}
     AWS_QUERYSTRING_AUTH = True  # the bucket stays private: its URLs are presigned
+    # Another S3-compatible service (MinIO, R2…): its endpoint, region and addressing style.
+    AWS_S3_ENDPOINT_URL = os.environ.get("AWS_S3_ENDPOINT_URL") or None
+    AWS_S3_REGION_NAME = os.environ.get("AWS_S3_REGION_NAME") or None
+    AWS_S3_ADDRESSING_STYLE = os.environ.get("AWS_S3_ADDRESSING_STYLE") or None
+    AWS_S3_SIGNATURE_VERSION = "s3v4"  # what every region and S3-compatible service accepts
     AWS_QUERYSTRING_EXPIRE = env_int("FILE_URL_MAX_AGE", 60 * 60)
 FILE_UPLOAD_MAX_SIZE = env_int("FILE_UPLOAD_MAX_SIZE", 25 * 1024 * 1024)  # bytes
 # How long a download link works, in seconds.
@@ -287,6 +293,10 @@ OAUTH_PROVIDERS = {
         "authorize_params": {},
     },
 }
+# Entries replaced from the environment, as JSON ({"github": {"authorize_url": …}}): a GitHub
+# Enterprise host, or a local stand-in provider.
+for _provider, _entry in json.loads(os.environ.get("OAUTH_PROVIDERS_JSON") or "{}").items():
+    OAUTH_PROVIDERS[_provider] = {**OAUTH_PROVIDERS.get(_provider, {}), **_entry}
 # A token this close to its expiry is refreshed before it is used.
 OAUTH_REFRESH_MARGIN_SECONDS = env_int("OAUTH_REFRESH_MARGIN_SECONDS", 120)
 # Where the Google and GitHub tools send their requests. GOOGLE_API_BASE empty: each Google

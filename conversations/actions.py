@@ -356,6 +356,8 @@ def upload_attachment(actor, conversation: Conversation, upload) -> Attachment:
         size=upload.size,
         sha256=files.sha256_of(upload),
     )
+    # Stored with the type checked here, not the one the client claimed (a bucket serves it).
+    upload.content_type = content_type
     attachment.file.save(name, upload, save=False)
     try:
         attachment.save(force_insert=True)

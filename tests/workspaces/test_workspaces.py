@@ -412,7 +412,12 @@ def test_openapi_schema_is_served_and_documents_bodies_and_auth(client):
     assert schema["openapi"].startswith("3.")
     post = schema["paths"]["/api/v1/conversations/{conversationId}/messages/"]["post"]
     body = post["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
-    assert set(schema["components"]["schemas"][body]["properties"]) == {"body", "replyTo", "ref", "attachments"}
+    assert set(schema["components"]["schemas"][body]["properties"]) == {
+        "body",
+        "replyTo",
+        "ref",
+        "attachments",
+    }
     assert schema["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
 
 
