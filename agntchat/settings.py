@@ -251,6 +251,8 @@ if AWS_STORAGE_BUCKET_NAME:
 FILE_UPLOAD_MAX_SIZE = env_int("FILE_UPLOAD_MAX_SIZE", 25 * 1024 * 1024)  # bytes
 # How long a download link works, in seconds.
 FILE_URL_MAX_AGE = env_int("FILE_URL_MAX_AGE", 60 * 60)
+# An upload never posted with a message is deleted after this many hours.
+FILE_UNPOSTED_HOURS = env_int("FILE_UNPOSTED_HOURS", 24)
 # What may be uploaded, by extension (the type is read from the name, never from the client).
 # No SVG or HTML: a browser would run their scripts.
 FILE_UPLOAD_EXTENSIONS = env_list(

@@ -9,11 +9,12 @@ may read the message is given fresh links whenever they read it.
 
 import hashlib
 import mimetypes
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlencode
 
 from django.conf import settings
 from django.core import signing
+from django.db import transaction
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
@@ -176,3 +177,25 @@ def _disposition(attachment: Attachment) -> str:
 
 
 urlpatterns = [path("files/<uuid:attachment_id>/<str:name>", download, name="file-download")]
+
+
+def delete_unposted(now) -> int:
+    """Uploads nobody posted within FILE_UNPOSTED_HOURS: their rows, and with them their bytes
+    (``forget_bytes``)."""
+    stale = Attachment.objects.filter(
+        message__isnull=True,
+        created_at__lt=now - timedelta(hours=settings.FILE_UNPOSTED_HOURS),
+    )
+    count = 0
+    for attachment in stale.iterator():
+        attachment.delete()
+        count += 1
+    return count
+
+
+def forget_bytes(sender, instance: Attachment, **kwargs) -> None:
+    """An attachment's row is gone (deleted, or its message or conversation was): its bytes go
+    too, once the deletion is committed (a rolled-back deletion keeps them)."""
+    storage, name = instance.file.storage, instance.file.name
+    if name:
+        transaction.on_commit(lambda: storage.delete(name))
