@@ -31,7 +31,7 @@ def uploaded(user, conversation, name):
 def test_an_upload_never_posted_is_deleted_after_its_hours(alice, channel, media, settings):
     kept = uploaded(alice, channel, "posted.csv")
     post_message(alice, channel, "the figures", attachments=[str(kept.id)])
-    fresh = uploaded(alice, channel, "fresh.csv")
+    uploaded(alice, channel, "fresh.csv")
     stale = uploaded(alice, channel, "stale.csv")
     Attachment.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(hours=25))
     assert on_disk(media) == ["fresh.csv", "posted.csv", "stale.csv"]
