@@ -41,6 +41,7 @@ def test_the_schedules_that_exist_each_name_a_job_that_runs():
         "run due routines": ("routines.jobs.run_due_routines", 5),
         "fire due reminders": ("routines.jobs.fire_reminders", 1),
         "advance goal loops": ("routines.jobs.advance_loops", 1),
+        "delete unposted files": ("conversations.jobs.delete_unposted_files", 60),
     }
     for func, _ in found.values():
         module, name = func.rsplit(".", 1)
