@@ -8,10 +8,10 @@ export PATH := $(BIN):$(PATH)
 
 .PHONY: run test lint install
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml bridge/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e ./bridge -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

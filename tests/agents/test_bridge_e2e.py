@@ -12,13 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from agntchat_bridge.backends.scripted import ScriptedBackend
+from agntchat_bridge.runtime import Bridge, Config
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import F
 
 from agents import actions as agent_actions
-from agents.bridge.backends.scripted import ScriptedBackend
-from agents.bridge.runtime import Bridge, Config
 from conversations import tasks
 from conversations.actions import create_conversation, post_message
 from conversations.models import Delivery, Message, Task
@@ -48,7 +48,7 @@ def start_bridge(server, agent, tmp_path, options="{}", **extra_env):
         **extra_env,
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "agents.bridge"],
+        [sys.executable, "-m", "agntchat_bridge"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -193,7 +193,7 @@ def test_the_bridge_survives_a_server_restart(alice, channel, nova, tmp_path):
 
 
 def test_the_bridge_imports_nothing_from_django():
-    code = "import sys, agents.bridge.runtime, agents.bridge.__main__; print(any(m.startswith('django') for m in sys.modules))"
+    code = "import sys, agntchat_bridge.runtime, agntchat_bridge.__main__; print(any(m.startswith('django') for m in sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -103,7 +103,8 @@ def test_only_the_owner_reads_or_writes_the_personality_over_rest(
 
 
 def test_an_api_agent_gets_its_workspaces_encrypted_key_with_the_work(alice, team_a, channel, nova):
-    from agents.bridge.runtime import Bridge, Config
+    from agntchat_bridge.runtime import Bridge, Config
+
     from workspaces.actions import create_credential
 
     message = post_message(alice, channel, "hi")

@@ -7,10 +7,10 @@ import json
 
 import pytest
 import websockets
+from agntchat_bridge.runtime import Bridge, Config, FrameTooLarge
 from asgiref.sync import sync_to_async
 
 from agents import actions as agent_actions
-from agents.bridge.runtime import Bridge, Config, FrameTooLarge
 from agntchat.core import presence
 from agntchat.core.sockets import MAX_FRAME_BYTES
 from artifacts.actions import MAX_CONTENT_BYTES

@@ -7,11 +7,11 @@ import json
 
 import pytest
 import websockets
+from agntchat_bridge.runtime import Bridge, Config
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from agents import actions as agent_actions
-from agents.bridge.runtime import Bridge, Config
 from agents.models import AgentSession
 from agntchat.core import presence
 from agntchat.core.events import group_name

@@ -3,8 +3,7 @@
 import json
 
 import pytest
-
-from agents.bridge.backends import (
+from agntchat_bridge.backends import (
     BackendError,
     Event,
     Result,
@@ -13,7 +12,7 @@ from agents.bridge.backends import (
     make_backend,
     run_to_result,
 )
-from agents.bridge.backends.base import chat_messages
+from agntchat_bridge.backends.base import chat_messages
 
 from .standins import ANTHROPIC_500, ANTHROPIC_OVERLOADED, StandinServer, tokens
 
@@ -321,7 +320,7 @@ class Tools:
         self.fail = set(fail)
 
     async def __call__(self, name, arguments, *, checkpoint=None):
-        from agents.bridge.backends import ToolOutcome
+        from agntchat_bridge.backends import ToolOutcome
 
         self.calls.append((name, arguments, checkpoint))
         if name in self.fail:
@@ -464,7 +463,7 @@ async def test_waiting_for_a_person_does_not_count_toward_the_time_limit(server)
     import asyncio
 
     async def slow(name, arguments, *, checkpoint=None):
-        from agents.bridge.backends import ToolOutcome
+        from agntchat_bridge.backends import ToolOutcome
 
         async with t.deadline.paused():
             await asyncio.sleep(1.2)

@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from agntchat_bridge.backends import BackendError, Event, Result, Turn, make_backend, run_to_result
+from agntchat_bridge.backends.claude_cli import parse_claude_line
+from agntchat_bridge.backends.codex_cli import parse_codex_line, usage_delta
 
-from agents.bridge.backends import BackendError, Event, Result, Turn, make_backend, run_to_result
-from agents.bridge.backends.claude_cli import parse_claude_line
-from agents.bridge.backends.codex_cli import parse_codex_line, usage_delta
 from tests.waiting import until
 
 HERE = Path(__file__).parent

@@ -4,8 +4,7 @@ import json
 import shutil
 
 import pytest
-
-from agents.bridge.backends import Turn, make_backend, run_to_result
+from agntchat_bridge.backends import Turn, make_backend, run_to_result
 
 from .standins import StandinServer, responses_prompt_tokens
 

@@ -7,13 +7,12 @@ import stat
 
 import httpx
 import pytest
+from agntchat_bridge.backends import ToolOutcome, Turn
+from agntchat_bridge.backends.claude_cli import ClaudeCLIBackend, mcp_config_file
+from agntchat_bridge.backends.codex_cli import CodexCLIBackend
+from agntchat_bridge.backends.tool_server import ToolServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from agents.bridge.backends import ToolOutcome, Turn
-from agents.bridge.backends.claude_cli import ClaudeCLIBackend, mcp_config_file
-from agents.bridge.backends.codex_cli import CodexCLIBackend
-from agents.bridge.backends.tool_server import ToolServer
 
 
 def turn_with(tools, calls, fail=()):

@@ -132,7 +132,7 @@ def test_a_model_publishes_posts_a_card_and_says_done(
         bridge.terminate()
         output = bridge.communicate(timeout=10)[0]
     assert "Traceback" not in output, output
-    # The HTTP clients' request lines (each URL) stay out of the log (agents/bridge/__main__.py).
+    # The HTTP clients' request lines (each URL) stay out of the log (bridge/agntchat_bridge/__main__.py).
     assert "HTTP Request:" not in output and "Processing request of type" not in output
 
 
