@@ -115,7 +115,11 @@ def session_for_token(secret: str):
         "token_hash",
         secret,
     )
-    if session is None or session.key.revoked_at is not None or not session.agent.owner.is_active:
+    if session is None or not session.agent.owner.is_active:
+        return None
+    # Opened with a key: while the key stands. With a placement token: its sessions are
+    # deleted when the agent leaves the host.
+    if session.key is not None and session.key.revoked_at is not None:
         return None
     return session
 
@@ -128,8 +132,8 @@ def agent_for_session_token(secret: str):
 def session_is_live(session_id) -> bool:
     """Whether a session still opens doors: not expired, its key not revoked, its owner active."""
     return AgentSession.objects.filter(
+        Q(key__isnull=True) | Q(key__revoked_at__isnull=True),
         pk=session_id,
         expires_at__gt=timezone.now(),
-        key__revoked_at__isnull=True,
         agent__owner__is_active=True,
     ).exists()

@@ -56,9 +56,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
                 raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <token>'.")
             return None
         kind = secret.split("_", 1)[0]
-        if kind == "agk":
+        if kind in ("agk", "aht"):
+            what = "Agent keys are" if kind == "agk" else "Host tokens are"
             raise exceptions.AuthenticationFailed(
-                "Agent keys are accepted only by POST /api/v1/agent/session/; exchange it for a session token."
+                f"{what} accepted only by POST /api/v1/agent/session/; exchange it for a session token."
             )
         principal = (
             person_for_token(secret)

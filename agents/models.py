@@ -40,9 +40,12 @@ class Agent(BaseModel):
         LOCAL = "local", "On my machine"
         HOSTED = "hosted", "On agntchat's hosts"
 
-    # Where it runs is independent of where it appears (AGT-3, AGT-4). Host placement itself
-    # arrives with hosting; switching back to local will clear it (AGT-5).
+    # Where it runs is independent of where it appears (AGT-3, AGT-4). A hosted agent is placed
+    # on one host; switching back to local clears the placement entirely (AGT-5).
     runtime = models.CharField(max_length=10, choices=Runtime.choices, default=Runtime.LOCAL)
+    host = models.ForeignKey(
+        "Host", null=True, blank=True, on_delete=models.SET_NULL, related_name="agents"
+    )
     pinned_workspaces = models.ManyToManyField(
         Workspace, through="AgentPin", related_name="pinned_agents", blank=True
     )
@@ -108,10 +111,16 @@ class AgentKey(BaseModel):
 
 
 class AgentSession(BaseModel):
-    """A short-lived session token (``ags_…``): what an agent uses for everything else."""
+    """A short-lived session token (``ags_…``): what an agent uses for everything else. Opened
+    with an agent key, or on a host with the agent's placement token (WS-4)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
-    key = models.ForeignKey(AgentKey, on_delete=models.CASCADE, related_name="sessions")
+    key = models.ForeignKey(
+        AgentKey, null=True, blank=True, on_delete=models.CASCADE, related_name="sessions"
+    )
+    host_token = models.ForeignKey(
+        "HostToken", null=True, blank=True, on_delete=models.CASCADE, related_name="sessions"
+    )
     prefix = models.CharField(max_length=12)
     token_hash = models.CharField(max_length=64, unique=True)
     expires_at = models.DateTimeField()
@@ -132,3 +141,80 @@ class PersonalityRevision(BaseModel):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     forced = models.BooleanField(default=False)
+
+
+class Host(BaseModel):
+    """A machine agents' bridges run on, provisioned and managed over SSH (AGT-3, AGT-6).
+
+    Without a workspace it is one of agntchat's shared hosts, managed by staff in the admin;
+    with one, that workspace's own host, managed by its admins (WS-2)."""
+
+    class Status(models.TextChoices):
+        NEW = "new", "Not provisioned yet"
+        READY = "ready", "Ready"
+        UNREACHABLE = "unreachable", "Unreachable"
+
+    name = models.CharField(max_length=80)
+    workspace = models.ForeignKey(
+        Workspace, null=True, blank=True, on_delete=models.CASCADE, related_name="hosts"
+    )
+    address = models.CharField(max_length=255)
+    port = models.PositiveIntegerField(default=22)
+    ssh_user = models.CharField(max_length=64, default="root")
+    # The SSH private key (OpenSSH PEM), encrypted at rest like every stored credential.
+    ssh_key_ciphertext = models.TextField()
+    # "ssh-ed25519 AAAA…": pinned at the first connection, never replaced without a person.
+    host_key = models.TextField(blank=True)
+    # Each agent gets its own system user (agents of different companies side by side).
+    multi_tenant = models.BooleanField(default=False)
+    capacity = models.PositiveIntegerField(default=10)
+    # Where the bridge and the host supervisor live on the host, and the Python that runs them.
+    root = models.CharField(max_length=255, default="/opt/agntchat")
+    python = models.CharField(max_length=255, default="python3")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.NEW)
+    problem = models.TextField(blank=True)
+    provisioned_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "name"], name="unique_host_name")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class HostToken(BaseModel):
+    """A token issued to a host (``aht_…``), narrower than an agent key (WS-4).
+
+    The host's supervisor token (no agent) opens only the host socket, where wake-ups arrive.
+    A placement token (one agent) is valid only for exchanging into that agent's session while
+    the agent stays placed on this host: on a multi-tenant host each agent's system user reads
+    only its own, and no host token acts as an agent anywhere."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="tokens")
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="host_tokens"
+    )
+    prefix = models.CharField(max_length=12, db_index=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+
+class HostRestart(BaseModel):
+    """One rolling restart of a host's bridges and what became of each (AGT-6)."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="restarts")
+    requested_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    # [{"agent": id, "name": …, "outcome": "restarted"|"timed out"|"host unreachable"|"not reached", "seconds": …}]
+    report = models.JSONField(default=list, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)

@@ -20,6 +20,7 @@ from django.urls import path  # noqa: E402
 
 from conversations.consumers import LiveSocket  # noqa: E402
 from work.consumers import AgentSocket  # noqa: E402
+from work.host_socket import HostSocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -29,6 +30,8 @@ application = ProtocolTypeRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.
                 path("ws/agent/", AgentSocket.as_asgi()),
+                # Host supervisors (agntchat-host): bearer token too.
+                path("ws/host/", HostSocket.as_asgi()),
                 # The browser socket checks its Origin itself (core/origin.py): scheme, host, port.
                 path("ws/live/", AuthMiddlewareStack(LiveSocket.as_asgi())),
             ]

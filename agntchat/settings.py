@@ -306,6 +306,13 @@ OAUTH_REFRESH_MARGIN_SECONDS = env_int("OAUTH_REFRESH_MARGIN_SECONDS", 120)
 GOOGLE_API_BASE = os.environ.get("GOOGLE_API_BASE", "").rstrip("/")
 GITHUB_API_BASE = os.environ.get("GITHUB_API_BASE", "https://api.github.com").rstrip("/")
 
+# Hosts (AGT-3…6): the URL their bridges reach this server at; the bridge wheel to install
+# there (unset: built from this checkout's bridge/); how long a rolling restart waits for
+# each bridge to be back.
+AGNTCHAT_URL = os.environ.get("AGNTCHAT_URL", "http://127.0.0.1:8000").rstrip("/")
+BRIDGE_WHEEL = os.environ.get("BRIDGE_WHEEL", "")
+HOST_RESTART_TIMEOUT_SECONDS = env_int("HOST_RESTART_TIMEOUT_SECONDS", 120)
+
 # The agent pipeline.
 AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)
 CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)

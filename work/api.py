@@ -7,7 +7,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import actions
+from agents import actions, hosting
 from agents.access import (
     access_agent,
     access_agent_key,
@@ -162,7 +162,8 @@ def _key_out(key: AgentKey) -> dict:
 
 
 class AgentSessionView(APIView):
-    """POST with ``Authorization: Bearer agk_…``: the only place an agent key is accepted."""
+    """POST with ``Authorization: Bearer agk_…`` (or a host's placement token ``aht_…``): the
+    only place either is accepted."""
 
     statuses = {"post": (200,)}
 
@@ -170,13 +171,18 @@ class AgentSessionView(APIView):
     authentication_classes = []
 
     def post(self, request):
-        secret = bearer_secret(request.headers.get("Authorization", ""))
-        opened = (
-            actions.open_agent_session(secret) if secret and secret.startswith("agk_") else None
-        )
+        secret = bearer_secret(request.headers.get("Authorization", "")) or ""
+        if secret.startswith("aht_"):
+            # A host's placement token (WS-4): only here, only for its agent, while placed.
+            opened = hosting.open_hosted_session(secret)
+        else:
+            opened = actions.open_agent_session(secret) if secret.startswith("agk_") else None
         if opened is None:
             return Response(
-                error_body("invalid_agent_key", "Invalid or revoked agent key."),
+                error_body(
+                    "invalid_agent_key",
+                    "Invalid or revoked agent key (or host placement token).",
+                ),
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer realm="agntchat"'},
             )

@@ -260,7 +260,7 @@ class AgentSocket(JsonSocket):
         await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
-            await apublish_now(f"agent.{self.agent.id}", work_available())
+            await apublish_now(f"agent.{self.agent.id}", work_available(self.agent.id))
 
     async def session_ended(self, event):
         """The session was revoked or ran out: the socket closes now, on every node (4401)."""
@@ -343,7 +343,7 @@ class AgentSocket(JsonSocket):
         if lane in full and LOCAL_CONNECTIONS[self.agent.id] > 1:
             # This claim filled the lane here, and siblings in this process skipped the wake-up:
             # more may wait for them. Pass it on. (Other processes claimed for it themselves.)
-            await apublish_now(f"agent.{self.agent.id}", work_available(lane))
+            await apublish_now(f"agent.{self.agent.id}", work_available(self.agent.id, lane))
 
     async def task_cancel(self, event):
         if self.held.get(event["id"]) == "task":

@@ -248,3 +248,12 @@ def release_work(agent_id, connection_id: str, held: dict) -> int:
         if kind == "task":
             tasks.record_missing_result(item_id, "the connection closed before the terminal result")
     return sum(claims.release(model, agent_id, connection_id) for model, *_ in WORK_KINDS.values())
+
+
+def agents_with_work(agent_ids) -> set:
+    """Which of AGENT_IDS have work queued or in flight, of any kind (a host's supervisor wakes
+    those whose bridges are down)."""
+    waiting = set()
+    for model, _, _ in WORK_KINDS.values():
+        waiting |= set(claims.open_counts(model, agent_ids))
+    return waiting

@@ -1,7 +1,8 @@
 """Scheduled jobs of the work agents do (django-q2). Idempotent; safe to run at any time. NOW,
 where a job takes it, is the time it acts at (the schedule leaves it out: the present)."""
 
-from work import memory
+from agents.models import Agent, Host, HostRestart
+from work import hosting, memory
 from work.approvals import expire_permission_requests
 
 
@@ -23,3 +24,26 @@ def decay_memories(now=None) -> int:
 def consolidate_family_memory(now=None) -> int:
     """Each workspace's shared memory: near-duplicates merged, kept under its cap."""
     return memory.consolidate_family(now)
+
+
+def provision_hosted_agent(agent_id) -> None:
+    """A newly placed agent is set up on its host (its directory, user and token)."""
+    agent = Agent.objects.select_related("host").filter(pk=agent_id, host__isnull=False).first()
+    if agent is not None:
+        hosting.provision_agent(agent)
+
+
+def forget_hosted_agent(host_id, agent_id) -> None:
+    """An agent moved off a host: its directory (and system user) there go."""
+    host = Host.objects.filter(pk=host_id).first()
+    if host is not None and not Agent.objects.filter(pk=agent_id, host_id=host_id).exists():
+        hosting.forget_agent(host, agent_id)
+
+
+def provision_host(host_id) -> None:
+    hosting.provision_host(Host.objects.get(pk=host_id))
+
+
+def restart_host(restart_id) -> None:
+    """A rolling restart requested in the admin (AGT-6)."""
+    hosting.restart_host_bridges(HostRestart.objects.select_related("host").get(pk=restart_id))

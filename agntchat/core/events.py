@@ -181,12 +181,18 @@ def publish_live(topics, event_type: str, **data) -> None:
     publish_many(topics, live_envelope(event_type, **data))
 
 
-def work_available(kind: str | None = None) -> dict:
-    """The wake-up event for an agent's connections: work of KIND (a lane; None: any) may be
-    waiting. Its id lets the connections of one process claim once for it, not once each."""
-    return {"type": "work.available", "kind": kind, "wake": uuid.uuid4().hex}
+def work_available(agent_id, kind: str | None = None) -> dict:
+    """The wake-up event for AGENT_ID's connections (and its host's supervisor, which starts a
+    bridge that is down): work of KIND (a lane; None: any) may be waiting. Its id lets the
+    connections of one process claim once for it, not once each."""
+    return {
+        "type": "work.available",
+        "agent": str(agent_id),
+        "kind": kind,
+        "wake": uuid.uuid4().hex,
+    }
 
 
 def wake_agent(agent_id, kind: str | None = None) -> None:
     """Wake an agent's connections after commit."""
-    publish(f"agent.{agent_id}", work_available(kind))
+    publish(f"agent.{agent_id}", work_available(agent_id, kind))

@@ -47,5 +47,11 @@ def online(agent_ids) -> dict:
     return {agent_id: count > 0 for agent_id, count in zip(agent_ids, pipe.execute(), strict=True)}
 
 
+def connections(agent_id) -> list[str]:
+    """The ids of an agent's live connections (a restart waits for a new one)."""
+    now = time.time()
+    return [c.decode() for c in client().zrangebyscore(_key(agent_id), now, "+inf")]
+
+
 def is_online(agent_id) -> bool:
     return online([agent_id])[agent_id]

@@ -51,7 +51,8 @@ def parse(argv=None) -> Config:
             args.key = Path(args.key_file).read_text().strip()
         except OSError as exc:
             parser.error(f"cannot read the key file: {exc}")
-    if not args.key.startswith("agk_"):
+    # On a host, the agent's placement token (aht_…) stands in for the key (WS-4).
+    if not args.key.startswith(("agk_", "aht_")):
         parser.error("an agent key (agk_…) is required: --key or AGNTCHAT_AGENT_KEY")
     try:
         options = json.loads(args.backend_options)

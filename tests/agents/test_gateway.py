@@ -152,7 +152,7 @@ async def test_a_wake_up_that_fills_a_connection_is_passed_on_to_its_siblings(al
             Delivery.objects.create(agent=nova, workspace_id=channel.workspace_id, message=message)
 
     await backlog()
-    await apublish_now(f"agent.{nova.id}", work_available("message"))
+    await apublish_now(f"agent.{nova.id}", work_available(nova.id, "message"))
     got = [await next_frame(first), await next_frame(second)]
     assert sorted(f["payload"]["message"]["body"] for f in got) == ["b0", "b1"]
     await first.disconnect()

@@ -61,6 +61,7 @@ def test_the_bridge_wheel_holds_only_the_bridge_and_needs_none_of_the_server(tmp
     assert {"httpx", "websockets", "anthropic", "openai", "mcp"} <= required
     assert not required & SERVER_ONLY
     assert "agntchat-bridge = agntchat_bridge.__main__:main" in entry_points
+    assert "agntchat-host = agntchat_bridge.host:main" in entry_points
 
 
 def test_the_server_depends_on_the_bridge_not_the_other_way_round():

@@ -1,0 +1,207 @@
+"""Hosts as identities: who may run where, and the narrow tokens a host holds (AGT-3…6, WS-4).
+
+A hosted agent is placed on one host (capacity respected); switching back to local clears the
+placement entirely and revokes what the host held for it. The host holds no agent key: its
+supervisor token opens only the host socket, and each placed agent's placement token opens
+only that agent's sessions, only while it stays placed there. Talking to the host (SSH, the
+supervisor's socket) is the work layer's (work/hosting.py); this module decides and records.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from agents.actions import session_topic
+from agents.exceptions import AgentRule
+from agents.models import Agent, AgentSession, Host, HostToken
+from agntchat.core import crypto
+from agntchat.core.events import publish, publish_many
+from agntchat.core.exceptions import AppError, NotFound
+from workspaces.models import Membership
+
+
+class HostNotFound(NotFound):
+    code = "host_not_found"
+    default_message = "Host not found."
+
+
+class HostFull(AppError):
+    code = "host_full"
+    status = 409
+    default_message = "No host has room for another agent."
+
+
+def host_topic(host_id) -> str:
+    """Where a host's supervisor socket hears what to start, stop or restart."""
+    return f"host.{host_id}"
+
+
+def laptop_topic(person_id) -> str:
+    """Where the supervisor on a person's own machine hears about their local agents."""
+    return f"person_hosts.{person_id}"
+
+
+def hosts_for(agent: Agent):
+    """The hosts AGENT may be placed on: agntchat's shared hosts, and the own hosts of the
+    workspaces its owner belongs to."""
+    return Host.objects.filter(
+        Q(workspace__isnull=True)
+        | Q(workspace__in=Membership.objects.filter(user_id=agent.owner_id).values("workspace"))
+    )
+
+
+def create_host(*, workspace=None, ssh_key: str, **fields) -> Host:
+    """A host to provision; its SSH private key is stored encrypted."""
+    return Host.objects.create(
+        workspace=workspace, ssh_key_ciphertext=crypto.encrypt(ssh_key), **fields
+    )
+
+
+def ssh_key_of(host: Host) -> str:
+    return crypto.decrypt(host.ssh_key_ciphertext)
+
+
+def pin_host_key(host: Host, host_key: str) -> None:
+    """Record the host's SSH key at the first connection (trust on first use, then never again
+    without a person clearing it)."""
+    Host.objects.filter(pk=host.pk, host_key="").update(host_key=host_key)
+    host.refresh_from_db(fields=["host_key"])
+
+
+def record_host_status(host: Host, status: str, problem: str = "") -> None:
+    host.status, host.problem = status, problem[:2000]
+    fields = ["status", "problem", "updated_at"]
+    if status == Host.Status.READY:
+        host.provisioned_at = timezone.now()
+        fields.append("provisioned_at")
+    host.save(update_fields=fields)
+
+
+def place_agent(agent: Agent, host: Host | None = None) -> Agent:
+    """Run AGENT on HOST, or on the allowed host with the most room (local → hosted). Capacity
+    is counted under the host's row lock, so two placements never both take the last place."""
+    with transaction.atomic():
+        candidates = hosts_for(agent).annotate(placed=Count("agents"))
+        if host is not None:
+            candidates = candidates.filter(pk=host.pk)
+            if not candidates.exists():
+                raise HostNotFound()
+        for candidate in candidates.order_by("placed", "created_at"):
+            locked = Host.objects.select_for_update().get(pk=candidate.pk)
+            placed = Agent.objects.filter(host=locked).exclude(pk=agent.pk).count()
+            if placed < locked.capacity:
+                break
+        else:
+            raise HostFull("That host is full." if host is not None else HostFull.default_message)
+        if agent.host_id not in (None, locked.pk):
+            _forget_placement(agent)
+        if agent.runtime == Agent.Runtime.LOCAL:
+            # The owner's laptop supervisor stops its bridge there.
+            publish(
+                laptop_topic(agent.owner_id),
+                {"type": "host.bridge", "action": "stop", "agent": str(agent.id)},
+            )
+        agent.runtime, agent.host = Agent.Runtime.HOSTED, locked
+        agent.save(update_fields=["runtime", "host", "updated_at"])
+    return agent
+
+
+def make_agent_local(agent: Agent) -> Agent:
+    """Hosted → local: no host assignment at all (AGT-5); the host stops its bridge."""
+    with transaction.atomic():
+        _forget_placement(agent)
+        agent.runtime, agent.host = Agent.Runtime.LOCAL, None
+        agent.save(update_fields=["runtime", "host", "updated_at"])
+        publish(
+            laptop_topic(agent.owner_id),
+            {"type": "host.bridge", "action": "reload", "agent": str(agent.id)},
+        )
+    return agent
+
+
+def _forget_placement(agent: Agent) -> None:
+    """Revoke the placement tokens of AGENT's host, end their sessions, tell the host to stop
+    the bridge (after commit)."""
+    if agent.host_id is None:
+        return
+    tokens = HostToken.objects.filter(agent=agent)
+    sessions = AgentSession.objects.filter(host_token__in=tokens)
+    topics = [session_topic(s) for s in sessions.values_list("id", flat=True)]
+    sessions.delete()
+    tokens.update(revoked_at=timezone.now())
+    if topics:
+        publish_many(topics, {"type": "session.ended", "reason": "revoked"})
+    publish(
+        host_topic(agent.host_id), {"type": "host.bridge", "action": "stop", "agent": str(agent.id)}
+    )
+
+
+def issue_host_token(host: Host, agent: Agent | None = None) -> str:
+    """A new supervisor token (no AGENT) or placement token for HOST; earlier ones of the same
+    kind stop working. The secret is returned once and stored only as a hash."""
+    if agent is not None and agent.host_id != host.pk:
+        raise AgentRule("That agent is not placed on this host.")
+    secret = crypto.new_secret("aht")
+    with transaction.atomic():
+        HostToken.objects.filter(host=host, agent=agent, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        HostToken.objects.create(
+            host=host,
+            agent=agent,
+            prefix=crypto.lookup_prefix(secret),
+            token_hash=crypto.hash_secret(secret),
+        )
+    return secret
+
+
+def _live_token(secret: str) -> HostToken | None:
+    token = crypto.find_by_secret(
+        lambda token_hash: (
+            HostToken.objects.select_related("host", "agent__owner")
+            .filter(token_hash=token_hash, revoked_at__isnull=True)
+            .first()
+        ),
+        HostToken.objects,
+        "token_hash",
+        secret,
+    )
+    now = timezone.now()
+    if token is not None and (
+        token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1)
+    ):
+        HostToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+def host_for_supervisor_token(secret: str) -> Host | None:
+    """The host whose supervisor holds SECRET, or None (a placement token is not one)."""
+    token = _live_token(secret) if secret and secret.startswith("aht_") else None
+    return token.host if token is not None and token.agent_id is None else None
+
+
+def open_hosted_session(secret: str) -> tuple[AgentSession, str] | None:
+    """Exchange a placement token for a session of its agent (WS-4), while the agent is still
+    placed on that host; None otherwise."""
+    token = _live_token(secret)
+    if token is None or token.agent is None:
+        return None
+    agent = token.agent
+    if agent.host_id != token.host_id or agent.runtime != Agent.Runtime.HOSTED:
+        return None
+    if not agent.owner.is_active:
+        return None
+    now = timezone.now()
+    session_secret = crypto.new_secret("ags")
+    session = AgentSession.objects.create(
+        agent=agent,
+        host_token=token,
+        prefix=crypto.lookup_prefix(session_secret),
+        token_hash=crypto.hash_secret(session_secret),
+        expires_at=now + timedelta(seconds=settings.AGENT_SESSION_TTL),
+    )
+    AgentSession.objects.filter(agent=agent, expires_at__lt=now).delete()
+    return session, session_secret

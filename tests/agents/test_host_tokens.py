@@ -1,0 +1,139 @@
+"""Hosts' narrow tokens (WS-4) and placement (AGT-5): a placement token opens only its agent's
+session, only while the agent stays on that host; no host token is accepted anywhere else."""
+
+import re
+import threading
+import uuid
+
+import pytest
+from django.db import connection
+from django.urls import resolve
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from agents import hosting
+from agents.models import Agent, AgentSession, HostToken
+from tests.conftest import make_person
+from work import hosting as work_hosting
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used here\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def make_host(name="h1", **fields):
+    return hosting.create_host(name=name, address="127.0.0.1", ssh_key=KEY, **fields)
+
+
+def exchange(secret):
+    return APIClient().post("/api/v1/agent/session/", HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+
+def test_a_placement_token_opens_its_agents_session_and_nothing_else(nova):
+    host = make_host()
+    hosting.place_agent(nova, host)
+    placement = hosting.issue_host_token(host, nova)
+    supervisor = hosting.issue_host_token(host)
+
+    opened = exchange(placement)
+    assert opened.status_code == 200 and opened.json()["agentId"] == str(nova.id)
+    me = APIClient().get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {opened.json()['token']}")
+    assert me.status_code == 200 and me.json()["id"] == str(nova.id)
+    assert me.json()["runtime"] == "hosted"
+    # The supervisor's token is for the host socket only, not for sessions.
+    assert exchange(supervisor).status_code == 401
+    # Stored only as hashes.
+    assert not HostToken.objects.filter(token_hash__in=[placement, supervisor]).exists()
+
+
+def test_every_other_endpoint_refuses_a_host_token(nova, alice):
+    """Across the whole API, every path and method: a host token is never a credential."""
+    host = make_host()
+    hosting.place_agent(nova, host)
+    tokens = [hosting.issue_host_token(host, nova), hosting.issue_host_token(host)]
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    checked = 0
+    for path, operations in schema["paths"].items():
+        if path == "/api/v1/agent/session/":
+            continue
+        # Ids are UUIDs; a version is a number.
+        url = re.sub(r"\{(\w+)\}", lambda m: "1" if m[1] == "number" else str(uuid.uuid4()), path)
+        view = resolve(url).func.view_class
+        if view.authentication_classes == []:
+            continue  # takes no credentials at all (logging in with a password)
+        for method in operations:
+            if method not in ("get", "post", "put", "patch", "delete"):
+                continue
+            for token in tokens:
+                response = getattr(APIClient(), method)(url, HTTP_AUTHORIZATION=f"Bearer {token}")
+                assert response.status_code == 401, (method, path, response.status_code)
+                assert "/api/v1/agent/session/" in response.json()["error"]["message"]
+                checked += 1
+    assert checked > 100
+
+
+def test_moving_the_agent_off_the_host_ends_what_the_host_holds(nova):
+    host = make_host()
+    hosting.place_agent(nova, host)
+    placement = hosting.issue_host_token(host, nova)
+    token = exchange(placement).json()["token"]
+    work_hosting.set_runtime(nova, Agent.Runtime.LOCAL)
+    nova.refresh_from_db()
+    assert nova.runtime == "local" and nova.host_id is None
+    assert exchange(placement).status_code == 401
+    assert (
+        APIClient().get("/api/v1/agent/me/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code
+        == 401
+    )
+    assert not AgentSession.objects.filter(agent=nova).exists()
+
+
+def test_a_placement_token_of_another_host_does_not_follow_the_agent(nova):
+    first, second = make_host("h1"), make_host("h2")
+    hosting.place_agent(nova, first)
+    old = hosting.issue_host_token(first, nova)
+    hosting.place_agent(nova, second)
+    assert exchange(old).status_code == 401
+    assert exchange(hosting.issue_host_token(second, nova)).status_code == 200
+
+
+def test_placement_respects_capacity_under_concurrency(alice):
+    """Eight agents placed at once on hosts with three places in all: three placed, five told
+    there is no room, never a fourth squeezed in."""
+    make_host("h1", capacity=2)
+    make_host("h2", capacity=1)
+    from agents.actions import create_agent
+
+    agents = [create_agent(alice, name=f"a{i}") for i in range(8)]
+    outcomes, barrier = [], threading.Barrier(len(agents))
+
+    def place(agent):
+        barrier.wait()
+        try:
+            hosting.place_agent(agent)
+            outcomes.append("placed")
+        except hosting.HostFull:
+            outcomes.append("full")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=place, args=(a,)) for a in agents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["full"] * 5 + ["placed"] * 3
+    counts = {h.name: h.agents.count() for h in hosting.Host.objects.all()}
+    assert counts == {"h1": 2, "h2": 1}
+
+
+def test_a_workspace_host_is_only_for_its_members_agents(alice, charlie, team_b):
+    from agents.actions import create_agent
+
+    theirs = make_host("b-host", workspace=team_b)
+    mine = create_agent(alice, name="Mine")
+    with pytest.raises(hosting.HostNotFound):
+        hosting.place_agent(mine, theirs)
+    charlies = create_agent(charlie, name="His")
+    assert hosting.place_agent(charlies, theirs).host == theirs
+    assert make_person("dora")  # nobody else's agents see it either

@@ -1,0 +1,133 @@
+"""The host socket: where a host's supervisor (``agntchat-host``) hears what to start (GW-4).
+
+A shared host's supervisor authenticates with its supervisor token (``aht_…``) and serves the
+agents placed on that host; a person's laptop supervisor authenticates with the person's API
+token and serves their local agents (AGT-3's desktop side). Either way the socket follows the
+same topics as those agents' own connections: when work arrives for an agent with no live
+connection, a ``wake`` frame goes to the supervisor, which starts the agent's bridge; the work
+is then claimed the normal way. Stops (the agent moved off the host) and restarts (a rolling
+restart) come through the host's topic. Frames are in docs/protocol.md §12.
+"""
+
+import time
+
+from channels.db import database_sync_to_async
+
+from agents import hosting
+from agents.auth import bearer_secret, person_for_token
+from agents.models import Agent
+from agntchat.core import presence
+from agntchat.core.events import group_name, wire
+from agntchat.core.sockets import JsonSocket, header
+from work import frames, gateway
+from work.hosting import supervisor_id
+
+# A wake-up for an agent already woken this recently is not sent again (its bridge is starting).
+WAKE_AGAIN_SECONDS = 10
+
+
+def _principal(secret: str):
+    """(host, None) for a supervisor token, (None, person) for a person's API token."""
+    if secret.startswith("aht_"):
+        host = hosting.host_for_supervisor_token(secret)
+        return (host, None) if host is not None else None
+    if secret.startswith("apt_"):
+        person = person_for_token(secret)
+        return (None, person) if person is not None else None
+    return None
+
+
+def _served_agents(host, person) -> list[Agent]:
+    if host is not None:
+        return list(Agent.objects.filter(host=host).order_by("name"))
+    return list(Agent.objects.filter(owner=person, runtime=Agent.Runtime.LOCAL).order_by("name"))
+
+
+class HostSocket(JsonSocket):
+    handlers = {"heartbeat": ("on_heartbeat", frames.EmptyFrame)}
+
+    async def connect(self):
+        secret = bearer_secret(header(self.scope, b"authorization")) or ""
+        principal = await database_sync_to_async(_principal)(secret)
+        if principal is None:
+            await self.refuse(
+                "A host supervisor token (aht_…) or a person's API token (apt_…) is required."
+            )
+            return
+        self.host, self.person = principal
+        self.presence_id = supervisor_id(self.host.pk) if self.host else f"laptop-{self.person.pk}"
+        self.connection_id = f"{time.time_ns():x}"
+        self.woken: dict[str, float] = {}
+        self.agent_groups: set[str] = set()
+        self.host_group = group_name(
+            hosting.host_topic(self.host.pk) if self.host else hosting.laptop_topic(self.person.pk)
+        )
+        await self.accept()
+        await self.channel_layer.group_add(self.host_group, self.channel_name)
+        await database_sync_to_async(presence.beat)(self.presence_id, self.connection_id)
+        await self.follow_agents(hello=True)
+
+    async def follow_agents(self, hello: bool = False) -> None:
+        """Follow the topics of the agents served now; wake those with work and no bridge."""
+        agents = await database_sync_to_async(_served_agents)(self.host, self.person)
+        self.agents = {str(a.id): a for a in agents}
+        groups = {group_name(f"agent.{agent_id}") for agent_id in self.agents}
+        for group in groups - self.agent_groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        for group in self.agent_groups - groups:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.agent_groups = groups
+        await self.send_json(
+            wire(
+                {
+                    "type": "hello" if hello else "agents",
+                    "host_id": self.host.pk if self.host else None,
+                    "agents": [{"id": a.id, "name": a.name} for a in agents],
+                }
+            )
+        )
+        waiting = await database_sync_to_async(gateway.agents_with_work)(list(self.agents))
+        for agent_id in waiting:
+            await self.wake(str(agent_id))
+
+    async def wake(self, agent_id: str) -> None:
+        if agent_id not in self.agents:
+            return
+        now = time.monotonic()
+        if now - self.woken.get(agent_id, -WAKE_AGAIN_SECONDS) < WAKE_AGAIN_SECONDS:
+            return
+        if await database_sync_to_async(presence.is_online)(agent_id):
+            return  # a bridge is connected: it claims the work itself
+        self.woken[agent_id] = now
+        await self.send_json({"type": "wake", "agent": agent_id})
+
+    async def release(self):
+        if getattr(self, "presence_id", None) is None:
+            return
+        for group in (self.host_group, *self.agent_groups):
+            await self.channel_layer.group_discard(group, self.channel_name)
+        self.agent_groups = set()
+        await database_sync_to_async(presence.leave)(self.presence_id, self.connection_id)
+
+    async def on_heartbeat(self, data):
+        await database_sync_to_async(presence.beat)(self.presence_id, self.connection_id)
+        await self.send_json({"type": "heartbeat.ok"})
+
+    # Events from the channel layer.
+    async def work_available(self, event):
+        await self.wake(event.get("agent") or "")
+
+    async def host_bridge(self, event):
+        """Stop, restart or set up again one agent's bridge; the served list is re-read."""
+        agent_id, action = event["agent"], event["action"]
+        if action in ("stop", "reload"):
+            await self.follow_agents()
+        if action in ("stop", "restart"):
+            await self.send_json({"type": action, "agent": agent_id})
+
+    # An agent's own socket events this socket also hears, with nothing to do here.
+    async def agent_changed(self, event):
+        pass
+
+    async def task_cancel(self, event):
+        pass

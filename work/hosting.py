@@ -1,0 +1,364 @@
+"""Hosts, from the server's side: provisioning over SSH, placement, rolling restarts (AGT-3…6).
+
+Over SSH (paramiko) a host gets the bridge package (a wheel built from this checkout's
+``bridge/``), the host supervisor ``agntchat-host`` running under the SSH user, and per placed
+agent a private working directory holding its placement token, owned on multi-tenant hosts by
+a system user of its own. The host's SSH key is pinned at the first connection and any other
+key is refused after. Once running, the supervisor keeps a socket open to the server
+(work/host_socket.py): wake-ups, stops and restarts reach it there.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import shlex
+import subprocess
+import sys
+import time
+from functools import cache
+from pathlib import Path
+
+import paramiko
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from agents import hosting
+from agents.models import Agent, Host, HostRestart
+from agntchat.core import presence
+from agntchat.core.events import publish
+from agntchat.core.exceptions import AppError
+
+SSH_TIMEOUT = 15
+COMMAND_TIMEOUT = 300
+
+
+class HostUnreachable(AppError):
+    code = "host_unreachable"
+    status = 502
+
+
+class HostKeyMismatch(HostUnreachable):
+    code = "host_key_mismatch"
+
+
+def host_key_line(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.get_base64()}"
+
+
+def fingerprint(host_key: str) -> str:
+    """The SHA256 fingerprint ssh-keygen shows for a pinned "type base64" key."""
+    if not host_key:
+        return ""
+    blob = base64.b64decode(host_key.split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+class _Pin(paramiko.MissingHostKeyPolicy):
+    """First contact: remember the key the host showed, to pin once the login succeeds."""
+
+    def __init__(self):
+        self.seen: str | None = None
+
+    def missing_host_key(self, client, hostname, key):
+        self.seen = host_key_line(key)
+
+
+def _load_key(text: str) -> paramiko.PKey:
+    for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return kind.from_private_key(io.StringIO(text))
+        except (paramiko.SSHException, ValueError):
+            continue
+    raise HostUnreachable("The host's SSH key cannot be read (OpenSSH private key expected).")
+
+
+class Session:
+    """One SSH connection to a host: commands checked for their exit status, files by SFTP."""
+
+    def __init__(self, host: Host):
+        self.host = host
+        self.client = paramiko.SSHClient()
+        policy = _Pin()
+        if host.host_key:
+            kind, blob = host.host_key.split()[:2]
+            name = host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+            pinned = paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
+            self.client.get_host_keys().add(name, kind, pinned)
+            self.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        else:
+            self.client.set_missing_host_key_policy(policy)
+        try:
+            self.client.connect(
+                host.address,
+                port=host.port,
+                username=host.ssh_user,
+                pkey=_load_key(hosting.ssh_key_of(host)),
+                timeout=SSH_TIMEOUT,
+                banner_timeout=SSH_TIMEOUT,
+                auth_timeout=SSH_TIMEOUT,
+                allow_agent=False,
+                look_for_keys=False,
+            )
+        except paramiko.BadHostKeyException as exc:
+            raise HostKeyMismatch(
+                f"{host.name} showed a different SSH host key ({fingerprint(host_key_line(exc.key))}) "
+                f"than the one pinned ({fingerprint(host.host_key)}). Refused: if the host was "
+                "rebuilt, an admin clears the pinned key."
+            ) from None
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachable(f"Cannot reach {host.name} over SSH: {exc}") from None
+        if policy.seen:
+            hosting.pin_host_key(host, policy.seen)
+
+    def run(self, command: str) -> str:
+        _, stdout, stderr = self.client.exec_command(command, timeout=COMMAND_TIMEOUT)
+        out = stdout.read().decode(errors="replace")
+        status = stdout.channel.recv_exit_status()
+        if status != 0:
+            err = stderr.read().decode(errors="replace").strip()
+            raise HostUnreachable(
+                f"On {self.host.name}, `{command[:120]}` failed ({status}): {err[-500:]}"
+            )
+        return out
+
+    def write(self, path: str, data: bytes, mode: int = 0o600) -> None:
+        with self.client.open_sftp() as sftp:
+            with sftp.open(path, "wb") as remote:
+                remote.write(data)
+            sftp.chmod(path, mode)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@cache
+def bridge_wheel() -> Path:
+    """The bridge package as a wheel: BRIDGE_WHEEL, or built once from this checkout."""
+    if settings.BRIDGE_WHEEL:
+        return Path(settings.BRIDGE_WHEEL)
+    out = Path(settings.VAR_DIR) / "wheels"
+    source = Path(settings.BASE_DIR) / "bridge"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return max(out.glob("agntchat_bridge-*.whl"), key=lambda p: p.stat().st_mtime)
+
+
+def layout(host: Host) -> dict:
+    root = host.root.rstrip("/")
+    return {
+        "root": root,
+        "config": f"{root}/host.json",
+        "token": f"{root}/supervisor.token",
+        "agents": f"{root}/agents",
+        "pid": f"{root}/host.pid",
+        "log": f"{root}/host.log",
+    }
+
+
+def system_user(agent_id) -> str:
+    """The system user of an agent on a multi-tenant host."""
+    return f"agt-{str(agent_id).replace('-', '')[:12]}"
+
+
+def _python(host: Host) -> str:
+    return host.python or f"{host.root.rstrip('/')}/venv/bin/python"
+
+
+def provision_host(host: Host) -> Host:
+    """Install or update the bridge package and the supervisor on HOST, (re)start the
+    supervisor with a fresh token, and set up every agent placed on it. Records the outcome."""
+    paths = layout(host)
+    q = shlex.quote
+    python = _python(host)
+    try:
+        with Session(host) as ssh:
+            ssh.run(
+                f"mkdir -p {q(paths['agents'])} && chmod 755 {q(paths['root'])} {q(paths['agents'])}"
+            )
+            venv = str(Path(python).parent.parent)
+            ssh.run(f"test -x {q(python)} || python3 -m venv {q(venv)}")
+            wheel = bridge_wheel()
+            remote_wheel = f"{paths['root']}/{wheel.name}"
+            ssh.write(remote_wheel, wheel.read_bytes(), 0o644)
+            ssh.run(f"{q(python)} -m pip install -q --no-input --upgrade {q(remote_wheel)}")
+            config = {
+                "url": settings.AGNTCHAT_URL,
+                "tokenFile": paths["token"],
+                "agentsDir": paths["agents"],
+                "python": python,
+                "stateFile": f"{paths['root']}/state.json",
+            }
+            ssh.write(paths["config"], json.dumps(config, indent=2).encode(), 0o600)
+            ssh.write(paths["token"], hosting.issue_host_token(host).encode(), 0o600)
+            for agent in Agent.objects.filter(host=host):
+                _set_up_agent(ssh, host, agent)
+            # The supervisor restarts on the new package and token; the bridges it started
+            # are stopped with it and started again on their next wake-up.
+            ssh.run(
+                f"if test -f {q(paths['pid'])}; then kill $(cat {q(paths['pid'])}) 2>/dev/null; "
+                f"for i in $(seq 50); do kill -0 $(cat {q(paths['pid'])}) 2>/dev/null || break; sleep 0.1; done; fi; "
+                f"nohup setsid {q(python)} -m agntchat_bridge.host run --config {q(paths['config'])} "
+                f">>{q(paths['log'])} 2>&1 </dev/null & echo $! > {q(paths['pid'])}"
+            )
+    except HostUnreachable as exc:
+        hosting.record_host_status(host, Host.Status.UNREACHABLE, exc.message)
+        raise
+    hosting.record_host_status(host, Host.Status.READY)
+    return host
+
+
+def _set_up_agent(ssh: Session, host: Host, agent: Agent) -> None:
+    """AGENT's private directory on HOST with its placement token and entry for the supervisor;
+    on a multi-tenant host owned by (and readable only by) the agent's own system user."""
+    q = shlex.quote
+    home = f"{layout(host)['agents']}/{agent.id}"
+    user = system_user(agent.id) if host.multi_tenant else None
+    ssh.run(f"mkdir -p {q(home)}/work && chmod 700 {q(home)}")
+    if user:
+        ssh.run(
+            f"id -u {user} >/dev/null 2>&1 || useradd --system --home-dir {q(home)} "
+            f"--shell /usr/sbin/nologin {user}"
+        )
+    ssh.write(f"{home}/token", hosting.issue_host_token(host, agent).encode(), 0o600)
+    entry = {
+        "id": str(agent.id),
+        "name": agent.name,
+        "user": user,
+        "workdir": f"{home}/work",
+        "tokenFile": f"{home}/token",
+    }
+    ssh.write(f"{home}/agent.json", json.dumps(entry).encode(), 0o644)
+    if user:
+        ssh.run(f"chown -R {user}: {q(home)} && chown root: {q(home)}/agent.json")
+
+
+def provision_agent(agent: Agent) -> None:
+    """Set AGENT up on its host and tell the supervisor to read its agents again."""
+    host = agent.host
+    if host is None:
+        return
+    try:
+        with Session(host) as ssh:
+            _set_up_agent(ssh, host, agent)
+    except HostUnreachable as exc:
+        hosting.record_host_status(host, Host.Status.UNREACHABLE, exc.message)
+        raise
+    publish(
+        hosting.host_topic(host.pk),
+        {"type": "host.bridge", "action": "reload", "agent": str(agent.id)},
+    )
+
+
+def forget_agent(host: Host, agent_id) -> None:
+    """Remove a former agent's directory (and system user) from HOST."""
+    q = shlex.quote
+    home = f"{layout(host)['agents']}/{agent_id}"
+    with Session(host) as ssh:
+        ssh.run(f"rm -rf {q(home)}")
+        if host.multi_tenant:
+            ssh.run(f"userdel {system_user(agent_id)} 2>/dev/null || true")
+
+
+def set_runtime(agent: Agent, runtime: str, host: Host | None = None) -> Agent:
+    """Where AGENT runs: local clears the placement and stops its bridge on the host; hosted
+    places it (on HOST or wherever there is room) and sets it up there after commit."""
+    if runtime == Agent.Runtime.LOCAL:
+        former = agent.host_id
+        agent = hosting.make_agent_local(agent)
+        if former is not None:
+            transaction.on_commit(
+                lambda: enqueue("work.jobs.forget_hosted_agent", str(former), str(agent.id))
+            )
+        return agent
+    agent = hosting.place_agent(agent, host)
+    transaction.on_commit(lambda: enqueue("work.jobs.provision_hosted_agent", str(agent.id)))
+    return agent
+
+
+def enqueue(job: str, *args) -> None:
+    async_task(job, *args)
+
+
+# --- rolling restart -------------------------------------------------------------------------
+
+
+def supervisor_id(host_id) -> str:
+    """A host's supervisor in the presence registry, beside the agents."""
+    return f"host-{host_id}"
+
+
+def supervisor_online(host_id) -> bool:
+    return presence.is_online(supervisor_id(host_id))
+
+
+def restart_host_bridges(
+    restart: HostRestart, *, timeout: float | None = None, poll: float = 0.2
+) -> HostRestart:
+    """Restart HOST's bridges one at a time, each waited for until it is present again (a new
+    connection) before the next: they share one CLI login session (AGT-6). A bridge not back
+    within TIMEOUT, or the host's supervisor gone, stops the restart; the report says what
+    became of each."""
+    timeout = settings.HOST_RESTART_TIMEOUT_SECONDS if timeout is None else timeout
+    host = restart.host
+    agents = list(Agent.objects.filter(host=host).order_by("name", "id"))
+    report, failed = [], False
+    for agent in agents:
+        if failed:
+            report.append({"agent": str(agent.id), "name": agent.name, "outcome": "not reached"})
+            continue
+        started = time.monotonic()
+        before = set(presence.connections(agent.id))
+        outcome = "timed out"
+        if not supervisor_online(host.pk):
+            outcome = "host unreachable"
+        else:
+            publish(
+                hosting.host_topic(host.pk),
+                {"type": "host.bridge", "action": "restart", "agent": str(agent.id)},
+            )
+            while time.monotonic() - started < timeout:
+                now = set(presence.connections(agent.id))
+                if now - before:
+                    outcome = "restarted"
+                    break
+                if not supervisor_online(host.pk):
+                    outcome = "host unreachable"
+                    break
+                time.sleep(poll)
+        failed = outcome != "restarted"
+        report.append(
+            {
+                "agent": str(agent.id),
+                "name": agent.name,
+                "outcome": outcome,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+        )
+        HostRestart.objects.filter(pk=restart.pk).update(report=report)
+    restart.report = report
+    restart.status = HostRestart.Status.FAILED if failed else HostRestart.Status.DONE
+    restart.finished_at = timezone.now()
+    restart.save(update_fields=["report", "status", "finished_at", "updated_at"])
+    return restart
+
+
+def request_restart(host: Host, by=None) -> HostRestart:
+    """Record a rolling restart of HOST and run it on the worker."""
+    restart = HostRestart.objects.create(host=host, requested_by=by)
+    transaction.on_commit(lambda: enqueue("work.jobs.restart_host", str(restart.pk)))
+    return restart
