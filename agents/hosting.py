@@ -84,18 +84,29 @@ def place_agent(agent: Agent, host: Host | None = None) -> Agent:
     """Run AGENT on HOST, or on the allowed host with the most room (local → hosted). Capacity
     is counted under the host's row lock, so two placements never both take the last place."""
     with transaction.atomic():
-        candidates = hosts_for(agent).annotate(placed=Count("agents"))
+        candidates = hosts_for(agent)
         if host is not None:
             candidates = candidates.filter(pk=host.pk)
-            if not candidates.exists():
-                raise HostNotFound()
-        for candidate in candidates.order_by("placed", "created_at"):
-            locked = Host.objects.select_for_update().get(pk=candidate.pk)
-            placed = Agent.objects.filter(host=locked).exclude(pk=agent.pk).count()
-            if placed < locked.capacity:
-                break
-        else:
+        # Every candidate locked in one statement and one order: two placements never hold one
+        # host each while waiting for the other's.
+        hosts = list(
+            Host.objects.select_for_update()
+            .filter(pk__in=candidates.values("pk"))
+            .order_by("pk")
+        )
+        if host is not None and not hosts:
+            raise HostNotFound()
+        placed = dict(
+            Agent.objects.filter(host__in=hosts)
+            .exclude(pk=agent.pk)
+            .values("host")
+            .annotate(n=Count("pk"))
+            .values_list("host", "n")
+        )
+        roomy = [h for h in hosts if placed.get(h.pk, 0) < h.capacity]
+        if not roomy:
             raise HostFull("That host is full." if host is not None else HostFull.default_message)
+        locked = min(roomy, key=lambda h: (placed.get(h.pk, 0), h.created_at))
         if agent.host_id not in (None, locked.pk):
             _forget_placement(agent)
         if agent.runtime == Agent.Runtime.LOCAL:
