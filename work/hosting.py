@@ -167,7 +167,12 @@ def layout(host: Host) -> dict:
         "agents": f"{root}/agents",
         "pid": f"{root}/host.pid",
         "log": f"{root}/host.log",
+        "cli": f"{root}/cli",
     }
+
+
+# On a multi-tenant host the agents' system users share the CLIs' one login through this group.
+AGENTS_GROUP = "agntchat-agents"
 
 
 def system_user(agent_id) -> str:
@@ -202,9 +207,18 @@ def provision_host(host: Host) -> Host:
                 "agentsDir": paths["agents"],
                 "python": python,
                 "stateFile": f"{paths['root']}/state.json",
+                "cliHome": paths["cli"],
             }
             ssh.write(paths["config"], json.dumps(config, indent=2).encode(), 0o600)
             ssh.write(paths["token"], hosting.issue_host_token(host).encode(), 0o600)
+            cli = q(paths["cli"])
+            ssh.run(f"mkdir -p {cli}/claude {cli}/codex")
+            if host.multi_tenant:
+                # Group-owned and setgid: what one agent's CLI writes there, the others read.
+                ssh.run(
+                    f"getent group {AGENTS_GROUP} >/dev/null || groupadd --system {AGENTS_GROUP}; "
+                    f"chgrp -R {AGENTS_GROUP} {cli} && chmod -R u=rwX,g=rwXs,o= {cli}"
+                )
             for agent in Agent.objects.filter(host=host):
                 _set_up_agent(ssh, host, agent)
             # The supervisor restarts on the new package and token; the bridges it started
@@ -232,7 +246,7 @@ def _set_up_agent(ssh: Session, host: Host, agent: Agent) -> None:
     if user:
         ssh.run(
             f"id -u {user} >/dev/null 2>&1 || useradd --system --home-dir {q(home)} "
-            f"--shell /usr/sbin/nologin {user}"
+            f"--shell /usr/sbin/nologin --groups {AGENTS_GROUP} {user}"
         )
     ssh.write(f"{home}/token", hosting.issue_host_token(host, agent).encode(), 0o600)
     entry = {
