@@ -22,6 +22,7 @@ from tests.socket_helpers import Daphne
 from tests.waiting import wait_until
 from tests.work import sshd as loopback
 from work import hosting as work_hosting
+from work import jobs
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -127,6 +128,15 @@ def test_a_host_is_provisioned_over_ssh_and_wakes_its_agent_for_work(
     # Both still answer after it.
     post_message(alice, room, "@vega again")
     wait_until(lambda: len(replies(room, vega)) == 2, timeout=40, what="Vega after the restart")
+
+    # An agent moved onto the running host later: set up there by its job, the supervisor told
+    # to read its agents again, then woken like the others.
+    lyra = work_hosting.set_runtime(create_agent(alice, name="Lyra", backend="scripted"), "hosted")
+    assert lyra.host_id == host.pk
+    jobs.provision_hosted_agent(str(lyra.id))
+    room2 = create_conversation(alice, team_a, kind="channel", title="late", agent_ids=[lyra.id])
+    post_message(alice, room2, "@lyra hello")
+    wait_until(lambda: replies(room2, lyra), timeout=40, what="Lyra's reply")
 
 
 def test_a_host_that_drops_mid_restart_stops_the_restart_with_a_report(
