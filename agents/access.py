@@ -3,8 +3,8 @@
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from agents.exceptions import AgentNotFound, KeyNotFound, NotAgentOwner
-from agents.models import Agent, AgentKey, AgentPin, AgentSession, CredentialGrant
+from agents.exceptions import AgentNotFound, HostNotFound, KeyNotFound, NotAgentOwner
+from agents.models import Agent, AgentKey, AgentPin, AgentSession, CredentialGrant, Host
 from agntchat.core import crypto
 from agntchat.core.ids import as_uuid
 from workspaces.models import MANAGER_ROLES, Credential, Membership, Workspace
@@ -85,6 +85,23 @@ def access_own_agent(user, agent_id) -> Agent:
     if not is_agent_owner(user, agent):
         raise NotAgentOwner()
     return agent
+
+
+def hosts_for(agent: Agent):
+    """The hosts AGENT may be placed on: agntchat's shared hosts, and the own hosts of the
+    workspaces its owner belongs to."""
+    return Host.objects.filter(
+        Q(workspace__isnull=True)
+        | Q(workspace__in=Membership.objects.filter(user_id=agent.owner_id).values("workspace"))
+    )
+
+
+def access_placement_host(agent: Agent, host_id) -> Host:
+    """A host AGENT may be placed on, or not found (another workspace's host included)."""
+    try:
+        return hosts_for(agent).get(pk=as_uuid(host_id))
+    except Host.DoesNotExist:
+        raise HostNotFound() from None
 
 
 def access_agent_key(agent: Agent, key_id) -> AgentKey:

@@ -35,7 +35,6 @@ def create_agent(
     backend=Agent.Backend.CLAUDE_CLI,
     model: str = "",
     base_url: str = "",
-    runtime=Agent.Runtime.LOCAL,
     turn_time_limit_seconds: int = DEFAULT_TURN_TIME_LIMIT,
     pinned_workspace_ids=None,
 ) -> Agent:
@@ -53,7 +52,6 @@ def create_agent(
                 backend=backend,
                 model=model,
                 base_url=base_url,
-                runtime=runtime,
                 turn_time_limit_seconds=turn_time_limit_seconds,
             )
         except IntegrityError:
@@ -72,7 +70,6 @@ def update_agent(agent: Agent, **changes) -> Agent:
         "backend",
         "model",
         "base_url",
-        "runtime",
         "turn_time_limit_seconds",
     ):
         if name in changes:

@@ -6,6 +6,11 @@ class AgentNotFound(NotFound):
     default_message = "Agent not found."
 
 
+class HostNotFound(NotFound):
+    code = "host_not_found"
+    default_message = "Host not found."
+
+
 class KeyNotFound(NotFound):
     code = "key_not_found"
     default_message = "Key not found."

@@ -11,21 +11,16 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count
 from django.utils import timezone
 
+from agents.access import hosts_for
 from agents.actions import session_topic
-from agents.exceptions import AgentRule
+from agents.exceptions import AgentRule, HostNotFound
 from agents.models import Agent, AgentSession, Host, HostToken
 from agntchat.core import crypto
 from agntchat.core.events import publish, publish_many
-from agntchat.core.exceptions import AppError, NotFound
-from workspaces.models import Membership
-
-
-class HostNotFound(NotFound):
-    code = "host_not_found"
-    default_message = "Host not found."
+from agntchat.core.exceptions import AppError
 
 
 class HostFull(AppError):
@@ -42,15 +37,6 @@ def host_topic(host_id) -> str:
 def laptop_topic(person_id) -> str:
     """Where the supervisor on a person's own machine hears about their local agents."""
     return f"person_hosts.{person_id}"
-
-
-def hosts_for(agent: Agent):
-    """The hosts AGENT may be placed on: agntchat's shared hosts, and the own hosts of the
-    workspaces its owner belongs to."""
-    return Host.objects.filter(
-        Q(workspace__isnull=True)
-        | Q(workspace__in=Membership.objects.filter(user_id=agent.owner_id).values("workspace"))
-    )
 
 
 def create_host(*, workspace=None, ssh_key: str, **fields) -> Host:
@@ -90,9 +76,7 @@ def place_agent(agent: Agent, host: Host | None = None) -> Agent:
         # Every candidate locked in one statement and one order: two placements never hold one
         # host each while waiting for the other's.
         hosts = list(
-            Host.objects.select_for_update()
-            .filter(pk__in=candidates.values("pk"))
-            .order_by("pk")
+            Host.objects.select_for_update().filter(pk__in=candidates.values("pk")).order_by("pk")
         )
         if host is not None and not hosts:
             raise HostNotFound()

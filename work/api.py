@@ -1,5 +1,6 @@
 """REST for agents: create and configure, keys, the key → session exchange, presence."""
 
+from django.db import transaction
 from django.db.models import Avg, Count, Sum
 from django.urls import path
 from rest_framework import serializers
@@ -13,6 +14,7 @@ from agents.access import (
     access_agent_key,
     access_credential_grant,
     access_own_agent,
+    access_placement_host,
     agents_visible_in,
     agents_visible_to,
 )
@@ -21,8 +23,10 @@ from agents.exceptions import AgentNotFound, AgentRule
 from agents.models import DEFAULT_TURN_TIME_LIMIT, Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
 from agntchat.core.api import StrictSerializer, error_body, validated
+from agntchat.core.exceptions import AppError
 from conversations import scoring, tasks
 from conversations.access import access_conversation
+from work import hosting as work_hosting
 from work.tools.registry import tool_reach
 from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
 
@@ -42,6 +46,8 @@ class AgentInput(StrictSerializer):
     runtime = serializers.ChoiceField(
         choices=Agent.Runtime.choices, required=False, default=Agent.Runtime.LOCAL
     )
+    # Hosted: the host to run on (one of the agent's allowed hosts); none, the one with most room.
+    host = serializers.UUIDField(required=False, allow_null=True, default=None)
     # How long one turn may run before the bridge stops it: a second to a day.
     turn_time_limit_seconds = serializers.IntegerField(
         min_value=1, max_value=24 * 60 * 60, required=False, default=DEFAULT_TURN_TIME_LIMIT
@@ -73,6 +79,7 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
         "model": agent.model,
         "base_url": agent.base_url,
         "runtime": agent.runtime,
+        "host_id": agent.host_id,
         "turn_time_limit_seconds": agent.turn_time_limit_seconds,
         "owner_id": agent.owner_id,
         "visibility": agent.visibility,
@@ -99,7 +106,11 @@ class AgentListView(APIView):
     def post(self, request):
         data = validated(AgentInput, request.data)
         pinned = data.pop("pinned_workspaces")
-        agent = actions.create_agent(request.user, pinned_workspace_ids=pinned, **data)
+        runtime, host_id = data.pop("runtime"), data.pop("host")
+        with transaction.atomic():  # a hosted agent with no host to run on is not created
+            agent = actions.create_agent(request.user, pinned_workspace_ids=pinned, **data)
+            if runtime == Agent.Runtime.HOSTED or host_id is not None:
+                agent = place(agent, runtime, host_id)
         return Response(agent_out(agent, False), status=201)
 
 
@@ -119,8 +130,31 @@ class AgentDetailView(APIView):
         if "pinned_workspaces" in data:
             actions.set_agent_pins(agent, data.pop("pinned_workspaces"))
         data.pop("handle", None)  # the handle is how others address it: fixed after creation
-        agent = actions.update_agent(agent, **data)
+        runtime, host_id = data.pop("runtime", None), data.pop("host", None)
+        with transaction.atomic():
+            if runtime is not None or host_id is not None:
+                moved = (runtime or agent.runtime) != agent.runtime or (
+                    host_id is not None and host_id != agent.host_id
+                )
+                if moved:
+                    agent = place(agent, runtime or agent.runtime, host_id)
+            agent = actions.update_agent(agent, **data)
         return Response(agent_out(agent))
+
+
+def place(agent: Agent, runtime: str, host_id) -> Agent:
+    """Where AGENT runs, through the one path (work.hosting.set_runtime): local clears its host,
+    hosted places it on HOST_ID (an allowed host) or the one with most room."""
+    if runtime == Agent.Runtime.LOCAL:
+        if host_id is not None:
+            raise AppError(
+                "A local agent runs on its owner's machine, not on a host.",
+                code="invalid",
+                fields={"host": "Only for a hosted agent."},
+            )
+        return work_hosting.set_runtime(agent, runtime)
+    host = access_placement_host(agent, host_id) if host_id is not None else None
+    return work_hosting.set_runtime(agent, runtime, host)
 
 
 class KeyListView(APIView):

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agents import actions
+from agents import actions, hosting
 from agents.models import Agent, AgentKey, AgentSession
 from tests.conftest import agent_session
 
@@ -185,19 +185,50 @@ def test_only_the_owner_manages_an_agent_and_outsiders_see_nothing(
     assert (list(Agent.objects.values()), AgentKey.objects.count()) == before
 
 
-def test_where_an_agent_runs_is_separate_from_where_it_appears(alice, team_a, api):
-    created = (
-        api(alice)
-        .post("/api/v1/agents/", {"name": "Hosty", "runtime": "hosted"}, format="json")
-        .json()
+def test_where_an_agent_runs_is_separate_from_where_it_appears(alice, team_a, team_b, api):
+    """Hosted means placed on an allowed host with room, through one path; local clears the
+    placement and ends what the host held; another workspace's host is not found; a full host
+    changes nothing."""
+    shared = hosting.create_host(name="shared", address="10.0.0.1", ssh_key="k", capacity=1)
+    theirs = hosting.create_host(workspace=team_b, name="theirs", address="10.0.0.2", ssh_key="k")
+    created = api(alice).post(
+        "/api/v1/agents/", {"name": "Hosty", "runtime": "hosted"}, format="json"
     )
-    assert created["runtime"] == "hosted" and created["visibility"] == "all"
+    assert created.status_code == 201, created.json()
+    created = created.json()
+    assert created["runtime"] == "hosted" and created["hostId"] == str(shared.id)
+    assert created["visibility"] == "all"
+    hosty = Agent.objects.get(pk=created["id"])
+    placement = hosting.issue_host_token(shared, hosty)
+
+    # Another workspace's host: not found, nothing changed.
+    other = api(alice).patch(
+        f"/api/v1/agents/{hosty.id}/", {"host": str(theirs.id), "name": "X"}, format="json"
+    )
+    assert other.status_code == 404 and other.json()["error"]["code"] == "host_not_found"
+    assert Agent.objects.get(pk=hosty.id).host_id == shared.id
+    assert Agent.objects.get(pk=hosty.id).name == "Hosty"
+    # The only host is full: a second hosted agent is refused and not created.
+    full = api(alice).post(
+        "/api/v1/agents/", {"name": "Second", "runtime": "hosted"}, format="json"
+    )
+    assert full.status_code == 409 and full.json()["error"]["code"] == "host_full"
+    assert not Agent.objects.filter(name="Second").exists()
+    # A host for a local agent is a contradiction.
+    both = api(alice).patch(
+        f"/api/v1/agents/{hosty.id}/", {"runtime": "local", "host": str(shared.id)}, format="json"
+    )
+    assert both.status_code == 400 and "host" in both.json()["error"]["fields"]
+
     changed = (
         api(alice)
         .patch(f"/api/v1/agents/{created['id']}/", {"runtime": "local"}, format="json")
         .json()
     )
-    assert changed["runtime"] == "local" and changed["visibility"] == "all"
+    assert changed["runtime"] == "local" and changed["hostId"] is None
+    assert changed["visibility"] == "all"
+    # What the host held for it no longer opens anything.
+    assert hosting.open_hosted_session(placement) is None
     bad = api(alice).patch(f"/api/v1/agents/{created['id']}/", {"runtime": "cloud"}, format="json")
     assert bad.status_code == 400 and "runtime" in bad.json()["error"]["fields"]
     assert Agent.objects.get(pk=created["id"]).runtime == "local"
