@@ -29,6 +29,12 @@ class HostFull(AppError):
     default_message = "No host has room for another agent."
 
 
+class HostInUse(AppError):
+    code = "host_in_use"
+    status = 409
+    default_message = "Agents still run on this host: move them elsewhere first."
+
+
 def host_topic(host_id) -> str:
     """Where a host's supervisor socket hears what to start, stop or restart."""
     return f"host.{host_id}"
@@ -44,6 +50,31 @@ def create_host(*, workspace=None, ssh_key: str, **fields) -> Host:
     return Host.objects.create(
         workspace=workspace, ssh_key_ciphertext=crypto.encrypt(ssh_key), **fields
     )
+
+
+def update_host(host: Host, *, ssh_key: str | None = None, **fields) -> Host:
+    """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted."""
+    for name, value in fields.items():
+        setattr(host, name, value)
+    if ssh_key:
+        host.ssh_key_ciphertext = crypto.encrypt(ssh_key)
+    host.save()
+    return host
+
+
+def clear_host_key(host: Host) -> None:
+    """Forget the pinned SSH host key: the next connection pins whatever the host shows. The
+    one way to accept a rebuilt host, done on purpose by a person."""
+    host.host_key = ""
+    host.save(update_fields=["host_key", "updated_at"])
+
+
+def delete_host(host: Host) -> None:
+    """Forget HOST; refused while agents are placed on it (move them first)."""
+    with transaction.atomic():
+        if Agent.objects.filter(host=host).exists():
+            raise HostInUse()
+        host.delete()
 
 
 def ssh_key_of(host: Host) -> str:

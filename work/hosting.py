@@ -68,7 +68,7 @@ class _Pin(paramiko.MissingHostKeyPolicy):
         self.seen = host_key_line(key)
 
 
-def _load_key(text: str) -> paramiko.PKey:
+def load_key(text: str) -> paramiko.PKey:
     for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
         try:
             return kind.from_private_key(io.StringIO(text))
@@ -97,7 +97,7 @@ class Session:
                 host.address,
                 port=host.port,
                 username=host.ssh_user,
-                pkey=_load_key(hosting.ssh_key_of(host)),
+                pkey=load_key(hosting.ssh_key_of(host)),
                 timeout=SSH_TIMEOUT,
                 banner_timeout=SSH_TIMEOUT,
                 auth_timeout=SSH_TIMEOUT,
@@ -181,7 +181,11 @@ def system_user(agent_id) -> str:
 
 
 def _python(host: Host) -> str:
-    return host.python or f"{host.root.rstrip('/')}/venv/bin/python"
+    """The Python the bridges run on: HOST.python when it is a path (an environment prepared
+    there), else a venv under the host's root, made with HOST.python (a command, "python3")."""
+    if host.python.startswith("/"):
+        return host.python
+    return f"{host.root.rstrip('/')}/venv/bin/python"
 
 
 def provision_host(host: Host) -> Host:
@@ -195,8 +199,12 @@ def provision_host(host: Host) -> Host:
             ssh.run(
                 f"mkdir -p {q(paths['agents'])} && chmod 755 {q(paths['root'])} {q(paths['agents'])}"
             )
-            venv = str(Path(python).parent.parent)
-            ssh.run(f"test -x {q(python)} || python3 -m venv {q(venv)}")
+            if host.python.startswith("/"):
+                ssh.run(f"test -x {q(python)} || {{ echo no Python at {q(python)} >&2; exit 1; }}")
+            else:
+                venv = str(Path(python).parent.parent)
+                maker = q(host.python or "python3")
+                ssh.run(f"test -x {q(python)} || {maker} -m venv {q(venv)}")
             wheel = bridge_wheel()
             remote_wheel = f"{paths['root']}/{wheel.name}"
             ssh.write(remote_wheel, wheel.read_bytes(), 0o644)
