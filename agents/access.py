@@ -104,6 +104,14 @@ def access_placement_host(agent: Agent, host_id) -> Host:
         raise HostNotFound() from None
 
 
+def access_workspace_host(membership, host_id) -> Host:
+    """One of MEMBERSHIP's workspace's own hosts, or not found (shared and others' hosts too)."""
+    try:
+        return Host.objects.get(workspace_id=membership.workspace_id, pk=as_uuid(host_id))
+    except Host.DoesNotExist:
+        raise HostNotFound() from None
+
+
 def access_agent_key(agent: Agent, key_id) -> AgentKey:
     """A key of an agent the caller already accessed as its owner; another agent's is not found."""
     key = AgentKey.objects.filter(agent=agent, pk=as_uuid(key_id)).first()
