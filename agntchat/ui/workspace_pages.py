@@ -3,16 +3,18 @@
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.db.models import F
+from django.db.models import Count, F
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from agents.models import Host, HostRestart
 from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation
 from work.access import workspace_permissions
+from work.hosting import fingerprint
 from work.models import Decision, Risk
 from work.permissions import DEFAULTS
 from workspaces import actions
@@ -124,8 +126,25 @@ def members(request, membership):
         roles=[Role.MEMBER, Role.ADMIN],
         now=timezone.now(),
         **(_tool_settings(membership) if membership.is_manager else {}),
+        **(_hosts(membership) if membership.is_manager else {}),
     )
     return render(request, "workspaces/members.html", context)
+
+
+def _hosts(membership) -> dict:
+    """The workspace's own hosts, with how full each is and its last rolling restart."""
+    hosts = list(
+        Host.objects.filter(workspace=membership.workspace)
+        .annotate(placed=Count("agents"))
+        .order_by("name")
+    )
+    last = {}
+    for restart in HostRestart.objects.filter(host__in=hosts).order_by("host_id", "-created_at"):
+        last.setdefault(restart.host_id, restart)
+    for host in hosts:
+        host.fingerprint = fingerprint(host.host_key)
+        host.last_restart = last.get(host.pk)
+    return {"hosts": hosts}
 
 
 def _tool_settings(membership) -> dict:

@@ -139,3 +139,17 @@ def test_provision_restart_clear_the_key_and_delete(
     refused = api(alice).delete(url)
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "host_in_use"
     assert Host.objects.filter(pk=host.pk).exists()
+
+
+def test_the_settings_page_shows_admins_their_hosts(alice, bob, team_a, client, ssh_key):
+    host = hosting.create_host(workspace=team_a, name="edge-1", address="10.0.0.5", ssh_key=ssh_key)
+    hosting.place_agent(create_agent(alice, name="Vega"), host)
+    HostRestart.objects.create(
+        host=host, status="failed", report=[{"name": "Vega", "outcome": "timed out"}]
+    )
+    client.force_login(alice)
+    page = client.get(f"/w/{team_a.id}/members/").content.decode()
+    assert f'data-host-id="{host.id}"' in page and "1 / 10" in page
+    assert "Vega: timed out" in page and ssh_key.split("\n")[1] not in page
+    client.force_login(bob)
+    assert "edge-1" not in client.get(f"/w/{team_a.id}/members/").content.decode()
