@@ -144,6 +144,7 @@ class HostDetailView(APIView):
 
 
 class HostProvisionView(APIView):
+    statuses = {"post": (202,)}
     permission_classes = [IsPerson]
 
     def post(self, request, workspace_id, host_id):
@@ -167,6 +168,7 @@ class HostKeyView(APIView):
 
 
 class HostRestartListView(APIView):
+    statuses = {"post": (202,)}
     permission_classes = [IsPerson]
 
     def get(self, request, workspace_id, host_id):
