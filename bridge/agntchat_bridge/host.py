@@ -112,7 +112,8 @@ class Supervisor:
         Path(entry["workdir"]).mkdir(parents=True, exist_ok=True)
         for name in ("claude", "codex"):
             (Path(self.config["cliHome"]) / name).mkdir(parents=True, exist_ok=True)
-        extra = {"user": entry["user"]} if entry.get("user") else {}
+        # As the agent's own user, files it writes in the shared CLI login stay the group's.
+        extra = {"user": entry["user"], "umask": 0o007} if entry.get("user") else {}
         process = await asyncio.create_subprocess_exec(
             *self.bridge_command(entry),
             env=self.bridge_environment(entry),

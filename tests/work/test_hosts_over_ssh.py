@@ -222,6 +222,14 @@ def test_on_a_multi_tenant_host_each_agent_runs_as_its_own_user(
         wait_until(lambda: replies(room, vega), timeout=40, what="Vega's reply")
         bridge_uids = wait_until(lambda: _uids_of_bridges(home), what="the bridge process")
         assert bridge_uids == {uid}
+        # What its CLI writes in the shared login stays the agents' group's to read and write.
+        umask = next(
+            line.split()[1]
+            for pid in _pids_of_bridges(home)
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if line.startswith("Umask:")
+        )
+        assert umask == "0007"
 
         # Back to local: the host stops its bridge and forgets it.
         work_hosting.set_runtime(vega, "local")
@@ -237,14 +245,25 @@ def test_on_a_multi_tenant_host_each_agent_runs_as_its_own_user(
         os.system(f"userdel {user} >/dev/null 2>&1")
 
 
-def _uids_of_bridges(home: Path) -> set[int]:
-    """The real user ids of the bridge processes running from HOME."""
-    uids = set()
+def _pids_of_bridges(home: Path) -> list[str]:
+    """The bridge processes running from HOME."""
+    pids = []
     for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"agntchat_bridge\x00" in cmdline and str(home).encode() in cmdline:
-                uids.add(os.stat(f"/proc/{pid}").st_uid)
+        except OSError:
+            continue
+        if b"agntchat_bridge\x00" in cmdline and str(home).encode() in cmdline:
+            pids.append(pid)
+    return pids
+
+
+def _uids_of_bridges(home: Path) -> set[int]:
+    """The real user ids of the bridge processes running from HOME."""
+    uids = set()
+    for pid in _pids_of_bridges(home):
+        try:
+            uids.add(os.stat(f"/proc/{pid}").st_uid)
         except OSError:
             continue
     return uids
