@@ -6,6 +6,7 @@ restarts one bridge when told (the agent moved away, a rolling restart). Every b
 shares one login session of each coding CLI (CLAUDE_CONFIG_DIR, CODEX_HOME under ``cliHome``)
 and runs, on a multi-tenant host, as the agent's own system user.
 
+    agntchat-host init --url URL --token apt_…   a laptop: write the configuration (once)
     agntchat-host run [--config FILE]       serve (what the unit or the host runs)
     agntchat-host install [--config FILE]   a laptop: start it at login (systemd user unit on
                                             Linux, launchd agent on macOS)
@@ -28,10 +29,12 @@ import logging
 import os
 import random
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import websockets
 
 log = logging.getLogger("agntchat.host")
@@ -187,7 +190,7 @@ class Supervisor:
     async def run_forever(self) -> None:
         backoff = 1.0
         while not self.stopping.is_set():
-            token = Path(self.config["tokenFile"]).expanduser().read_text().strip()
+            token = self.token()
             try:
                 async with websockets.connect(
                     self.ws_url, additional_headers={"Authorization": f"Bearer {token}"}
@@ -219,6 +222,55 @@ class Supervisor:
         finally:
             beat.cancel()
 
+    @property
+    def on_laptop(self) -> bool:
+        """A person's own machine: the supervisor holds their API token, not a host's."""
+        return self.token().startswith("apt_")
+
+    def token(self) -> str:
+        return Path(self.config["tokenFile"]).expanduser().read_text().strip()
+
+    async def give_keys(self) -> None:
+        """On a laptop, each served agent with no entry here gets a key of its own, made once
+        over the REST API with the person's token and kept 0600 beside this configuration."""
+        missing = [a for a in self.served if a not in agent_entries(self.config)]
+        if not missing:
+            return
+        agents_dir = Path(self.config.setdefault("agentsDir", str(self.base / "agents")))
+        headers = {"Authorization": f"Bearer {self.token()}"}
+        async with httpx.AsyncClient(base_url=self.config["url"], headers=headers) as http:
+            for agent_id in missing:
+                response = await http.post(
+                    f"/api/v1/agents/{agent_id}/keys/",
+                    json={"name": f"agntchat-host on {socket.gethostname()}"[:80]},
+                )
+                if response.status_code != 201:
+                    log.error(
+                        "the server refused a key for %s (%s): %s",
+                        self.served[agent_id],
+                        response.status_code,
+                        response.text[:300],
+                    )
+                    continue
+                home = agents_dir / agent_id
+                (home / "work").mkdir(parents=True, exist_ok=True)
+                home.chmod(0o700)
+                key_file = home / "key"
+                key_file.touch(mode=0o600)
+                key_file.write_text(response.json()["key"])
+                entry = {
+                    "id": agent_id,
+                    "name": self.served[agent_id],
+                    "keyFile": str(key_file),
+                    "workdir": str(home / "work"),
+                }
+                (home / "agent.json").write_text(json.dumps(entry, indent=2))
+                log.info("gave %s a key of its own on this machine", self.served[agent_id])
+
+    @property
+    def base(self) -> Path:
+        return Path(self.config["stateFile"]).parent
+
     async def heartbeat(self, ws) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
@@ -229,6 +281,8 @@ class Supervisor:
         if kind in ("hello", "agents"):
             self.served = {a["id"]: a["name"] for a in frame["agents"]}
             self.connected = True
+            if self.on_laptop:
+                await self.give_keys()
             # An agent no longer served here (moved away) has its bridge stopped.
             for agent_id in [a for a in self.processes if a not in self.served]:
                 await self.stop(agent_id)
@@ -299,6 +353,27 @@ def install(config_path: Path, platform: str | None = None, home: Path | None = 
     return path
 
 
+def init(config_path: Path, url: str, token: str) -> Path:
+    """A laptop's configuration: the server, the person's API token (0600), every one of their
+    local agents started at once and given a key of its own at the first start."""
+    if not token.startswith("apt_"):
+        raise ValueError("a person's API token (apt_…) is expected: create one on your profile")
+    base = config_path.parent
+    base.mkdir(parents=True, exist_ok=True)
+    token_file = base / "token"
+    token_file.touch(mode=0o600)
+    token_file.chmod(0o600)
+    token_file.write_text(token)
+    config = {
+        "url": url.rstrip("/"),
+        "tokenFile": str(token_file),
+        "agentsDir": str(base / "agents"),
+        "startAll": True,
+    }
+    config_path.write_text(json.dumps(config, indent=2))
+    return config_path
+
+
 def status_lines(config: dict) -> list[str]:
     try:
         state = json.loads(Path(config["stateFile"]).read_text())
@@ -326,12 +401,27 @@ def status_lines(config: dict) -> list[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="agntchat-host", description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["run", "install", "status"])
+    parser.add_argument("command", choices=["init", "run", "install", "status"])
     parser.add_argument(
         "--config", default=os.environ.get("AGNTCHAT_HOST_CONFIG", str(DEFAULT_CONFIG))
     )
+    parser.add_argument("--url", help="init: the agntchat server, e.g. https://agntchat.example")
+    parser.add_argument("--token", help="init: your API token (apt_…)")
+    parser.add_argument("--token-file", help="init: a file holding your API token")
     args = parser.parse_args(argv)
     config_path = Path(args.config).expanduser()
+    if args.command == "init":
+        token = args.token or (
+            Path(args.token_file).expanduser().read_text().strip() if args.token_file else ""
+        )
+        if not args.url or not token:
+            parser.error("init needs --url and --token (or --token-file)")
+        try:
+            init(config_path, args.url, token)
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(f"Wrote {config_path}. Start it with: agntchat-host run --config {config_path}")
+        return
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO"),
         format="%(asctime)s host %(levelname)s %(message)s",
