@@ -45,6 +45,10 @@ class HostInput(StrictSerializer):
         return value
 
 
+class NoInput(StrictSerializer):
+    """An action that takes no body: an empty object (or none) only."""
+
+
 class HostUpdate(HostInput):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, partial=True, **kwargs)
@@ -144,6 +148,7 @@ class HostDetailView(APIView):
 
 
 class HostProvisionView(APIView):
+    inputs = {"post": NoInput}
     statuses = {"post": (202,)}
     permission_classes = [IsPerson]
 
@@ -151,6 +156,7 @@ class HostProvisionView(APIView):
         """Install or update the bridge and the supervisor over SSH, on the worker: the host's
         status says how it went."""
         _, host = _managed(request, workspace_id, host_id)
+        validated(NoInput, request.data)
         transaction.on_commit(
             lambda: work_hosting.enqueue("work.jobs.provision_host", str(host.pk))
         )
@@ -168,6 +174,7 @@ class HostKeyView(APIView):
 
 
 class HostRestartListView(APIView):
+    inputs = {"post": NoInput}
     statuses = {"post": (202,)}
     permission_classes = [IsPerson]
 
@@ -179,6 +186,7 @@ class HostRestartListView(APIView):
     def post(self, request, workspace_id, host_id):
         """Restart the host's bridges one at a time, on the worker; the report fills in."""
         _, host = _managed(request, workspace_id, host_id)
+        validated(NoInput, request.data)
         restart = work_hosting.request_restart(host, by=request.user)
         return Response(restart_out(restart), status=202)
 

@@ -153,3 +153,12 @@ def test_the_settings_page_shows_admins_their_hosts(alice, bob, team_a, client, 
     assert "Vega: timed out" in page and ssh_key.split("\n")[1] not in page
     client.force_login(bob)
     assert "edge-1" not in client.get(f"/w/{team_a.id}/members/").content.decode()
+
+
+def test_actions_without_a_body_refuse_one(alice, team_a, api, ssh_key):
+    host = hosting.create_host(workspace=team_a, name="edge-1", address="10.0.0.5", ssh_key=ssh_key)
+    url = f"/api/v1/workspaces/{team_a.id}/hosts/{host.id}/"
+    for action in ("provision/", "restarts/"):
+        assert api(alice).post(url + action, [None], format="json").status_code == 400
+        assert api(alice).post(url + action, {"x": 1}, format="json").status_code == 400
+    assert not HostRestart.objects.exists() and not OrmQ.objects.exists()
