@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html_join
 
 from agents import hosting
+from agents.admin import ReadOnly
 from agents.models import Host, HostRestart
 from work import hosting as work_hosting
 
@@ -87,7 +88,7 @@ class HostAdmin(admin.ModelAdmin):
 
 
 @admin.register(HostRestart)
-class HostRestartAdmin(admin.ModelAdmin):
+class HostRestartAdmin(ReadOnly):
     list_display = ("host", "status", "requested_by", "created_at", "finished_at")
     list_filter = ("status",)
     fields = ("host", "status", "requested_by", "created_at", "finished_at", "outcome")
@@ -100,12 +101,3 @@ class HostRestartAdmin(admin.ModelAdmin):
             "<div>{}: {} ({} s)</div>",
             ((r["name"], r["outcome"], r.get("seconds", "–")) for r in restart.report),
         )
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

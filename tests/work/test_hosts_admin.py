@@ -2,8 +2,6 @@
 never shown, provisioned and restarted through the jobs, restart reports read-only, a host with
 agents on it not deleted."""
 
-import subprocess
-
 import pytest
 from django.utils import timezone
 from django_q.models import OrmQ
@@ -11,6 +9,7 @@ from django_q.models import OrmQ
 from agents import hosting
 from agents.actions import create_agent
 from agents.models import Host, HostRestart
+from tests.work.sshd import keygen
 from workspaces.models import User
 
 pytestmark = pytest.mark.django_db
@@ -25,9 +24,7 @@ def staff_client(client):
 
 @pytest.fixture
 def ssh_key(tmp_path):
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True
-    )
+    keygen(tmp_path / "k")
     return (tmp_path / "k").read_text()
 
 

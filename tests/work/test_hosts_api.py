@@ -2,23 +2,20 @@
 remove them; members read; the SSH key never comes out; bad input changes nothing; another
 workspace's people find nothing."""
 
-import subprocess
-
 import pytest
 from django_q.models import OrmQ
 
 from agents import hosting
 from agents.actions import create_agent
 from agents.models import Host, HostRestart
+from tests.work.sshd import keygen
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def ssh_key(tmp_path):
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True
-    )
+    keygen(tmp_path / "k")
     return (tmp_path / "k").read_text()
 
 
