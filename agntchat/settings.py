@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "work",
     "routines",
     "integrations",
+    "fronts",
     "agntchat.ui",
 ]
 
