@@ -22,10 +22,23 @@ from conversations.consumers import LiveSocket  # noqa: E402
 from work.consumers import AgentSocket  # noqa: E402
 from work.host_socket import HostSocket  # noqa: E402
 
+# The fronts answer in streams (server-sent events) and wait on live events: plain ASGI apps of
+# their own, each for every path under its prefix (fronts/http.py).
+FRONTS: list[tuple[str, object]] = []
+
+
+async def http(scope, receive, send):
+    path = scope["path"]
+    for prefix, front in FRONTS:
+        if path == prefix.rstrip("/") or path.startswith(prefix):
+            return await front(scope, receive, send)
+    return await django_http(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
         # /static/ from the app's static folders, DEBUG or not (settings.SERVE_STATIC).
-        "http": ASGIStaticFilesHandler(django_http) if settings.SERVE_STATIC else django_http,
+        "http": ASGIStaticFilesHandler(http) if settings.SERVE_STATIC else http,
         "websocket": URLRouter(
             [
                 # Bridges are not browsers: they authenticate by bearer token, not cookie + origin.

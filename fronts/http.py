@@ -1,0 +1,132 @@
+"""The fronts' HTTP edge, in plain ASGI: their answers stream (server-sent events) and wait on
+live events, while Django's HTTP side here answers complete bodies from sync views
+(``agntchat.core.http``). One ``Exchange`` is one request and its response.
+
+What the fronts share lives here: reading a bounded JSON body, the person behind a bearer
+token, JSON and SSE responses, and noticing that the client went away."""
+
+import asyncio
+
+import orjson
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from agents.auth import bearer_secret, person_for_token
+from agntchat.core.validation import MAX_JSON_DEPTH, json_depth
+
+
+class BadBody(Exception):
+    """The body is not one JSON object within the limits; STATUS and MESSAGE say why."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class Exchange:
+    def __init__(self, scope, receive, send):
+        self.scope, self.receive, self.send = scope, receive, send
+        self.method: str = scope["method"]
+        self.path: str = scope["path"]
+        self.headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope.get("headers", [])
+        }
+        self.started = False
+        # Set once the client has gone (a closed stream is how a client cancels, too).
+        self.gone = asyncio.Event()
+        self._watch: asyncio.Task | None = None
+
+    async def read_body(self, limit: int | None = None) -> bytes:
+        """The whole body; more than LIMIT bytes (the REST limit by default) raises BadBody 413
+        as soon as it is seen, before the rest is read."""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE if limit is None else limit
+        chunks, size = [], 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                self.gone.set()
+                raise BadBody(400, "The client went away before sending its body.")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BadBody(413, f"The body can be at most {limit} bytes.")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        # From here on, the only message ASGI sends is the client's going away.
+        self._watch = asyncio.ensure_future(self._watch_disconnect())
+        return b"".join(chunks)
+
+    async def _watch_disconnect(self) -> None:
+        while (await self.receive())["type"] != "http.disconnect":
+            pass
+        self.gone.set()
+
+    async def read_json(self) -> dict:
+        """The body as one JSON object, refused (BadBody 400/413) when it is not one."""
+        body = await self.read_body()
+        if json_depth(body) > MAX_JSON_DEPTH:
+            raise BadBody(400, f"JSON can be nested at most {MAX_JSON_DEPTH} levels deep.")
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise BadBody(400, "The body is not valid JSON.") from None
+        if not isinstance(data, dict):
+            raise BadBody(400, "The body must be a JSON object.")
+        return data
+
+    async def person(self):
+        """The active person whose personal API token (``Bearer apt_…``) came with the request,
+        or None."""
+        secret = bearer_secret(self.headers.get("authorization", ""))
+        if secret is None or not secret.startswith("apt_"):
+            return None
+        return await database_sync_to_async(person_for_token)(secret)
+
+    async def respond(
+        self, status: int, body: bytes = b"", content_type: str = "", headers=()
+    ) -> None:
+        """A whole response at once."""
+        head = [(b"content-type", content_type.encode())] if content_type else []
+        head += [(name.encode(), value.encode()) for name, value in headers]
+        await self.send({"type": "http.response.start", "status": status, "headers": head})
+        await self.send({"type": "http.response.body", "body": body})
+        self.started = True
+        self.close()
+
+    async def json(self, status: int, data, headers=()) -> None:
+        await self.respond(status, orjson.dumps(data), "application/json", headers)
+
+    async def start_events(self, headers=()) -> None:
+        """Begin a server-sent event stream (200); ``event`` sends, ``end`` closes it."""
+        head = [
+            (b"content-type", b"text/event-stream"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),  # a proxy in front must not hold events back
+        ]
+        head += [(name.encode(), value.encode()) for name, value in headers]
+        await self.send({"type": "http.response.start", "status": 200, "headers": head})
+        self.started = True
+
+    async def event(self, data, *, event: str | None = None, event_id: str | None = None):
+        """One SSE event: DATA as JSON (or as it is, when already text)."""
+        text = data if isinstance(data, str) else orjson.dumps(data).decode()
+        lines = [f"event: {event}"] if event else []
+        lines += [f"id: {event_id}"] if event_id is not None else []
+        lines += [f"data: {line}" for line in text.split("\n")]
+        await self.send(
+            {
+                "type": "http.response.body",
+                "body": ("\n".join(lines) + "\n\n").encode(),
+                "more_body": True,
+            }
+        )
+
+    async def end(self) -> None:
+        await self.send({"type": "http.response.body", "body": b""})
+        self.close()
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
