@@ -214,3 +214,13 @@ def clock(monkeypatch):
     moved, real_now = Clock(), timezone.now
     monkeypatch.setattr(timezone, "now", lambda: real_now() + moved.offset)
     return moved
+
+
+@pytest.fixture
+def server():
+    """A real daphne process serving agntchat on this test's database."""
+    from tests.socket_helpers import Daphne
+
+    daphne = Daphne()
+    yield daphne
+    daphne.stop()

@@ -168,3 +168,34 @@ class TopicInbox:
                 received.append(self.next(timeout=quiet))
             except TimeoutError:
                 return received
+
+
+def start_bridge(server, agent, tmp_path, options="{}", **extra_env) -> subprocess.Popen:
+    """A real bridge process for AGENT against SERVER, with a key of its own (the scripted
+    backend's table in OPTIONS, JSON)."""
+    from agents import actions as agent_actions
+
+    _, key = agent_actions.create_agent_key(agent)
+    env = dict(
+        os.environ,
+        AGNTCHAT_URL=server.url,
+        AGNTCHAT_AGENT_KEY=key,
+        AGNTCHAT_WORKDIR=str(tmp_path),
+        AGNTCHAT_BACKEND_OPTIONS=options,
+        **extra_env,
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "agntchat_bridge"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def agent_replies(conversation, agent) -> list:
+    from conversations.models import Message
+
+    return list(
+        Message.objects.filter(conversation=conversation, author_agent=agent).order_by("created_at")
+    )

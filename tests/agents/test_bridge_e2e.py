@@ -22,44 +22,12 @@ from agents import actions as agent_actions
 from conversations import tasks
 from conversations.actions import create_conversation, post_message
 from conversations.models import Delivery, Message, Task
-from tests.socket_helpers import Daphne
+from tests.socket_helpers import Daphne, agent_replies, start_bridge
 from tests.waiting import until, wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "bridge" / "fake_bin" / "claude"
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
-
-
-def start_bridge(server, agent, tmp_path, options="{}", **extra_env):
-    _, key = agent_actions.create_agent_key(agent)
-    env = dict(
-        os.environ,
-        AGNTCHAT_URL=server.url,
-        AGNTCHAT_AGENT_KEY=key,
-        AGNTCHAT_WORKDIR=str(tmp_path),
-        AGNTCHAT_BACKEND_OPTIONS=options,
-        **extra_env,
-    )
-    return subprocess.Popen(
-        [sys.executable, "-m", "agntchat_bridge"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def agent_replies(conversation, agent):
-    return list(
-        Message.objects.filter(conversation=conversation, author_agent=agent).order_by("created_at")
-    )
 
 
 def test_a_person_posts_and_the_bridge_replies_through_the_pipeline(

@@ -16,17 +16,9 @@ from agntchat.core.sockets import MAX_FRAME_BYTES
 from artifacts.actions import MAX_CONTENT_BYTES
 from artifacts.models import Artifact
 from tests.conftest import agent_session
-from tests.socket_helpers import Daphne
 from tests.waiting import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
 
 
 def post_of_size(channel, size: int, char: str = "a") -> str:

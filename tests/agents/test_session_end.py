@@ -25,13 +25,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 post = sync_to_async(actions.post_message)
 
 
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
-
-
 @sync_to_async
 def open_session(agent):
     """A new key and a session opened with it, as a bridge gets them."""

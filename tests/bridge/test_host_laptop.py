@@ -17,18 +17,10 @@ from agents.models import AgentKey
 from agntchat.core import presence
 from conversations.actions import create_conversation, post_message
 from conversations.models import Message
-from tests.socket_helpers import Daphne
 from tests.waiting import wait_until
 from workspaces.actions import issue_api_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
 
 
 def host_command(*args):

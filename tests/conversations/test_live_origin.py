@@ -7,7 +7,6 @@ import websockets
 from django.test import Client, override_settings
 
 from agntchat.core.origin import origin_allowed
-from tests.socket_helpers import Daphne
 
 
 def scope(origin: str | None, host: str = "127.0.0.1:8000", scheme: str = "ws", **headers):
@@ -83,13 +82,6 @@ def test_csrf_trusted_origins_are_trusted_with_their_scheme_and_port():
     assert not origin_allowed(scope("https://app.example.com:8443"))
     assert not origin_allowed(scope("https://example.com"))
     assert not origin_allowed(scope("https://chat.example.org.evil.example"))
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
 
 
 @pytest.mark.slow

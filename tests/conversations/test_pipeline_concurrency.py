@@ -26,13 +26,6 @@ from workspaces.actions import issue_api_token
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
-
-
 async def open_agent_socket(server, token, prefetch=1):
     ws = await websockets.connect(
         f"{server.ws_url}/ws/agent/?prefetch={prefetch}",

@@ -14,8 +14,7 @@ from conversations import tasks
 from conversations.models import Message, Task
 from routines import actions, loops, reminders
 from routines.models import Routine, RoutineRun
-from tests.agents.test_bridge_e2e import start_bridge
-from tests.socket_helpers import Daphne
+from tests.socket_helpers import Daphne, start_bridge
 from tests.waiting import wait_until
 from tests.work.tooling import claimed
 from tests.worker_process import job_result, queue_job, run_job, running_worker

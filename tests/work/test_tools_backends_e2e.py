@@ -19,9 +19,8 @@ from agents.models import Agent
 from artifacts.models import Artifact
 from conversations.actions import post_message
 from conversations.models import Participant
-from tests.agents.test_bridge_e2e import agent_replies, start_bridge
 from tests.bridge.standins import StandinServer
-from tests.socket_helpers import Daphne
+from tests.socket_helpers import agent_replies, start_bridge
 from tests.waiting import wait_until
 from tests.work.test_tools_e2e import ask_before
 from work.models import PermissionRequest, ToolCall
@@ -56,13 +55,6 @@ BACKENDS = {
     # A model codex knows offers MCP tools up front (its default one defers them behind search).
     "codex_cli": ("/v1", "gpt-5.4", {"CODEX_API_KEY": "test-key"}),
 }
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
 
 
 @pytest.fixture

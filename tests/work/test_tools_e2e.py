@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from conversations.actions import post_message
 from conversations.models import Message, Participant
-from tests.agents.test_bridge_e2e import agent_replies, start_bridge
-from tests.socket_helpers import Daphne
+from tests.socket_helpers import agent_replies, start_bridge
 from tests.waiting import wait_until
 from work import actions as work_actions
 from work import approvals
@@ -25,13 +24,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 SCRIPT = json.dumps(
     {"replies": {"wrap up": [{"tool": "done", "input": {}}, {"text": "Wrapped up."}]}}
 )
-
-
-@pytest.fixture
-def server():
-    daphne = Daphne()
-    yield daphne
-    daphne.stop()
 
 
 def stop(bridge) -> str:
