@@ -237,9 +237,11 @@ def clock(monkeypatch):
     return moved
 
 
-@pytest.fixture
-def server():
-    """A real daphne process serving agntchat on this test's database."""
+@pytest.fixture(scope="module")
+def server(django_db_setup):
+    """A real daphne process serving agntchat on the test database, one per module: starting
+    one costs seconds, and it keeps nothing of a test's data that the next test could see
+    (tests that stop or kill their server start a Daphne of their own)."""
     from tests.socket_helpers import Daphne
 
     daphne = Daphne()

@@ -140,9 +140,8 @@ async def test_a_killed_bridge_process_loses_nothing(alice, channel, nova, serve
     await survivor.close()
 
 
-async def test_work_held_by_a_killed_server_is_redelivered_after_the_lease(
-    alice, channel, nova, server
-):
+async def test_work_held_by_a_killed_server_is_redelivered_after_the_lease(alice, channel, nova):
+    server = Daphne()  # its own: this one is killed
     token = await sync_to_async(agent_session)(nova)
     ws = await open_agent_socket(server, token)
     await sync_to_async(_post)(alice, channel, "in flight when the node died")
