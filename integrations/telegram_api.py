@@ -57,7 +57,7 @@ def link_out(link: TelegramLink, code: str | None = None) -> dict:
     return out
 
 
-class TokenInput(StrictSerializer):
+class TelegramTokenInput(StrictSerializer):
     token = serializers.RegexField(
         telegram.TOKEN.pattern,
         max_length=130,
@@ -66,15 +66,16 @@ class TokenInput(StrictSerializer):
     )
 
 
-class NoInput(StrictSerializer):
-    """An action that takes no body: an empty object (or none) only."""
+class TelegramLinkInput(StrictSerializer):
+    """Making a link takes no body: an empty object (or none) only."""
 
 
 class TelegramBotView(APIView):
     """The workspace's Telegram bot: whether there is one and who it is (members); set or replace
     its token, or forget it (admins)."""
 
-    inputs = {"put": TokenInput}
+    is_collection = False  # one record, not a page
+    inputs = {"put": TelegramTokenInput}
     upstream = {"put": "Telegram could not be reached to check the token."}
     permission_classes = [IsPerson]
 
@@ -85,7 +86,7 @@ class TelegramBotView(APIView):
     def put(self, request, workspace_id):
         """Store the bot token (checked with getMe; refused, nothing is stored)."""
         access_membership(request.user, workspace_id)
-        data = validated(TokenInput, request.data)
+        data = validated(TelegramTokenInput, request.data)
         return Response(bot_out(telegram.set_bot(request.user, workspace_id, data["token"])))
 
     def delete(self, request, workspace_id):
@@ -98,7 +99,7 @@ class TelegramLinkListView(APIView):
     """A conversation's link to a Telegram chat (at most one); make one: its code, to send to the
     workspace's bot in the chat (``/start <code>``), is in the answer and nowhere else."""
 
-    inputs = {"post": NoInput}
+    inputs = {"post": TelegramLinkInput}
     permission_classes = [IsPerson]
 
     def get(self, request, conversation_id):
@@ -107,7 +108,7 @@ class TelegramLinkListView(APIView):
 
     def post(self, request, conversation_id):
         access_conversation(request.user, conversation_id)
-        validated(NoInput, request.data)
+        validated(TelegramLinkInput, request.data)
         link, code = telegram.create_link(request.user, conversation_id)
         return Response(link_out(link, code), status=201)
 
