@@ -43,7 +43,8 @@ def relay_posted(conversation: Conversation, messages: list[Message]) -> None:
             for message in messages:
                 _relays[name](conversation, message)
 
-    transaction.on_commit(relay)
+    # Robust: an outside channel failing never turns a stored post into an error.
+    transaction.on_commit(relay, robust=True)
 
 
 def set_relayed(conversation: Conversation, name: str, relayed: bool) -> None:

@@ -413,6 +413,8 @@ def poll_once(bot: TelegramBot, timeout: int = 0) -> int:
     except TelegramError as exc:
         TelegramBot.objects.filter(pk=bot.pk).update(problem=f"getUpdates failed: {exc}")
         raise
+    if bot.problem:
+        TelegramBot.objects.filter(pk=bot.pk).update(problem="")
     handled = 0
     for update in updates:
         handled += handle_update(bot, update)
