@@ -306,6 +306,12 @@ OAUTH_REFRESH_MARGIN_SECONDS = env_int("OAUTH_REFRESH_MARGIN_SECONDS", 120)
 # API at its own host; set (a test's stand-in), one base URL for all of them.
 GOOGLE_API_BASE = os.environ.get("GOOGLE_API_BASE", "").rstrip("/")
 GITHUB_API_BASE = os.environ.get("GITHUB_API_BASE", "https://api.github.com").rstrip("/")
+# Telegram as an outside channel (docs/telegram.md): the Bot API's base URL (a test's stand-in,
+# or a local Bot API server); the public URL Telegram posts updates to (unset: no webhook, the
+# ``telegram_poll`` command asks for them); how long a link code stays good.
+TELEGRAM_API_BASE = os.environ.get("TELEGRAM_API_BASE", "https://api.telegram.org").rstrip("/")
+TELEGRAM_WEBHOOK_BASE = os.environ.get("TELEGRAM_WEBHOOK_BASE", "").rstrip("/")
+TELEGRAM_CODE_MINUTES = env_int("TELEGRAM_CODE_MINUTES", 15)
 
 # Hosts (AGT-3…6): the URL their bridges reach this server at; the bridge wheel to install
 # there (unset: built from this checkout's bridge/); how long a rolling restart waits for

@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agntchat.core.api import error_response
 from agntchat.core.health import healthz
+from integrations.telegram_api import webhook_urlpatterns
 
 api = [
     path("", include("workspaces.api")),
@@ -19,6 +20,7 @@ api = [
     path("", include("conversations.api")),
     path("", include("artifacts.api")),
     path("", include("integrations.sources_api")),
+    path("", include("integrations.telegram_api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
@@ -28,6 +30,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("", include("conversations.files")),  # signed download links (INT-4)
+    path("", include(webhook_urlpatterns)),  # Telegram's updates (docs/telegram.md)
     path("", include("agntchat.ui.urls")),
 ]
 

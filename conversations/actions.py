@@ -11,7 +11,7 @@ from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_live
-from conversations import deliveries, files, live, tasks, threads, turns
+from conversations import deliveries, files, live, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
@@ -467,11 +467,13 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
 
 
 def _announce_post(message: Message, released) -> None:
-    """Tell browsers, after commit: the held posts a person's post let through, then the post;
-    and a notice when the text's side thread could not be opened."""
+    """Tell browsers, after commit: the held posts a person's post let through, then the post
+    (and any outside chat the conversation is linked to, ``conversations.relays``); and a notice when the text's side thread could not be opened."""
     for earlier in released:
         live.announce_message(earlier, "message.created")
     live.announce_message(message, "message.created")
+    # Out to a linked outside chat (Telegram), after commit; nothing for an unlinked one.
+    relays.relay_posted(message.conversation, [*released, message])
     if message.payload.get("dm_error"):
         post_notice(
             message.conversation,

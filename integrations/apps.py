@@ -8,5 +8,6 @@ class IntegrationsConfig(AppConfig):
     name = "integrations"
 
     def ready(self):
-        # Registers the Google and GitHub tools, and the outside sources' tools, with the registry.
-        from integrations import github, google, sources  # noqa: F401
+        # Registers the Google and GitHub tools, and the outside sources' tools, with the registry;
+        # Telegram's relay with conversations.relays.
+        from integrations import github, google, sources, telegram  # noqa: F401

@@ -3,7 +3,9 @@
 - ``Connection``: a Google or GitHub account someone connected over OAuth, its tokens encrypted;
 - ``OAuthFlow``: an authorization started and not yet come back (its state and PKCE verifier);
 - ``ToolSource``: an outside MCP server or HTTP API a workspace's admins added as tools;
-- ``SourceGrant``: one right of an agent over one function of a source.
+- ``SourceGrant``: one right of an agent over one function of a source;
+- ``TelegramBot``, ``TelegramLink``, ``TelegramSend``: Telegram as an outside channel (API-3,
+  ``integrations/telegram.py``, docs/telegram.md).
 """
 
 from django.db import models
@@ -11,6 +13,7 @@ from django.db.models import Q
 
 from agents.models import Agent
 from agntchat.core.models import BaseModel
+from conversations.models import Conversation, Message
 from workspaces.models import Credential, User, Workspace
 
 
@@ -133,5 +136,90 @@ class SourceGrant(BaseModel):
         constraints = [
             models.UniqueConstraint(
                 fields=["agent", "source", "function"], name="one_grant_per_source_function"
+            )
+        ]
+
+
+class TelegramBot(BaseModel):
+    """A workspace's Telegram bot (API-3), set by one of its admins: its token encrypted at rest
+    (never shown again), who the bot is at Telegram (checked with ``getMe`` when saved), and how
+    its updates arrive. With WEBHOOK_SECRET_HASH set, Telegram posts them to our webhook with the
+    secret in ``X-Telegram-Bot-Api-Secret-Token`` (we keep its hash); without, ``telegram_poll``
+    asks for them (``getUpdates``). UPDATE_OFFSET is one past the last update handled: an update
+    below it is never handled again, however it comes back."""
+
+    workspace = models.OneToOneField(
+        Workspace, on_delete=models.CASCADE, related_name="telegram_bot"
+    )
+    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    token_ciphertext = models.TextField()
+    telegram_id = models.BigIntegerField()
+    username = models.CharField(max_length=64)
+    name = models.CharField(max_length=128, blank=True)
+    webhook_secret_hash = models.CharField(max_length=64, blank=True)
+    update_offset = models.BigIntegerField(default=0)
+    problem = models.TextField(blank=True)
+
+
+class TelegramLink(BaseModel):
+    """A conversation linked to one Telegram chat through its workspace's bot. Made by a person
+    who can read the conversation (CREATED_BY), pending until the code it showed them is sent to
+    the bot in the chat (stored hashed, used once, stale after CODE_EXPIRES_AT); then bound to
+    CHAT_ID. One chat per conversation, one conversation per chat of a bot. Messages from the
+    chat are posted on behalf of CREATED_BY, and only while they can still read the
+    conversation: the chat can never reach further than the person who linked it."""
+
+    bot = models.ForeignKey(TelegramBot, on_delete=models.CASCADE, related_name="links")
+    conversation = models.OneToOneField(
+        Conversation, on_delete=models.CASCADE, related_name="telegram_link"
+    )
+    created_by = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    code_hash = models.CharField(max_length=64, null=True, blank=True, unique=True)
+    code_expires_at = models.DateTimeField(null=True, blank=True)
+    chat_id = models.BigIntegerField(null=True, blank=True)
+    chat_title = models.CharField(max_length=256, blank=True)
+    linked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bot", "chat_id"],
+                condition=Q(chat_id__isnull=False),
+                name="one_conversation_per_telegram_chat",
+            )
+        ]
+
+
+class TelegramSend(BaseModel):
+    """One message of a linked conversation to send to its chat (``sendMessage``): made once per
+    message and link (the unique pair), sent by a job that takes the row under a lock; SENT_AT
+    set in the same transaction as the send. A failed send waits until NEXT_ATTEMPT_AT and is
+    tried again, up to ``MAX_ATTEMPTS``; unlinking deletes what was not sent."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"  # given up on
+
+    link = models.ForeignKey(TelegramLink, on_delete=models.CASCADE, related_name="sends")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    telegram_message_id = models.BigIntegerField(null=True, blank=True)
+    problem = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["link", "message"], name="one_telegram_send_per_message"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status="pending"),
+                name="telegram_sends_due",
             )
         ]

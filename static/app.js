@@ -452,6 +452,14 @@ const afterSubmit = {
     if (regions.length) await refreshRegions(...regions);
     else await afterSubmit.reload();
   },
+  /** A Telegram link made: its one-time code, shown here only (docs/telegram.md). */
+  "telegram-link"(form, result) {
+    const panel = $("[data-telegram-code]");
+    $("[data-secret-value]", panel).textContent = `/start ${result.code}`;
+    $("[data-start-url]", panel).href = result.startUrl;
+    $("[data-code-expires]", panel).textContent = new Date(result.codeExpiresAt).toLocaleTimeString();
+    panel.hidden = false;
+  },
   "thread-resolved"(form) {
     form.closest("li[data-message-id]")?.dispatchEvent(new CustomEvent("message:refresh", { bubbles: true }));
   },

@@ -15,6 +15,7 @@ from django.db.models.functions import JSONObject
 from agents.access import credentials_granted_to
 from agents.models import Agent
 from agntchat.core.crypto import decrypt
+from conversations import relays
 from conversations.models import Message
 from conversations.threads import wording
 from work import memory, skills
@@ -182,7 +183,9 @@ def for_messages(agent: Agent, messages) -> dict:
         mine = str(message.pk)
         recent = [m for m in message.history_window if m["id"] != mine][:HISTORY_TURNS][::-1]
         rulebook = conversation.settings.get("rulebook", {})
-        author = message.author.label if message.author else "system"
+        author = relays.outside_author(message) or (
+            message.author.label if message.author else "system"
+        )
         extra = []
         turn = getattr(message, "turn", None)
         if turn is not None:

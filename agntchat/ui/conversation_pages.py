@@ -34,6 +34,7 @@ from conversations.caps import cap_for, is_capped
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
+from integrations import telegram
 from workspaces.access import access_member
 
 PAGE = 50
@@ -117,8 +118,20 @@ def conversation_settings(request, membership, conversation_id):
         cap=cap_for(conversation),
         default_wording=DEFAULT_WORDING,
         default_idle=IDLE_MINUTES,
+        **_telegram(membership, conversation),
     )
     return render(request, "conversations/settings.html", context)
+
+
+def _telegram(membership, conversation) -> dict:
+    """The conversation's Telegram link (docs/telegram.md): its state, and who may unlink it."""
+    link = telegram.links_of(conversation).select_related("created_by").first()
+    return {
+        "telegram_bot": telegram.bot_of(conversation.workspace_id),
+        "telegram_link": link,
+        "can_unlink": link is not None
+        and (link.created_by_id == membership.user_id or may_configure(membership, conversation)),
+    }
 
 
 @workspace_page

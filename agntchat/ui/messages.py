@@ -55,6 +55,17 @@ def message_rows(messages, viewer) -> list[dict]:
         row["card_html"] = mark_safe(row.get("card_html") or "")
         row["scripted"] = is_scripted(message.author_agent)
         row["mine"] = message.author_user_id == viewer.id
+        external = (message.payload or {}).get("external_author")
+        if isinstance(external, dict) and external.get("name"):
+            # From an outside chat (Telegram): shown as its writer, stored on behalf of the
+            # person who linked the chat (docs/telegram.md).
+            author = row["author"] = {
+                "type": "person",
+                "id": f"{external.get('channel')}:{external.get('id')}",
+                "name": external["name"],
+            }
+            row["via"] = str(external.get("channel", "")).title()
+            row["mine"] = False
         row["workspace_id"] = message.conversation.workspace_id
         row["hue"] = hue(author["id"])
         row["initials"] = initials(author["name"])

@@ -13,6 +13,7 @@ from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation
+from integrations import telegram
 from work.access import workspace_permissions
 from work.hosting import fingerprint
 from work.models import Decision, Risk
@@ -127,6 +128,7 @@ def members(request, membership):
         now=timezone.now(),
         **(_tool_settings(membership) if membership.is_manager else {}),
         **(_hosts(membership) if membership.is_manager else {}),
+        telegram_bot=telegram.bot_of(workspace.id) if membership.is_manager else None,
     )
     return render(request, "workspaces/members.html", context)
 

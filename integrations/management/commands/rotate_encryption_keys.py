@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agntchat.core import crypto
-from integrations.models import Connection, OAuthFlow
+from integrations.models import Connection, OAuthFlow, TelegramBot
 from workspaces.models import Credential
 
 # (model, its encrypted fields)
@@ -16,6 +16,7 @@ ENCRYPTED = [
     (Connection, ["access_ciphertext", "refresh_ciphertext"]),
     (OAuthFlow, ["verifier_ciphertext"]),
     (Credential, ["ciphertext"]),
+    (TelegramBot, ["token_ciphertext"]),
 ]
 
 

@@ -1,0 +1,520 @@
+"""Telegram as an outside channel (API-3): a Telegram chat linked to a conversation, messages both
+ways through the one pipeline. docs/telegram.md says how it is set up and what is stored.
+
+- A workspace admin stores the workspace's bot token (``set_bot``): checked with ``getMe``,
+  encrypted at rest, never shown again. With ``TELEGRAM_WEBHOOK_BASE`` set, Telegram is told to
+  post updates to our webhook with a secret header (``setWebhook``); otherwise the
+  ``telegram_poll`` command asks for them (``getUpdates``).
+- A person who can read a conversation makes a link (``create_link``) and gets a one-time code
+  (kept hashed, stale after ``TELEGRAM_CODE_MINUTES``); sent to the bot in a chat (``/start
+  <code>`` or the code alone), it binds that chat to the conversation.
+- An update from a bound chat (``handle_update``) becomes a message posted with
+  ``conversations.actions.post_message`` **on behalf of the person who linked the chat**, with
+  the Telegram sender in ``payload["external_author"]`` (shown by the UI and told to agents).
+  A Telegram sender is never a user, member or participant of anything: the chat reaches exactly
+  what the linking person could, and nothing once they no longer can (checked on every message).
+- Messages of the conversation (people's and agents', not the ones that came from the chat)
+  leave through the relay hook of ``conversations.relays``: after commit a ``TelegramSend`` row
+  is made once per message and a job sends it (``deliver``), retried by ``retry_sends``.
+"""
+
+import asyncio
+import hmac
+import logging
+import re
+import secrets
+import warnings
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+from telegram import Bot, Update
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
+
+from agntchat.core import crypto
+from agntchat.core.exceptions import AppError, Conflict, NotFound
+from agntchat.core.ids import as_uuid
+from conversations import relays
+from conversations.access import access_conversation, may_configure
+from conversations.actions import post_message, post_notice
+from conversations.exceptions import ConversationArchived
+from conversations.models import Conversation, Message
+from integrations.models import TelegramBot, TelegramLink, TelegramSend
+from workspaces.access import access_membership, require_manager
+from workspaces.exceptions import NotAllowed
+
+log = logging.getLogger(__name__)
+
+RELAY = "telegram"  # the name in a linked conversation's settings["relays"]
+# What BotFather hands out: the bot's id, a colon, a secret. Checked before it goes in a URL.
+TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{20,100}$")
+MAX_ATTEMPTS = 8
+MAX_TEXT = 4096  # sendMessage's limit
+CALL_TIMEOUT = 10.0
+
+
+class TelegramNotSetUp(Conflict):
+    code = "telegram_not_set_up"
+    default_message = "This workspace has no Telegram bot: an admin sets its token first."
+
+
+class TelegramTokenRefused(AppError):
+    code = "telegram_token_refused"
+    status = 400
+    default_message = "Telegram refused this bot token."
+
+
+class TelegramUnreachable(AppError):
+    code = "telegram_unreachable"
+    status = 502
+    default_message = "Telegram could not be reached. Try again in a moment."
+
+
+class TelegramAlreadyLinked(Conflict):
+    code = "telegram_already_linked"
+    default_message = "This conversation is already linked to a Telegram chat: unlink it first."
+
+
+class TelegramBotNotFound(NotFound):
+    code = "telegram_bot_not_found"
+    default_message = "This workspace has no Telegram bot."
+
+
+class TelegramLinkNotFound(NotFound):
+    code = "telegram_link_not_found"
+    default_message = "Telegram link not found."
+
+
+# ---- calls to the Bot API, through python-telegram-bot's Bot ----------------------------------
+
+
+def _run(coroutine: Awaitable):
+    """Run a coroutine to its end from sync code (views, jobs, commands). In a thread that already
+    runs an event loop, in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def call(token: str, method: Callable[[Bot], Awaitable], *, poll_timeout: int = 0):
+    """METHOD(bot) with a Bot for TOKEN pointed at ``TELEGRAM_API_BASE``; its HTTP clients closed
+    after. Raises python-telegram-bot's errors (InvalidToken for a refused token)."""
+
+    async def run():
+        request = HTTPXRequest(connect_timeout=CALL_TIMEOUT, read_timeout=CALL_TIMEOUT)
+        updates = HTTPXRequest(connect_timeout=CALL_TIMEOUT, read_timeout=poll_timeout + 10)
+        bot = Bot(
+            token,
+            base_url=f"{settings.TELEGRAM_API_BASE}/bot{{token}}",
+            request=request,
+            get_updates_request=updates,
+        )
+        try:
+            return await method(bot)
+        finally:
+            await asyncio.gather(request.shutdown(), updates.shutdown())
+
+    return _run(run())
+
+
+def _token(bot: TelegramBot) -> str:
+    return crypto.decrypt(bot.token_ciphertext)
+
+
+def webhook_url(bot: TelegramBot) -> str:
+    return f"{settings.TELEGRAM_WEBHOOK_BASE}/telegram/{bot.id}/webhook/"
+
+
+# ---- the workspace's bot ------------------------------------------------------------------------
+
+
+def bot_of(workspace_id) -> TelegramBot | None:
+    return TelegramBot.objects.filter(workspace_id=workspace_id).first()
+
+
+def set_bot(user, workspace_id, token: str) -> TelegramBot:
+    """Store (or replace) the workspace's bot token: admins only. The token is checked with
+    ``getMe`` first: refused, nothing is stored. Then updates are routed: a webhook with a fresh
+    secret when this server has a public URL, else ``deleteWebhook`` so that polling works. A
+    token of another bot than the one stored unlinks the old bot's chats."""
+    membership = access_membership(user, workspace_id)
+    require_manager(membership)
+    token = token.strip()
+    if not TOKEN.match(token):
+        raise TelegramTokenRefused(
+            "That is not a bot token: BotFather gives one like 123456:ABC-DEF….",
+            fields={"token": "Not a bot token."},
+        )
+    me = _checked(lambda bot: bot.get_me(), token)
+    with transaction.atomic():
+        row = TelegramBot.objects.select_for_update().filter(workspace=membership.workspace).first()
+        if row is not None and row.telegram_id != me.id:
+            _forget_links(row)
+            row.update_offset = 0
+        row = row or TelegramBot(workspace=membership.workspace, created_by=user)
+        row.token_ciphertext = crypto.encrypt(token)
+        row.telegram_id = me.id
+        row.username = me.username or ""
+        row.name = me.full_name or ""
+        row.problem = ""
+        secret = secrets.token_urlsafe(32) if settings.TELEGRAM_WEBHOOK_BASE else ""
+        row.webhook_secret_hash = crypto.hash_secret(secret) if secret else ""
+        row.save()
+        # Inside the transaction: a webhook Telegram refused leaves the old settings as they were.
+        if secret:
+            _checked(
+                lambda bot: bot.set_webhook(
+                    webhook_url(row), secret_token=secret, allowed_updates=["message"]
+                ),
+                token,
+            )
+        else:
+            _checked(lambda bot: bot.delete_webhook(), token)
+    return row
+
+
+def clear_bot(user, workspace_id) -> None:
+    """Forget the workspace's bot (admins): every chat linked through it is unlinked, and Telegram
+    is asked to stop posting updates (best effort: the token is forgotten either way)."""
+    membership = access_membership(user, workspace_id)
+    require_manager(membership)
+    row = bot_of(membership.workspace_id)
+    if row is None:
+        raise TelegramBotNotFound()
+    token = _token(row)
+    with transaction.atomic():
+        _forget_links(row)
+        row.delete()
+    if settings.TELEGRAM_WEBHOOK_BASE:
+        try:
+            call(token, lambda bot: bot.delete_webhook())
+        except TelegramError as exc:
+            log.warning("Telegram deleteWebhook failed for a forgotten bot: %s", exc)
+
+
+def _forget_links(bot: TelegramBot) -> None:
+    for link in bot.links.select_related("conversation"):
+        relays.set_relayed(link.conversation, RELAY, False)
+    bot.links.all().delete()
+
+
+def _checked(method, token: str):
+    try:
+        return call(token, method)
+    except InvalidToken:
+        raise TelegramTokenRefused(
+            "Telegram refused this bot token: copy it again from BotFather.",
+            fields={"token": "Refused by Telegram."},
+        ) from None
+    except (NetworkError, RetryAfter) as exc:
+        raise TelegramUnreachable(f"Telegram could not be reached: {exc}") from None
+    except TelegramError as exc:
+        raise TelegramTokenRefused(f"Telegram refused: {exc}", fields={"token": str(exc)}) from None
+
+
+# ---- links ----------------------------------------------------------------------------------------
+
+
+def links_of(conversation: Conversation):
+    return TelegramLink.objects.filter(conversation=conversation).select_related("bot")
+
+
+def access_link(conversation: Conversation, link_id) -> TelegramLink:
+    """A link of CONVERSATION (which the caller has read through ``access_conversation``)."""
+    link = links_of(conversation).filter(pk=as_uuid(link_id)).first()
+    if link is None:
+        raise TelegramLinkNotFound()
+    return link
+
+
+def create_link(user, conversation_id) -> tuple[TelegramLink, str]:
+    """A link of a conversation USER can read to a chat yet to be named: returns it with its code
+    (shown once). A pending link of the conversation is replaced (a new code); a bound one must be
+    unlinked first."""
+    conversation = access_conversation(user, conversation_id)
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
+    bot = bot_of(conversation.workspace_id)
+    if bot is None:
+        raise TelegramNotSetUp()
+    code = secrets.token_urlsafe(16)
+    with transaction.atomic():
+        existing = TelegramLink.objects.select_for_update().filter(conversation=conversation)
+        if any(link.chat_id is not None for link in existing):
+            raise TelegramAlreadyLinked()
+        existing.delete()
+        link = TelegramLink.objects.create(
+            bot=bot,
+            conversation=conversation,
+            created_by=user,
+            code_hash=crypto.hash_secret(code),
+            code_expires_at=timezone.now() + timedelta(minutes=settings.TELEGRAM_CODE_MINUTES),
+        )
+    return link, code
+
+
+def delete_link(user, link: TelegramLink) -> None:
+    """Unlink: nothing more comes from the chat or goes to it (unsent messages are dropped). The
+    person who made the link, or whoever may change the conversation's settings."""
+    conversation = link.conversation
+    if link.created_by_id != user.id and not may_configure(
+        access_membership(user, conversation.workspace_id), conversation
+    ):
+        raise NotAllowed("Only who linked this chat, or who may change the conversation, can.")
+    with transaction.atomic():
+        relays.set_relayed(conversation, RELAY, False)
+        link.delete()
+    if link.chat_id is not None:
+        post_notice(conversation, f"Telegram chat “{link.chat_title}” unlinked by {user.label}.")
+
+
+# ---- updates in: webhook and polling -------------------------------------------------------------
+
+
+def webhook_bot(bot_id, secret: str) -> TelegramBot | None:
+    """The bot whose webhook this is, if SECRET is the one we gave Telegram (else None)."""
+    bot = TelegramBot.objects.filter(pk=as_uuid(bot_id)).exclude(webhook_secret_hash="").first()
+    if bot is None or not hmac.compare_digest(
+        bot.webhook_secret_hash, crypto.hash_secret(secret or "")
+    ):
+        return None
+    return bot
+
+
+def handle_update(bot: TelegramBot, update: Update) -> bool:
+    """Handle one update, once: under the bot row's lock, an update below the stored offset is
+    skipped; the offset moves past it in the same transaction as what it posts. True if handled
+    (False: seen before)."""
+    replies: list[tuple[int, str]] = []
+    with transaction.atomic():
+        row = TelegramBot.objects.select_for_update().get(pk=bot.pk)
+        if update.update_id < row.update_offset:
+            return False
+        row.update_offset = update.update_id + 1
+        row.save(update_fields=["update_offset", "updated_at"])
+        try:
+            with transaction.atomic():  # a refused post leaves nothing half-written
+                _handle(row, update, replies)
+        except AppError as exc:  # refused by an action: dropped, never retried forever
+            log.info("Telegram update %s not posted: %s", update.update_id, exc.message)
+    for chat_id, text in replies:
+        _reply(row, chat_id, text)
+    return True
+
+
+START = re.compile(r"^/start(?:@\w+)?(?:\s+(\S+))?\s*$")
+CODE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+
+
+def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
+    message = update.message
+    if message is None or message.text is None:
+        return  # only text messages: edits, photos, joins … are not relayed (docs/telegram.md)
+    chat_id, text = message.chat.id, message.text.strip()
+    start = START.match(text)
+    code = start.group(1) if start else (text if CODE.match(text) else None)
+    link = TelegramLink.objects.filter(bot=bot, chat_id=chat_id).select_related("created_by")
+    link = link.first()
+    if code is not None and (start or link is None):
+        _bind(bot, message, code, link, replies)
+        return
+    if start:  # "/start" alone: a greeting, not a message for the conversation
+        if link is None:
+            replies.append((chat_id, "Send /start followed by the code agntchat showed you."))
+        return
+    if link is None:
+        if message.chat.type == "private":
+            replies.append((chat_id, "This chat is not linked. Send the code agntchat showed you."))
+        return
+    try:
+        conversation = access_conversation(link.created_by, link.conversation_id)
+    except NotFound:
+        log.info("Telegram link %s: its creator can no longer read the conversation", link.id)
+        return
+    sender = message.from_user
+    post_message(
+        link.created_by,
+        conversation,
+        text,
+        payload={
+            "external_author": {
+                "channel": RELAY,
+                "name": (sender.full_name if sender else "") or message.chat.title or "Telegram",
+                "username": (sender.username if sender else None) or None,
+                "id": sender.id if sender else None,
+            }
+        },
+        client_ref=f"tg:{chat_id}:{message.message_id}",
+    )
+
+
+def _bind(bot, message, code: str, bound: TelegramLink | None, replies: list) -> None:
+    chat_id = message.chat.id
+    link = (
+        TelegramLink.objects.select_for_update()
+        .filter(bot=bot, code_hash=crypto.hash_secret(code))
+        .select_related("created_by", "conversation")
+        .first()
+    )
+    if link is None or link.code_expires_at is None or link.code_expires_at <= timezone.now():
+        replies.append((chat_id, "This code is not valid: it expired or was used. Make a new one."))
+        return
+    if bound is not None:
+        replies.append((chat_id, "This chat is already linked to a conversation: unlink it first."))
+        return
+    try:
+        conversation = access_conversation(link.created_by, link.conversation_id)
+    except NotFound:
+        replies.append((chat_id, "This code is not valid: it expired or was used. Make a new one."))
+        return
+    link.chat_id = chat_id
+    link.chat_title = message.chat.title or message.chat.full_name or str(chat_id)
+    link.code_hash = None
+    link.code_expires_at = None
+    link.linked_at = timezone.now()
+    link.save()
+    relays.set_relayed(conversation, RELAY, True)
+    # Shown in the conversation, and relayed to the chat as its confirmation.
+    post_notice(
+        conversation,
+        f"Linked to the Telegram chat “{link.chat_title}” by {link.created_by.label}: "
+        "messages there appear here, and replies here are sent there.",
+    )
+
+
+def _reply(bot: TelegramBot, chat_id: int, text: str) -> None:
+    """A word to a chat from the bot itself (a bad code …): best effort, never a message."""
+    try:
+        call(_token(bot), lambda b: b.send_message(chat_id, text))
+    except TelegramError as exc:
+        log.info("Telegram reply to chat %s failed: %s", chat_id, exc)
+
+
+def poll_once(bot: TelegramBot, timeout: int = 0) -> int:
+    """Ask Telegram for the bot's updates past the stored offset (``getUpdates``, waiting up to
+    TIMEOUT seconds for one) and handle each. Returns how many were handled."""
+    try:
+        updates = call(
+            _token(bot),
+            lambda b: b.get_updates(
+                offset=bot.update_offset or None, timeout=timeout, allowed_updates=["message"]
+            ),
+            poll_timeout=timeout,
+        )
+    except TelegramError as exc:
+        TelegramBot.objects.filter(pk=bot.pk).update(problem=f"getUpdates failed: {exc}")
+        raise
+    if bot.problem:
+        TelegramBot.objects.filter(pk=bot.pk).update(problem="")
+    handled = 0
+    for update in updates:
+        handled += handle_update(bot, update)
+    bot.refresh_from_db(fields=["update_offset"])
+    return handled
+
+
+def polled_bots():
+    """The bots whose updates are asked for: those without a webhook."""
+    return TelegramBot.objects.filter(webhook_secret_hash="")
+
+
+# ---- messages out ---------------------------------------------------------------------------------
+
+
+def relay(conversation: Conversation, message: Message) -> None:
+    """The relay hook (``conversations.relays``), after commit: a send for the conversation's
+    bound chat, once per message, and a job to send it. Not what came from Telegram itself, nor
+    card clicks."""
+    if message.kind == Message.Kind.ACTION:
+        return
+    if (message.payload or {}).get("external_author", {}).get("channel") == RELAY:
+        return
+    link = TelegramLink.objects.filter(conversation=conversation, chat_id__isnull=False).first()
+    if link is None:
+        return
+    send, created = TelegramSend.objects.get_or_create(
+        link=link, message=message, defaults={"next_attempt_at": timezone.now()}
+    )
+    if created:
+        async_task("integrations.telegram.deliver", send.id, task_name=f"telegram-send-{send.id}")
+
+
+relays.add_relay(RELAY, relay)
+
+
+def outgoing_text(message: Message) -> str:
+    """What the chat reads: who wrote it, then the text (and the names of its files)."""
+    author = message.author.label if message.author else "agntchat"
+    if message.kind == Message.Kind.NOTICE:
+        text = f"ⓘ {message.body}"
+    else:
+        text = f"{author}: {message.body}" if message.body else f"{author}:"
+    files = [a["name"] for a in (message.payload or {}).get("attachments", ())]
+    if files:
+        text += "\n" + "\n".join(f"📎 {name}" for name in files)
+    if len(text) > MAX_TEXT:
+        text = text[: MAX_TEXT - 1] + "…"
+    return text
+
+
+def deliver(send_id) -> bool:
+    """Send one pending message to its chat: the row is taken under a lock (another worker on the
+    same row skips it) and marked sent in the same transaction, so it is sent once. A failure is
+    tried again later (``retry_sends``), backing off, up to MAX_ATTEMPTS. True if sent now."""
+    with transaction.atomic():
+        send = (
+            TelegramSend.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("link__bot", "message__author_user", "message__author_agent")
+            .filter(pk=send_id, status=TelegramSend.Status.PENDING)
+            .first()
+        )
+        if send is None or send.link.chat_id is None:
+            return False  # sent, given up, unlinked, or in another worker's hands
+        link = send.link
+        text = outgoing_text(send.message)
+        try:
+            sent = call(_token(link.bot), lambda b: b.send_message(link.chat_id, text))
+        except TelegramError as exc:
+            send.attempts += 1
+            send.problem = str(exc)[:500]
+            wait = _retry_after(exc) or 30 * 2 ** (send.attempts - 1)
+            send.next_attempt_at = timezone.now() + timedelta(seconds=min(wait, 3600))
+            if send.attempts >= MAX_ATTEMPTS:
+                send.status = TelegramSend.Status.FAILED
+            send.save()
+            return False
+        send.status = TelegramSend.Status.SENT
+        send.sent_at = timezone.now()
+        send.attempts += 1
+        send.telegram_message_id = sent.message_id
+        send.problem = ""
+        send.save()
+    return True
+
+
+def _retry_after(exc: TelegramError) -> float | None:
+    """Seconds Telegram asked to wait (429), whichever type this version of the library gives."""
+    if not isinstance(exc, RetryAfter):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        wait = exc.retry_after
+    return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
+
+
+def retry_sends() -> int:
+    """Every minute (django-q2 schedule): the sends due again, or whose job never ran. Returns how
+    many were sent."""
+    due = TelegramSend.objects.filter(
+        status=TelegramSend.Status.PENDING, next_attempt_at__lte=timezone.now()
+    ).order_by("next_attempt_at")
+    return sum(deliver(send_id) for send_id in due.values_list("id", flat=True)[:200])
