@@ -136,6 +136,13 @@ def test_completions_are_turns_in_one_session_conversation(alice, team_a, nova, 
         assert other.choices[0].message.content == "Echo: hello"
         assert Conversation.objects.filter(kind="api").count() == 2
         session = Conversation.objects.get(title="Nova · API (laptop) · ci-run-7")
+        # The agent could not answer: its notice as a server error the client does not retry.
+        with pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(
+                model="nova", messages=[{"role": "user", "content": "please [[fail]]"}]
+            )
+        assert failed.value.status_code == 502 and failed.value.code == "agent_failed"
+        assert "Nova could not answer: scripted failure" in failed.value.message
     finally:
         stop(bridge)
 

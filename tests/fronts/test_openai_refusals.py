@@ -180,3 +180,43 @@ def test_earlier_history_is_not_posted_again_only_the_new_user_text(alice, nova,
     assert completion.session_key == "session-1"
     header = front.parse_completion(ask(user="u"), {"x-agntchat-session": "s"})
     assert header.session_key == "s"
+
+
+def test_no_answer_in_time_is_a_504_that_keeps_the_message_and_a_retry_posts_nothing_new(
+    alice, nova, token, monkeypatch
+):
+    """No bridge runs: past the agent's turn time limit (and the grace), OpenAI's shape with a
+    504, which the client must not retry (the post is in the conversation). A retry all the
+    same, by the client library (x-stainless-retry-count) or with the same Idempotency-Key,
+    waits for the reply to the same post instead of posting again."""
+    agent_actions.update_agent(nova, turn_time_limit_seconds=1)
+    monkeypatch.setattr(front, "GRACE_SECONDS", 0)
+    body = ask(messages=[{"role": "user", "content": "anyone?"}])
+    response = call("POST", "/v1/chat/completions", token, json=body)
+    error = error_of(response, 504)
+    assert error["code"] == "agent_timeout" and error["type"] == "timeout"
+    assert response.headers["x-should-retry"] == "false"
+    post = Message.objects.get()
+    assert (post.author_user, post.body, post.conversation.kind) == (alice, "anyone?", "api")
+    assert response.headers["x-agntchat-conversation"] == str(post.conversation_id)
+    assert str(post.conversation_id) in error["message"]
+
+    retry = {"x-stainless-retry-count": "1"}
+    error_of(call("POST", "/v1/chat/completions", token, headers=retry, json=body), 504)
+    assert Message.objects.count() == 1
+    # Streamed, the same: the role chunk, then an error event the client raises, no [DONE].
+    streamed = call(
+        "POST", "/v1/chat/completions", token, headers=retry, json=ask(**body, stream=True)
+    )
+    assert streamed.status_code == 200
+    events = [line for line in streamed.text.split("\n") if line.startswith("data: ")]
+    assert '"role":"assistant"' in events[0]
+    assert '"code":"agent_timeout"' in events[-1] and "[DONE]" not in streamed.text
+    assert Message.objects.count() == 1
+
+    once = {"idempotency-key": "abc-1"}
+    again = ask(messages=[{"role": "user", "content": "again?"}])
+    for _ in range(2):
+        error_of(call("POST", "/v1/chat/completions", token, headers=once, json=again), 504)
+    assert [m.body for m in Message.objects.order_by("created_at")] == ["anyone?", "again?"]
+    assert Conversation.objects.filter(kind="api").count() == 1
