@@ -17,6 +17,9 @@ class Conversation(BaseModel):
         DIRECT = "direct"  # participants only
         THREAD = "thread"  # a side thread, participants only
         TASK = "task"  # a task's own conversation, participants only
+        # A session of the OpenAI-compatible front (fronts/openai.py): a person and one agent,
+        # participants only, read and written in the UI like a direct conversation.
+        API = "api", "API session"
 
     # Indexed with the kind (below): the sidebar reads a workspace's channels, not all of it.
     workspace = models.ForeignKey(

@@ -123,6 +123,13 @@ class Exchange:
             }
         )
 
+    async def comment(self, text: str = "") -> None:
+        """An SSE comment line: clients skip it; it keeps a quiet stream from looking dead to
+        proxies and read timeouts while the answer is awaited."""
+        await self.send(
+            {"type": "http.response.body", "body": f": {text}\n\n".encode(), "more_body": True}
+        )
+
     async def end(self) -> None:
         await self.send({"type": "http.response.body", "body": b""})
         self.close()

@@ -130,7 +130,7 @@ def _with_unread(conversations, user):
 
 def listed_in_sidebar(user, workspace):
     """The live channels of WORKSPACE, and the conversations there USER takes part in (direct
-    messages, side threads, task conversations); archived channels are left out. A workspace collects others' side threads and
+    messages, side threads, task conversations, API sessions); archived channels are left out. A workspace collects others' side threads and
     direct messages by the thousand, and the sidebar is drawn on every page: the ids come from
     two index reads (channels by workspace and kind, participations by person), and the
     conversations by key. (A subset of what USER may read: the membership is checked.)"""
@@ -171,7 +171,7 @@ def sidebar(user, membership: Membership, current=None) -> dict:
                 "status": conversation.thread_status,
             }
         )
-    for kind in ("direct", "thread", "task"):
+    for kind in ("direct", "thread", "task", "api"):
         rows[kind].sort(key=lambda r: r["label"].lower())
     agents = list(agents_visible_in(workspace.id).select_related("owner").order_by("name"))
     online = agent_presence(agents)
@@ -180,6 +180,8 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         "directs": rows["direct"],
         "threads": rows["thread"],
         "task_conversations": rows["task"],
+        # Sessions of the OpenAI-compatible front (fronts/openai.py), one per token, agent, key.
+        "api_sessions": rows["api"],
         "unread_cap": UNREAD_CAP,  # for the browser, which counts on from the live events
         "agents": [
             {"agent": a, "online": online[a.id], "mine": is_agent_owner(user, a)} for a in agents
