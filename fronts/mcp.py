@@ -385,8 +385,8 @@ class Endpoint:
                     None,
                     INVALID_REQUEST,
                     "Authentication required: send 'Authorization: Bearer apt_…' with a personal "
-                    "API token of yours (agntchat → Settings → API tokens). This one is missing, "
-                    "unknown or revoked.",
+                    "API token of yours (POST /api/v1/auth/token/ with your username and password "
+                    "gives one; docs/mcp.md). This one is missing, unknown or revoked.",
                     {"code": "not_authenticated"},
                 ),
                 headers=[("www-authenticate", 'Bearer realm="agntchat"')],
