@@ -1,6 +1,7 @@
 """The MCP endpoint's refusals, through the ASGI application itself (no server process): each
 answers with the right status and a JSON-RPC error, and creates nothing."""
 
+import asyncio
 import json
 
 import pytest
@@ -45,11 +46,9 @@ def token(alice, nova):
 
 async def post(body, token=None, headers=(), method="POST", path="/mcp"):
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    head = [
-        (b"host", b"localhost"),
-        (b"content-type", b"application/json"),
-        (b"accept", b"application/json, text/event-stream"),
-    ]
+    head = [(b"host", b"localhost"), (b"content-type", b"application/json")]
+    if not any(k == "accept" for k, _ in headers):
+        head.append((b"accept", b"application/json, text/event-stream"))
     if token:
         head.append((b"authorization", f"Bearer {token}".encode()))
     head += [(k.encode(), v.encode()) for k, v in headers]
@@ -216,3 +215,38 @@ async def test_modern_requests_are_checked_against_their_headers(token):
         "status"
     ] == 405
     await nothing_created()
+
+
+async def test_a_client_taking_only_json_gets_the_end_of_the_task_as_one_answer(token):
+    """No stream when the client accepts none: one JSON answer once the task ends; a task
+    cancelled in agntchat (here while still queued) is an error result naming it."""
+    from conversations import tasks
+
+    session = (await post(INIT, token))["headers"]["mcp-session-id"]
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "nova", "arguments": {"instructions": "wait for me"}},
+    }
+
+    def cancel_once_created():
+        from tests.waiting import wait_until
+
+        task = wait_until(lambda: Task.objects.first(), what="the task")
+        return tasks.request_cancel(task)
+
+    answer, task = await asyncio.gather(
+        post(call, token, headers=[("mcp-session-id", session), ("accept", "application/json")]),
+        sync_to_async(cancel_once_created, thread_sensitive=False)(),
+    )
+    assert answer["status"] == 200 and answer["headers"]["content-type"] == "application/json"
+    result = answer["json"]["result"]
+    assert result["isError"] is True
+    assert result["structuredContent"] == {
+        "taskId": str(task.id),
+        "status": "cancelled",
+        "agentId": str(task.agent_id),
+        "workspaceId": str(task.workspace_id),
+        "error": "cancelled",
+    }
