@@ -19,6 +19,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.urls import path  # noqa: E402
 
 from conversations.consumers import LiveSocket  # noqa: E402
+from fronts import mcp  # noqa: E402
 from fronts import openai as openai_front  # noqa: E402
 from work.consumers import AgentSocket  # noqa: E402
 from work.host_socket import HostSocket  # noqa: E402
@@ -26,6 +27,7 @@ from work.host_socket import HostSocket  # noqa: E402
 # The fronts answer in streams (server-sent events) and wait on live events: plain ASGI apps of
 # their own, each for every path under its prefix (fronts/http.py).
 FRONTS: list[tuple[str, object]] = [
+    ("/mcp/", mcp.endpoint),  # every visible agent as an MCP tool (docs/mcp.md)
     ("/v1/", openai_front.app),  # the OpenAI-compatible API (docs/openai-front.md)
 ]
 

@@ -12,6 +12,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from agents.auth import bearer_secret, person_for_token
+from agntchat.core.origin import origin_allowed
 from agntchat.core.validation import MAX_JSON_DEPTH, json_depth
 
 
@@ -83,6 +84,18 @@ class Exchange:
         if secret is None or not secret.startswith("apt_"):
             return None
         return await database_sync_to_async(person_for_token)(secret)
+
+    def foreign_origin(self) -> bool:
+        """Whether the request came from a web page of another site: an Origin header that is not
+        this site's (nor a trusted one). Clients that are not browsers send none, and pass."""
+        return bool(self.headers.get("origin")) and not origin_allowed(self.scope)
+
+    def accepts(self, content_type: str) -> bool:
+        """Whether the Accept header names CONTENT_TYPE (or has */*)."""
+        accepted = [
+            part.split(";")[0].strip().lower() for part in self.headers.get("accept", "").split(",")
+        ]
+        return content_type in accepted or "*/*" in accepted
 
     async def respond(
         self, status: int, body: bytes = b"", content_type: str = "", headers=()
