@@ -49,7 +49,7 @@ from conversations import tasks
 from conversations.models import Message, Task, TaskEvent
 from fronts.http import BadBody, Exchange
 from fronts.live import Following
-from fronts.targets import NoWorkspace, agent_named, named_agents, workspace_for
+from fronts.targets import Ambiguous, NoWorkspace, agent_named, named_agents, workspace_for
 
 PATH = "/mcp"
 LEGACY_VERSIONS = ("2025-06-18", "2025-11-25")
@@ -234,7 +234,8 @@ def tool_error(text: str) -> types.CallToolResult:
 
 def start_task(person, name: str, arguments, session_id: str | None, request_id):
     """The task a call of tool NAME gives and the live topics it is followed on, or the error
-    result to answer with (bad arguments, no workspace fits, the task refused). An agent PERSON cannot see raises UnknownTool: nothing is
+    result to answer with (bad arguments, no workspace fits, the task refused). An agent PERSON
+    cannot see raises UnknownTool, a handle two visible agents share Ambiguous: nothing is
     created."""
     named = agent_named(person, name)
     if named is None:
@@ -565,6 +566,8 @@ class Endpoint:
             )
         except UnknownTool:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {asked.name}") from None
+        except Ambiguous as exc:
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {exc}") from None
         if isinstance(started, types.CallToolResult):
             return await self.reply(request_id, started)
         streaming = self.x.accepts("text/event-stream")

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import orjson
 from channels.db import database_sync_to_async
 
-from agents.access import agents_visible_to
 from agents.models import Agent
 from agntchat.core.exceptions import AppError
 from conversations.live import audience_topics
@@ -22,6 +21,7 @@ from conversations.models import Delivery, Message, TurnUsage
 from fronts import actions
 from fronts.http import BadBody, Exchange
 from fronts.live import Following
+from fronts.targets import Ambiguous, Named, agent_named, named_agents
 
 PREFIX = "/v1/"
 # How long past the agent's own turn time limit a completion waits for the reply (the claim, the
@@ -101,63 +101,32 @@ def invalid(message: str, param: str | None = None, code: str | None = None) -> 
 # --- models -------------------------------------------------------------------------------
 
 
-def model_ids(agents) -> list[tuple[str, Agent]]:
-    """(model id, agent) for each agent: its handle, or ``handle@owner`` where two of AGENTS
-    share the handle (handles are unique per owner, and a handle has no "@")."""
-    counts: dict[str, int] = {}
-    for agent in agents:
-        counts[agent.handle] = counts.get(agent.handle, 0) + 1
-    return [
-        (agent.handle if counts[agent.handle] == 1 else qualified(agent), agent) for agent in agents
-    ]
-
-
-def qualified(agent: Agent) -> str:
-    return f"{agent.handle}@{agent.owner.username}"
-
-
-def visible_agents(person) -> list[Agent]:
-    return list(agents_visible_to(person).select_related("owner").order_by("handle", "created_at"))
-
-
-def list_models(person) -> list[dict]:
-    return [model_data(model_id, agent) for model_id, agent in model_ids(visible_agents(person))]
-
-
-def model_data(model_id: str, agent: Agent) -> dict:
+def model_data(named: Named) -> dict:
     return {
-        "id": model_id,
+        "id": named.name,
         "object": "model",
-        "created": int(agent.created_at.timestamp()),
-        "owned_by": agent.owner.username,
+        "created": int(named.agent.created_at.timestamp()),
+        "owned_by": named.agent.owner.username,
     }
 
 
-def find_model(person, model_id: str) -> Agent:
-    """The visible agent MODEL_ID names (its handle, or ``handle@owner`` always); a handle two
-    visible agents share is refused with the qualified ids to choose from."""
+def find_model(person, model_id) -> Named:
+    """The visible agent MODEL_ID names (fronts.targets: its handle, or ``handle.owner``); a
+    handle two visible agents share is refused with the qualified ids to choose from."""
     if not isinstance(model_id, str) or not model_id.strip():
         raise invalid("`model` must be the id of an agent (see GET /v1/models).", "model")
-    handle, at, owner = model_id.strip().partition("@")
-    agents = agents_visible_to(person).select_related("owner").filter(handle=handle)
-    if at:
-        agents = agents.filter(owner__username=owner)
-    found = list(agents.order_by("created_at"))
-    if not found:
+    try:
+        named = agent_named(person, model_id.strip())
+    except Ambiguous as exc:
+        raise invalid(str(exc), "model", "model_ambiguous") from None
+    if named is None:
         raise OpenAIError(
             404,
             f"The model `{model_id}` does not exist or you do not have access to it.",
             param="model",
             code="model_not_found",
         )
-    if len(found) > 1:
-        choices = ", ".join(f"`{qualified(a)}`" for a in found)
-        raise invalid(
-            f"Several agents you can see are called `{handle}`: name one of {choices}.",
-            "model",
-            "model_ambiguous",
-        )
-    return found[0]
+    return named
 
 
 # --- the request --------------------------------------------------------------------------
@@ -290,7 +259,7 @@ class Turn:
 
 def start_turn(person, completion: Completion, headers: dict):
     """Find the agent, the session, and post the person's text: (agent, post, live topics)."""
-    agent = find_model(person, completion.model)
+    agent = find_model(person, completion.model).agent
     try:
         post = actions.take_api_turn(
             person,
@@ -543,17 +512,14 @@ async def route(exchange: Exchange) -> None:
     method = exchange.method
     if path == "/models":
         allow(method, "GET")
-        data = await database_sync_to_async(list_models)(person)
+        data = [model_data(n) for n in await database_sync_to_async(named_agents)(person)]
         return await exchange.json(200, {"object": "list", "data": data})
     if path.startswith("/models/"):
         allow(method, "GET")
         model_id = path.removeprefix("/models/")
 
-        def one():
-            agent = find_model(person, model_id)
-            return model_data(model_id, agent)
-
-        return await exchange.json(200, await database_sync_to_async(one)())
+        named = await database_sync_to_async(find_model)(person, model_id)
+        return await exchange.json(200, model_data(named))
     if path == "/chat/completions":
         allow(method, "POST")
         return await chat_completion(exchange, person)

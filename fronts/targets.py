@@ -22,6 +22,10 @@ class Named:
     qualified: bool  # another visible agent has the same handle
 
 
+def qualified_name(agent: Agent) -> str:
+    return f"{agent.handle}.{UNSAFE.sub('_', agent.owner.username)}"[:NAME_LENGTH]
+
+
 def named_agents(person) -> list[Named]:
     """Every agent PERSON can see, each under its handle; where two share one, both are qualified
     with their owner's username (``nova.alice``, ``nova.bob``). Handles never hold a dot, so a
@@ -32,19 +36,31 @@ def named_agents(person) -> list[Named]:
     count: dict[str, int] = {}
     for agent in agents:
         count[agent.handle] = count.get(agent.handle, 0) + 1
-    named = []
-    for agent in agents:
-        qualified = count[agent.handle] > 1
-        name = (
-            f"{agent.handle}.{UNSAFE.sub('_', agent.owner.username)}" if qualified else agent.handle
-        )
-        named.append(Named(name[:NAME_LENGTH], agent, qualified))
-    return named
+    return [
+        Named(qualified_name(agent), agent, True)
+        if count[agent.handle] > 1
+        else Named(agent.handle, agent, False)
+        for agent in agents
+    ]
+
+
+class Ambiguous(Exception):
+    """A bare handle that more than one visible agent has; the message names the choices."""
 
 
 def agent_named(person, name: str) -> Named | None:
-    """The visible agent NAME means to PERSON (as ``named_agents`` names it), or None."""
-    return next((n for n in named_agents(person) if n.name == name), None)
+    """The visible agent NAME means to PERSON: the name ``named_agents`` gives it, or its
+    qualified name (always accepted); None when no visible agent goes by it. A handle two visible
+    agents share raises Ambiguous."""
+    named = named_agents(person)
+    found = next((n for n in named if name in (n.name, qualified_name(n.agent))), None)
+    if found is None and (sharing := [n.name for n in named if n.agent.handle == name]):
+        raise Ambiguous(
+            f"More than one agent you can see is called {name!r}: name one of "
+            + ", ".join(f"`{choice}`" for choice in sharing)
+            + "."
+        )
+    return found
 
 
 class NoWorkspace(Exception):

@@ -39,10 +39,10 @@ def test_models_and_refusals_with_the_client(alice, bob, charlie, team_a, team_b
     assert client.models.retrieve("nova").owned_by == "alice"
     # Bob's own "nova" appears in team A, which Alice is in: both are listed, qualified.
     agent_actions.create_agent(bob, name="Nova", backend="scripted")
-    assert [m.id for m in client.models.list()] == ["nova@alice", "nova@bob"]
+    assert [m.id for m in client.models.list()] == ["nova.alice", "nova.bob"]
     with pytest.raises(openai.BadRequestError) as ambiguous:
         client.chat.completions.create(model="nova", messages=[{"role": "user", "content": "hi"}])
-    assert "nova@alice" in str(ambiguous.value) and ambiguous.value.code == "model_ambiguous"
+    assert "nova.alice" in str(ambiguous.value) and ambiguous.value.code == "model_ambiguous"
 
     # Charlie's agent is nobody's business of Alice's: not found, and nothing made.
     with pytest.raises(openai.NotFoundError) as not_found:
@@ -56,16 +56,16 @@ def test_models_and_refusals_with_the_client(alice, bob, charlie, team_a, team_b
         client_of(server, "apt_wrong").models.list()
     with pytest.raises(openai.AuthenticationError):
         client_of(server, "apt_wrong").chat.completions.create(
-            model="nova@alice", messages=[{"role": "user", "content": "hi"}]
+            model="nova.alice", messages=[{"role": "user", "content": "hi"}]
         )
     with pytest.raises(openai.BadRequestError) as bad:
         client.chat.completions.create(
-            model="nova@alice", messages=[{"role": "user", "content": "hi"}], n=2
+            model="nova.alice", messages=[{"role": "user", "content": "hi"}], n=2
         )
     assert bad.value.param == "n"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(
-            model="nova@alice", messages=[{"role": "narrator", "content": "hi"}]
+            model="nova.alice", messages=[{"role": "narrator", "content": "hi"}]
         )
     assert not Conversation.objects.filter(kind="api").exists()
     assert not Message.objects.exists() and not ApiSession.objects.exists()

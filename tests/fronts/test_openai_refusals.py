@@ -76,18 +76,18 @@ def test_models_lists_what_the_person_sees_with_qualified_ids_where_handles_clas
     agent_actions.create_agent(alice, name="Atlas", backend="scripted")
     listed = call("GET", "/v1/models", token).json()
     assert listed["object"] == "list"
-    assert [m["id"] for m in listed["data"]] == ["atlas", "nova@alice", "nova@bob"]
+    assert [m["id"] for m in listed["data"]] == ["atlas", "nova.alice", "nova.bob"]
     assert {m["object"] for m in listed["data"]} == {"model"}
     assert listed["data"][1]["owned_by"] == "alice"
     assert isinstance(listed["data"][1]["created"], int)
     # One model by id, qualified or, where it is unambiguous, bare.
-    assert call("GET", "/v1/models/nova@bob", token).json()["owned_by"] == "bob"
-    assert call("GET", "/v1/models/atlas@alice", token).json()["id"] == "atlas@alice"
+    assert call("GET", "/v1/models/nova.bob", token).json()["owned_by"] == "bob"
+    assert call("GET", "/v1/models/atlas.alice", token).json()["id"] == "atlas"
     assert error_of(call("GET", "/v1/models/secret", token), 404)["code"] == "model_not_found"
     # The bare handle two agents share is refused, naming the choices.
     error = error_of(call("POST", "/v1/chat/completions", token, json=ask()), 400)
     assert error["code"] == "model_ambiguous" and error["param"] == "model"
-    assert "`nova@alice`" in error["message"] and "`nova@bob`" in error["message"]
+    assert "`nova.alice`" in error["message"] and "`nova.bob`" in error["message"]
     # Another person's agent, or none at all: not found.
     for model in ("secret", "secret@charlie", "nobody", "nova@charlie"):
         error = error_of(call("POST", "/v1/chat/completions", token, json=ask(model=model)), 404)
