@@ -23,7 +23,7 @@ from django.utils import timezone
 from agents import actions as agent_actions
 from agents.models import Agent, AgentPin
 from agntchat.core import search
-from agntchat.core.exceptions import AppError, Conflict
+from agntchat.core.exceptions import AppError, Conflict, NotFound
 from work import skills
 from work.models import AgentClone, AgentListing, Skill
 from workspaces.models import Workspace
@@ -48,7 +48,7 @@ class AgentPublished(Conflict):
     )
 
 
-class NotPublished(Conflict):
+class NotPublished(NotFound):
     code = "agent_not_published"
     default_message = "This agent is not published in the directory."
 

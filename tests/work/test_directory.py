@@ -158,7 +158,7 @@ def test_republish_takes_a_fresh_snapshot_and_unpublish_hides_it(alice, bob, sco
     assert api(bob).get(f"/api/v1/directory/agents/{listing_id}/").status_code == 404
     assert api(bob).get("/api/v1/directory/agents/").json()["results"] == []
     again = api(alice).delete(listing_url(scout))
-    assert again.status_code == 409 and again.json()["error"]["code"] == "agent_not_published"
+    assert again.status_code == 404 and again.json()["error"]["code"] == "agent_not_published"
     # The owner still reads what was published; a republish brings it back at the same address.
     assert api(alice).get(listing_url(scout)).json()["published"] is False
     assert publish(api, alice, scout).json()["id"] == listing_id
