@@ -180,9 +180,10 @@ def access_publishable_agent(user, agent_id) -> Agent:
     return agent
 
 
-def own_listing(agent) -> AgentListing:
-    """AGENT's listing, published or not (its owner already accessed AGENT), or not found."""
+def own_listing(agent, *, required: bool = True) -> AgentListing | None:
+    """AGENT's listing, published or not (its owner already accessed AGENT), or not found
+    (None when not REQUIRED)."""
     listing = AgentListing.objects.filter(agent=agent).first()
-    if listing is None:
+    if listing is None and required:
         raise ListingNotFound("This agent has never been published.")
     return listing

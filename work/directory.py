@@ -53,11 +53,13 @@ class NotPublished(NotFound):
     default_message = "This agent is not published in the directory."
 
 
-def _locked(agent: Agent) -> Agent:
-    return Agent.objects.select_for_update().get(pk=agent.pk)
+def _lock(agent: Agent) -> None:
+    """Hold AGENT's row until the transaction ends (a publish and a pin wait for each other);
+    the caller's object stays the one changed, as callers read it afterwards."""
+    Agent.objects.select_for_update().filter(pk=agent.pk).values_list("pk").first()
 
 
-def _pinned_to_team(agent: Agent) -> bool:
+def pinned_to_team(agent: Agent) -> bool:
     return AgentPin.objects.filter(agent=agent, workspace__kind=Workspace.Kind.TEAM).exists()
 
 
@@ -100,8 +102,8 @@ def publish_agent(user, agent: Agent, *, description: str) -> tuple[AgentListing
             "A listing needs a description.", code="invalid", fields={"description": "Required."}
         )
     with transaction.atomic():
-        agent = _locked(agent)
-        if _pinned_to_team(agent):
+        _lock(agent)
+        if pinned_to_team(agent):
             raise PinnedToTeam()
         listing, created = AgentListing.objects.update_or_create(
             agent=agent,
@@ -129,7 +131,7 @@ def set_pins(agent: Agent, workspace_ids) -> Agent:
     """Pin AGENT (the owner's call) to WORKSPACE_IDS, refusing a team workspace while it is
     published (AGT-7). Every entry point that changes pins goes through here."""
     with transaction.atomic():
-        agent = _locked(agent)
+        _lock(agent)
         if workspace_ids and is_published(agent):
             team = Workspace.objects.filter(pk__in=workspace_ids, kind=Workspace.Kind.TEAM)
             if team.exists():
