@@ -431,3 +431,27 @@ def test_unknown_listings_are_404_and_agents_cannot_use_the_directory(alice, bob
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {agent_session(scout)}")
     assert client.get("/api/v1/directory/agents/").status_code in (401, 403)
+
+
+def test_the_directory_reads_no_more_queries_for_more_listings(alice, bob, api):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def publish_one(i):
+        agent = make_agent(alice if i % 2 else bob, f"Agent {i}", "research helper")
+        skills.create_skill(agent.owner, skills.parse_skill_md(skill_md(f"s-{i}")), agent=agent)
+        directory.publish_agent(agent.owner, agent, description=f"Research number {i}.")
+
+    def queries(url):
+        client = api(bob)
+        client.get(url)
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        return len(captured)
+
+    urls = ["/api/v1/directory/agents/", "/api/v1/directory/agents/?q=research&sort=clones"]
+    publish_one(0)
+    before = [queries(url) for url in urls]
+    for i in range(1, 5):
+        publish_one(i)
+    assert [queries(url) for url in urls] == before
