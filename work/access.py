@@ -2,11 +2,13 @@
 
 from django.db.models import Q
 
+from agents.exceptions import AgentNotFound
+from agents.models import Agent
 from agntchat.core.exceptions import NotFound
 from agntchat.core.ids import as_uuid
 from conversations.access import conversations_visible_to
 from conversations.tasks import tasks_visible_to
-from work.models import MemoryItem, PermissionRequest, Skill, ToolCall, ToolPermission
+from work.models import AgentListing, MemoryItem, PermissionRequest, Skill, ToolCall, ToolPermission
 from work.tools.registry import REGISTRY, Tool
 from workspaces.models import MANAGER_ROLES, Membership
 
@@ -150,3 +152,38 @@ def access_workspace_permission(membership, permission_id) -> ToolPermission:
     if permission is None:
         raise PermissionNotFound()
     return permission
+
+
+class ListingNotFound(NotFound):
+    code = "listing_not_found"
+    default_message = "Listing not found."
+
+
+def access_listing(user, listing_id) -> AgentListing:
+    """A listing published in the agent directory (anyone signed in reads it), or not found."""
+    listing = (
+        AgentListing.objects.filter(published_at__isnull=False, pk=as_uuid(listing_id))
+        .select_related("agent__owner")
+        .first()
+    )
+    if listing is None:
+        raise ListingNotFound()
+    return listing
+
+
+def access_publishable_agent(user, agent_id) -> Agent:
+    """One of USER's own agents, to publish or unpublish. Anyone else's agent is not found, even
+    one USER sees in a shared workspace: its listing is its owner's business only."""
+    agent = Agent.objects.filter(owner=user, pk=as_uuid(agent_id)).first()
+    if agent is None:
+        raise AgentNotFound()
+    return agent
+
+
+def own_listing(agent, *, required: bool = True) -> AgentListing | None:
+    """AGENT's listing, published or not (its owner already accessed AGENT), or not found
+    (None when not REQUIRED)."""
+    listing = AgentListing.objects.filter(agent=agent).first()
+    if listing is None and required:
+        raise ListingNotFound("This agent has never been published.")
+    return listing

@@ -26,6 +26,7 @@ from agntchat.core.api import StrictSerializer, error_body, validated
 from agntchat.core.exceptions import AppError
 from conversations import scoring, tasks
 from conversations.access import access_conversation
+from work import directory
 from work import hosting as work_hosting
 from work.tools.registry import tool_reach
 from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
@@ -128,7 +129,8 @@ class AgentDetailView(APIView):
         agent = access_own_agent(request.user, agent_id)
         data = validated(AgentUpdate, request.data)
         if "pinned_workspaces" in data:
-            actions.set_agent_pins(agent, data.pop("pinned_workspaces"))
+            # Through the directory's check: a published agent is not pinned to a team (AGT-7).
+            directory.set_pins(agent, data.pop("pinned_workspaces"))
         data.pop("handle", None)  # the handle is how others address it: fixed after creation
         runtime, host_id = data.pop("runtime", None), data.pop("host", None)
         with transaction.atomic():

@@ -306,3 +306,54 @@ class SkillRating(BaseModel):
                 condition=Q(stars__gte=1, stars__lte=5), name="stars_one_to_five"
             ),
         ]
+
+
+class AgentListing(BaseModel):
+    """An agent in the public directory (AGT-7): a snapshot its owner published of its
+    configuration, personality and own skill layer, which anyone signed in can clone into an
+    agent of their own. Never keys, tokens, credentials or their grants, hosts, base URLs or
+    memory: only the fields below. Republishing replaces the snapshot; unpublishing takes the
+    listing out of the directory (``published_at`` empty), keeping the row so that a later
+    republish keeps its address and clone count. Clones are independent agents."""
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="listing")
+    name = models.CharField(max_length=80)
+    handle = models.SlugField(max_length=40)
+    description = models.TextField()
+    role = models.CharField(max_length=200, blank=True)
+    capabilities = models.JSONField(default=list, blank=True)
+    personality = models.TextField(blank=True)
+    backend = models.CharField(max_length=20, choices=Agent.Backend.choices)
+    model = models.CharField(max_length=100, blank=True)
+    turn_time_limit_seconds = models.PositiveIntegerField()
+    # The agent's own skill layer as it was: [{"name", "description", "allowed_tools",
+    # "requires_tools", "source" (the SKILL.md), "files" {path: text}}], copied on clone.
+    skills = models.JSONField(default=list, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The directory's search over published listings (work/directory.py, same vector).
+            GinIndex(
+                SearchVector("name", "handle", "role", "description", config="english"),
+                name="agent_listing_search",
+                condition=Q(published_at__isnull=False),
+            ),
+            models.Index(
+                fields=["-published_at"],
+                name="agent_listing_newest",
+                condition=Q(published_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentClone(BaseModel):
+    """An agent made from a listing: who cloned it, for the listing's clone count. The clone
+    itself is an ordinary agent of its new owner; deleting it deletes this row."""
+
+    listing = models.ForeignKey(AgentListing, on_delete=models.CASCADE, related_name="clones")
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, related_name="cloned_from")
+    cloned_by = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")

@@ -14,7 +14,7 @@ from django.utils.safestring import mark_safe
 
 from agents.access import access_agent, agent_appears_in, agents_visible_in, is_agent_owner
 from agents.models import Agent
-from agntchat.ui import routine_pages
+from agntchat.ui import directory_pages, routine_pages
 from agntchat.ui.shell import agent_presence, shell, workspace_page
 from agntchat.ui.skill_pages import add_skill_limits
 from agntchat.ui.tool_calls import tool_calls_of_task
@@ -128,6 +128,7 @@ def agent_detail(request, membership, agent_id):
         tools=agent_tools_out(agent) if is_owner else [],
         **(owner_extras(request.user, agent, membership) if is_owner else {}),
         **(routine_pages.owner_extras(request.user, agent, membership) if is_owner else {}),
+        **(directory_pages.owner_extras(agent) if is_owner else {}),
         decisions=Decision.choices,
         recent_tasks=tasks_visible_to(request.user)
         .filter(agent=agent, workspace=membership.workspace)

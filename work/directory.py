@@ -1,0 +1,225 @@
+"""The public agent directory (AGT-7): an owner publishes a listing of an agent (a snapshot of
+its configuration, personality and own skill layer), anyone signed in browses and searches the
+directory and clones a listing into an agent of their own.
+
+What a listing holds is chosen field by field (``snapshot``): never keys, session or host
+tokens, credentials or their grants, the host it runs on, its base URL (an OpenAI-compatible
+endpoint's address may be private or carry a secret), its memory, tool grants or permissions.
+
+An agent pinned to a team workspace is not published (AGT-7: a listing anyone can clone would
+leak that workspace's agent), and a published agent is not pinned to one: both are refused with
+a 409 that says what to do instead (unpin, or unpublish first), so nothing changes silently.
+Both sides lock the agent's row, so a publish and a pin at the same moment cannot both pass.
+Pins change through ``set_pins`` here, the one entry point above ``agents.actions.set_agent_pins``.
+"""
+
+import re
+
+from django.db import transaction
+from django.db.models import Count, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agents import actions as agent_actions
+from agents.models import Agent, AgentPin
+from agntchat.core import search
+from agntchat.core.exceptions import AppError, Conflict, NotFound
+from work import skills
+from work.models import AgentClone, AgentListing, Skill
+from workspaces.models import Workspace
+
+DESCRIPTION_MAX = 2000
+SORTS = ("newest", "clones")
+
+
+class PinnedToTeam(Conflict):
+    code = "agent_pinned_to_team"
+    default_message = (
+        "This agent is pinned to a team workspace, so it cannot be published: anyone could "
+        "clone that workspace's agent. Unpin it from team workspaces first."
+    )
+
+
+class AgentPublished(Conflict):
+    code = "agent_published"
+    default_message = (
+        "This agent is published in the agent directory, so it cannot be pinned to a team "
+        "workspace. Unpublish it first."
+    )
+
+
+class NotPublished(NotFound):
+    code = "agent_not_published"
+    default_message = "This agent is not published in the directory."
+
+
+def _lock(agent: Agent) -> None:
+    """Hold AGENT's row until the transaction ends (a publish and a pin wait for each other);
+    the caller's object stays the one changed, as callers read it afterwards."""
+    Agent.objects.select_for_update().filter(pk=agent.pk).values_list("pk").first()
+
+
+def pinned_to_team(agent: Agent) -> bool:
+    return AgentPin.objects.filter(agent=agent, workspace__kind=Workspace.Kind.TEAM).exists()
+
+
+def is_published(agent: Agent) -> bool:
+    return AgentListing.objects.filter(agent=agent, published_at__isnull=False).exists()
+
+
+def snapshot(agent: Agent) -> dict:
+    """The fields of a listing, read from AGENT now: the only place that decides what leaves."""
+    own_skills = Skill.objects.filter(layer=Skill.Layer.AGENT, agent=agent).order_by("name")
+    return {
+        "name": agent.name,
+        "handle": agent.handle,
+        "role": agent.role,
+        "capabilities": list(agent.capabilities),
+        "personality": agent.personality,
+        "backend": agent.backend,
+        "model": agent.model,
+        "turn_time_limit_seconds": agent.turn_time_limit_seconds,
+        "skills": [
+            {
+                "name": s.name,
+                "description": s.description,
+                "allowed_tools": s.allowed_tools,
+                "requires_tools": s.requires_tools,
+                "source": s.source,
+                "files": s.files,
+            }
+            for s in own_skills
+        ],
+    }
+
+
+def publish_agent(user, agent: Agent, *, description: str) -> tuple[AgentListing, bool]:
+    """Publish AGENT (its owner's call: the caller fetched it as its owner) or republish it: the
+    listing becomes a fresh snapshot. The bool says whether the listing is new."""
+    description = (description or "").strip()
+    if not description:
+        raise AppError(
+            "A listing needs a description.", code="invalid", fields={"description": "Required."}
+        )
+    with transaction.atomic():
+        _lock(agent)
+        if pinned_to_team(agent):
+            raise PinnedToTeam()
+        listing, created = AgentListing.objects.update_or_create(
+            agent=agent,
+            defaults={
+                **snapshot(agent),
+                "description": description[:DESCRIPTION_MAX],
+                "published_at": timezone.now(),
+            },
+        )
+    return listing, created
+
+
+def unpublish_agent(agent: Agent) -> AgentListing:
+    """Out of the directory; clones already made stay as they are."""
+    with transaction.atomic():
+        listing = AgentListing.objects.select_for_update().filter(agent=agent).first()
+        if listing is None or listing.published_at is None:
+            raise NotPublished()
+        listing.published_at = None
+        listing.save(update_fields=["published_at", "updated_at"])
+    return listing
+
+
+def set_pins(agent: Agent, workspace_ids) -> Agent:
+    """Pin AGENT (the owner's call) to WORKSPACE_IDS, refusing a team workspace while it is
+    published (AGT-7). Every entry point that changes pins goes through here."""
+    with transaction.atomic():
+        _lock(agent)
+        if workspace_ids and is_published(agent):
+            team = Workspace.objects.filter(pk__in=workspace_ids, kind=Workspace.Kind.TEAM)
+            if team.exists():
+                raise AgentPublished(fields={"pinned_workspaces": "Unpublish the agent first."})
+        return agent_actions.set_agent_pins(agent, workspace_ids)
+
+
+# -- the directory --------------------------------------------------------------------------
+
+
+def with_clone_count(listings):
+    """LISTINGS annotated with ``clone_count``: people other than the author who cloned it."""
+    clones = (
+        AgentClone.objects.filter(listing=OuterRef("pk"))
+        .exclude(cloned_by=OuterRef("agent__owner"))
+        .values("listing")
+        .annotate(n=Count("cloned_by", distinct=True))
+        .values("n")
+    )
+    return listings.annotate(clone_count=Coalesce(Subquery(clones), 0))
+
+
+def published():
+    return AgentListing.objects.filter(published_at__isnull=False).select_related("agent__owner")
+
+
+def directory(q: str = "", sort: str = "newest"):
+    """Published listings with their clone count: the best match for Q first (its significant
+    words against name, handle, role and description), then newest or most cloned."""
+    found = with_clone_count(published())
+    order = ["-published_at", "id"]
+    if sort == "clones":
+        order = ["-clone_count", *order]
+    if q.strip():
+        document = search.vector("name", "handle", "role", "description")
+        found = search.matching(found, document, search.any_word_query(q))
+        order.insert(0, "-rank")
+    return found.order_by(*order)
+
+
+def free_handle(owner, wanted: str) -> str:
+    """WANTED, or WANTED-2, WANTED-3 … : the first handle none of OWNER's agents has."""
+    taken = set(
+        Agent.objects.filter(owner=owner, handle__startswith=wanted[:30]).values_list(
+            "handle", flat=True
+        )
+    )
+    if wanted not in taken:
+        return wanted
+    n = 2
+    while True:
+        suffix = f"-{n}"
+        candidate = re.sub(r"-+$", "", wanted[: 40 - len(suffix)]) + suffix
+        if candidate not in taken:
+            return candidate
+        n += 1
+
+
+def clone_listing(user, listing: AgentListing, *, name: str = "", handle: str = "") -> Agent:
+    """A new agent of USER's made from a published LISTING: its configuration, personality and
+    copies of its skills (assigning each grants the tools it uses, as installing one does). Not
+    pinned anywhere, local, no keys. A HANDLE given and taken is a 409; none given, the listing's
+    with a numbered suffix when USER has it already."""
+    with transaction.atomic():
+        agent = agent_actions.create_agent(
+            user,
+            name=name or listing.name,
+            handle=handle or free_handle(user, listing.handle),
+            role=listing.role,
+            capabilities=listing.capabilities,
+            backend=listing.backend,
+            model=listing.model,
+            turn_time_limit_seconds=listing.turn_time_limit_seconds,
+        )
+        if listing.personality:
+            agent_actions.set_personality(agent, listing.personality, author=user)
+            agent.refresh_from_db(fields=["personality"])
+        for copied in listing.skills:
+            package = skills.parse_skill_md(copied["source"], files=copied.get("files") or {})
+            skills.create_skill(user, package, agent=agent)
+        AgentClone.objects.create(listing=listing, agent=agent, cloned_by=user)
+    return agent
+
+
+def listing_standing(listing: AgentListing) -> AgentListing:
+    """LISTING read again with its clone count."""
+    return (
+        with_clone_count(AgentListing.objects.filter(pk=listing.pk))
+        .select_related("agent__owner")
+        .get()
+    )
