@@ -103,6 +103,7 @@ def create_task(
     tools=(),
     tool_reach=None,
     where_set_up: bool = False,
+    own_conversation: bool = False,
 ) -> Task:
     """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
 
@@ -110,7 +111,9 @@ def create_task(
     TOOLS (the tools the work needs) count for agents that have them, as TOOL_REACH tells.
     Asked inside a direct conversation, the task works in a conversation of its own and only
     its final result comes back (THR-5). WHERE_SET_UP: the work of something set up in WORKSPACE
-    earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2)."""
+    earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2).
+    OWN_CONVERSATION: a task asked from outside any conversation (MCP) works in one of its own
+    too, where it publishes, its progress shows and its giver reads it."""
     instructions = (instructions or "").strip()
     if not instructions:
         raise AppError(
@@ -136,7 +139,7 @@ def create_task(
         raise AgentNotFound()
     with transaction.atomic():
         work_conversation = None
-        if conversation is not None and conversation.kind == "direct":
+        if own_conversation or (conversation is not None and conversation.kind == "direct"):
             work_conversation = _open_work_conversation(creator, workspace, agent, instructions)
         task = Task.objects.create(
             agent=agent,

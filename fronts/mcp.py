@@ -252,7 +252,9 @@ def start_task(person, name: str, arguments, session_id: str | None, request_id)
         )
     try:
         workspace = workspace_for(person, named.agent, arguments.get("workspace"))
-        task = tasks.create_task(person, workspace, named.agent, arguments["instructions"])
+        task = tasks.create_task(
+            person, workspace, named.agent, arguments["instructions"], own_conversation=True
+        )
     except NoWorkspace as exc:
         return tool_error(str(exc))
     except AppError as exc:

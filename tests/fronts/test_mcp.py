@@ -14,7 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agents import actions as agent_actions
-from conversations.models import Task
+from artifacts.models import Artifact
+from conversations.models import Message, Task
 from tests.socket_helpers import start_bridge
 from tests.waiting import wait_until
 from workspaces.actions import issue_api_token
@@ -114,6 +115,39 @@ def test_a_call_is_a_real_task_with_progress_and_result(
     assert len(progress) == task.event_count > 0
     assert [value for value, _ in progress] == list(range(1, len(progress) + 1))
     assert "Echo:" in [message for _, message in progress]
+
+
+def test_a_call_works_in_a_conversation_of_its_own_and_returns_what_it_published(
+    alice, nova, server, tmp_path
+):
+    # The agent publishes an artifact while it works: the call's answer carries it, and the
+    # person who called sees the task's conversation in agntchat, the result posted there.
+    bridge = start_bridge(server, nova, tmp_path)
+    _, secret = issue_api_token(alice)
+    instructions = (
+        '[[tool:artifact_publish {"title": "Plan", "kind": "markdown", "content": "# Plan"}]] '
+        "Write the plan"
+    )
+
+    async def call():
+        async with connect(server, secret) as client:
+            return await client.call_tool("nova", {"instructions": instructions})
+
+    try:
+        result = asyncio.run(call())
+    finally:
+        stop(bridge)
+    assert result.is_error is False, result.content
+    task = Task.objects.select_related("work_conversation").get()
+    work = task.work_conversation
+    assert work is not None and work.kind == "task"
+    assert set(work.participants.values_list("user_id", flat=True)) >= {alice.id}
+    artifact = Artifact.objects.get(conversation=work)
+    assert artifact.title == "Plan" and artifact.created_by_agent_id == nova.id
+    assert result.structured_content["artifacts"] == [
+        {"id": str(artifact.id), "title": "Plan", "kind": "markdown", "version": 1}
+    ]
+    assert Message.objects.filter(conversation=work, body=result.content[0].text).exists()
 
 
 @pytest.mark.parametrize("mode", MODES)
