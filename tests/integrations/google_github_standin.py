@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.message import EmailMessage
 from email.policy import default as default_policy
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from agntchat.core import crypto
 from integrations.models import Connection
+from tests.standin_server import LocalServer
 
 
 @dataclass
@@ -72,7 +73,7 @@ class Request:
         return self.query.get(name, [default])[0]
 
 
-class Standin:
+class Standin(LocalServer):
     """A threaded HTTP server routing (method, path pattern) to a method of the subclass, under
     one lock; tokens map to accounts (``add_token``)."""
 
@@ -84,34 +85,6 @@ class Standin:
         self.lock = threading.RLock()
         self.ids = itertools.count(1)
         self.routes = [(m, re.compile(p + r"\Z"), getattr(self, h)) for m, p, h in self.ROUTES]
-
-    def start(self) -> "Standin":
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def handle_any(self):
-                standin.answer(self)
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = handle_any
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def add_token(self, token: str, account: str) -> None:
         self.tokens[token] = account

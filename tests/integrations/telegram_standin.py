@@ -19,9 +19,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.standin_server import LocalServer
 
 
 @dataclass
@@ -50,7 +52,9 @@ class Refused(Exception):
         self.status, self.description, self.parameters = status, description, parameters
 
 
-class TelegramStandin:
+class TelegramStandin(LocalServer):
+    METHODS = ("GET", "POST")
+
     def __init__(self):
         self.bots: dict[str, BotAccount] = {}
         self.chats: dict[int, dict] = {}
@@ -62,34 +66,6 @@ class TelegramStandin:
         self.message_ids = itertools.count(1)
 
     # ---- the server ---------------------------------------------------------------------------
-
-    def start(self) -> "TelegramStandin":
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def handle_any(self):
-                standin.answer(self)
-
-            do_GET = do_POST = handle_any
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def answer(self, http: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(http.path)
