@@ -14,7 +14,8 @@ from conversations.access import access_conversation
 from conversations.exceptions import ConversationNotFound
 from conversations.models import Conversation, Message
 from fronts.models import ApiSession
-from workspaces.models import ApiToken, Membership, Workspace
+from fronts.targets import home_workspace
+from workspaces.models import ApiToken
 
 
 class NowhereToTalk(Exception):
@@ -28,18 +29,6 @@ class DelegationRefused(Exception):
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def home_workspace(person, agent: Agent) -> Workspace | None:
-    """Where an API session with AGENT lives: the person's personal workspace when the agent
-    appears there, else the oldest of their workspaces where it does."""
-    memberships = (
-        Membership.objects.filter(user=person)
-        .select_related("workspace")
-        .order_by("created_at", "id")
-    )
-    workspaces = sorted((m.workspace for m in memberships), key=lambda w: 0 if w.is_personal else 1)
-    return next((w for w in workspaces if agent_appears_in(agent, w.id)), None)
 
 
 def _session_title(agent: Agent, token: ApiToken, key: str) -> str:

@@ -67,13 +67,28 @@ class NoWorkspace(Exception):
     """No single workspace fits; the message says which ones the client can name."""
 
 
+def shared_workspaces(person, agent: Agent) -> list[Workspace]:
+    """PERSON's workspaces where AGENT appears, by name."""
+    return list(
+        workspaces_of_agent(agent).filter(memberships__user=person).distinct().order_by("name")
+    )
+
+
+def home_workspace(person, agent: Agent) -> Workspace | None:
+    """Where PERSON talks with AGENT when nothing names a workspace (an API session): as
+    ``workspace_for`` chooses with none named, else the oldest of them; None when they share
+    none."""
+    try:
+        return workspace_for(person, agent, None)
+    except NoWorkspace:
+        return min(shared_workspaces(person, agent), key=lambda w: w.created_at, default=None)
+
+
 def workspace_for(person, agent: Agent, wanted: str | None) -> Workspace:
     """Where PERSON's task for AGENT runs: WANTED (a workspace id or name) among PERSON's
     workspaces where AGENT appears; with none named, the only such workspace, else PERSON's
     personal one if AGENT appears there. Otherwise NoWorkspace, naming the choices."""
-    choices = list(
-        workspaces_of_agent(agent).filter(memberships__user=person).distinct().order_by("name")
-    )
+    choices = shared_workspaces(person, agent)
     listed = ", ".join(f"{w.name!r} ({w.id})" for w in choices) or "none"
     if wanted:
         wanted = wanted.strip()
