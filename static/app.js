@@ -697,8 +697,13 @@ function initShell() {
         if (!listed && (mine || event.conversationKind !== "thread")) refreshSidebar();
         break;
       }
-      case "conversation.created":
       case "live.connected":
+        // An agent that came online or left between the page's render and this socket's
+        // subscription announced it to nobody here.
+        pollPresence();
+        refreshSidebar();
+        break;
+      case "conversation.created":
         refreshSidebar();
         break;
       case "task.created":

@@ -115,8 +115,17 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     assert command.inner_text().startswith(f"{bridge_program()} --url {server.url} --key agk_")
     expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
     bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
-    # The page notices the bridge come online by itself.
-    expect(page.locator(".stat", has_text="Status")).to_contain_text("Online", timeout=WAIT)
+    try:
+        # The page notices the bridge come online by itself.
+        expect(page.locator(".stat", has_text="Status")).to_contain_text("Online", timeout=WAIT)
+        _agent_page(orm, server, browser, page, team, nova, cast)
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def _agent_page(orm, server, browser, page, team, nova, cast):
     shot(page, "laptop-03-agent-key")
     # Her personality edits are kept; a sudden large cut is refused in words unless she forces it.
     personality = page.get_by_label("Personality of Nova")
@@ -129,12 +138,7 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     page.get_by_label("I own Nova: save it anyway").check()
     page.get_by_role("button", name="Save personality").click()
     expect(page.locator(".revisions li").first).to_contain_text("forced")
-    try:
-        _conversation(orm, server, browser, page, team, nova, cast)
-    finally:
-        bridge.terminate()
-        output = bridge.communicate(timeout=10)[0]
-    assert "Traceback" not in output, output
+    _conversation(orm, server, browser, page, team, nova, cast)
 
 
 def _conversation(orm, server, browser, page, team, nova, cast):
