@@ -1291,6 +1291,13 @@ function initConversation() {
     if (decision && !decision.disabled) decide(decision, () => refreshCalls(decision.closest("li[data-message-id]")));
   });
   list.addEventListener("message:refresh", (event) => refresh(event.target.dataset.messageId));
+  list.addEventListener("keydown", (event) => {
+    const card = event.key === "Escape" && event.target.closest("[data-thread-id]");
+    if (!card || $("[data-thread-toggle]", card).getAttribute("aria-expanded") !== "true") return;
+    event.preventDefault();
+    toggleThread(card, false);
+    $("[data-thread-toggle]", card).focus();
+  });
 
   const cardAction = async (button) => {
     const li = button.closest("li[data-message-id]");
@@ -1320,6 +1327,10 @@ function initConversation() {
     const expand = open ?? toggle.getAttribute("aria-expanded") !== "true";
     toggle.setAttribute("aria-expanded", String(expand));
     body.hidden = !expand;
+    // Opened by a click (not restored after a refresh): its body comes into view, the last
+    // card's included, and Esc closes it again.
+    const reveal = () => open === undefined && expand && card.scrollIntoView({ block: "nearest" });
+    reveal();
     const target = $("[data-thread-messages]", card);
     if (!expand || !target || target.dataset.loaded) return;
     target.dataset.loaded = "1";
@@ -1329,6 +1340,7 @@ function initConversation() {
       for (const li of await renderMessages(history.results.map((m) => m.id))) place(li, target);
       note.hidden = true;
       markRead(card.dataset.threadId);
+      reveal();
     } catch (error) {
       delete target.dataset.loaded;
       note.textContent = error.status === 404 ? "Only the thread's participants can read it." : error.message;
