@@ -415,6 +415,17 @@ const afterSubmit = {
     note.hidden = false;
     setTimeout(() => (note.hidden = true), 4000);
   },
+  /** The agent page's header shows what was just saved (name, handle, role), not the old. */
+  "agent-saved"(form, result) {
+    afterSubmit.saved(form);
+    if (!result?.name) return;
+    const set = (selector, text) => $(selector) && ($(selector).textContent = text);
+    set("[data-agent-name]", result.name);
+    set("[data-agent-initials]", result.name.slice(0, 2).toUpperCase());
+    set("[data-agent-handle]", `@${result.handle}`);
+    set("[data-agent-role]", result.role ? ` · ${result.role}` : "");
+    document.title = document.title.replace(/^[^·]*·/, `${result.name} ·`);
+  },
   async "key-created"(form, result) {
     const panel = $("[data-secret]");
     $("[data-secret-value]", panel).textContent = result.key;
