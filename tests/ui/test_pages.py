@@ -247,7 +247,7 @@ def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settin
     )
     general = Conversation.objects.get(title="general", workspace__name="Demo team")
     assert response.redirect_chain[-1][0] == f"/w/{general.workspace_id}/c/{general.id}/"
-    assert "Say hi to @scout" in response.content.decode()
+    assert "Welcome to the agntchat demo" in response.content.decode()
 
 
 def test_the_bridge_command_shown_runs_in_a_fresh_shell(client, alice, team_a, nova):
