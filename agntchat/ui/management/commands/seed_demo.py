@@ -21,7 +21,7 @@ from agntchat.ui import demo
 from artifacts.actions import post_card, publish_artifact, update_artifact, use_card_action
 from artifacts.card_library import SEED_TEMPLATES
 from conversations import tasks, threads
-from conversations.actions import create_conversation, post_message
+from conversations.actions import add_agent_to_conversation, create_conversation, post_message
 from conversations.models import Conversation, Delivery, Task
 from workspaces.actions import create_team_workspace
 from workspaces.models import User, Workspace
@@ -81,6 +81,9 @@ class Command(BaseCommand):
                     title="general",
                     agent_ids=[scout.id, nova.id],
                 )
+            for agent in (scout, nova):  # a #general from an older demo had Scout only
+                if not general.participants.filter(agent=agent).exists():
+                    add_agent_to_conversation(user, general, agent)
             if not general.messages.filter(body=demo.INTRO).exists():
                 seed_sample(user, team, general, scout, nova)
         for spec, agent in zip(demo.AGENTS, (scout, nova), strict=True):
