@@ -349,7 +349,9 @@ def test_add_agent_is_offered_in_a_channel_and_not_in_a_direct_conversation(
 ):
     agent_actions.create_agent(alice, name="Rex", handle="rex", backend="scripted")
     client.force_login(alice)
-    assert 'aria-label="Add agent"' in client.get(f"/w/{team_a.id}/c/{channel.id}/").content.decode()
+    assert (
+        'aria-label="Add agent"' in client.get(f"/w/{team_a.id}/c/{channel.id}/").content.decode()
+    )
     direct = client.post(f"/w/{team_a.id}/direct/", {"agent": nova.id})["Location"]
     page = client.get(direct).content.decode()
     assert "Direct message" in page and "Add agent" not in page
