@@ -17,13 +17,13 @@ $(STAMP): pyproject.toml bridge/pyproject.toml
 install: $(STAMP)
 
 # Embedded PostgreSQL + Redis unless DATABASE_URL / REDIS_URL are set; migrations; demo data;
-# then the web process, the job worker and a demo agent bridge (Procfile). Ctrl-C stops everything.
+# then the web process, the job worker and the two demo agents' bridges (Procfile). Ctrl-C stops everything.
 run: $(STAMP)
 	AGNTCHAT_URL=http://127.0.0.1:$(PORT) AGNTCHAT_AGENT_KEY_FILE=$${AGNTCHAT_VAR_DIR:-var}/demo_agent_key \
 	AGNTCHAT_WORKDIR=$${AGNTCHAT_VAR_DIR:-var}/agents $(BIN)/python -m agntchat.core.embedded sh -c '\
 	  python manage.py migrate --noinput && \
 	  python manage.py seed_demo --url http://127.0.0.1:$(PORT) && \
-	  exec honcho start --no-colour -p $(PORT) web worker demo-bridge'
+	  exec honcho start --no-colour -p $(PORT) web worker demo-bridge demo-bridge-nova'
 
 # The whole suite on PostgreSQL and real Redis: embedded ones of this run only when
 # DATABASE_URL / REDIS_URL are unset (var/test-<pid>, removed after; a running `make run` is

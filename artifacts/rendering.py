@@ -7,6 +7,7 @@ from html import escape
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
@@ -43,9 +44,58 @@ def _fence_highlight(code, language, _attrs):
     return highlight_code(code, language) if language else ""
 
 
+# A bare web address in text becomes a link: http and https only (never javascript: or
+# data:), not inside a link or code already, trailing punctuation left out of it.
+_BARE_URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`]+", re.I)
+_URL_TAIL = ".,;:!?'\")]}*_~"
+
+
+def _url_end(url: str) -> str:
+    """URL less the punctuation that ends the sentence around it (a ")" it opened stays)."""
+    while url and url[-1] in _URL_TAIL:
+        if url[-1] == ")" and url.count("(") >= url.count(")"):
+            break
+        url = url[:-1]
+    return url
+
+
+def _link_bare_urls(state) -> None:
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        children, in_link = [], 0
+        for token in block.children:
+            in_link += {"link_open": 1, "link_close": -1}.get(token.type, 0)
+            if token.type != "text" or in_link or "://" not in token.content:
+                children.append(token)
+                continue
+            text, at = token.content, 0
+            for match in _BARE_URL_RE.finditer(text):
+                url = _url_end(match.group())
+                href = state.md.normalizeLink(url)
+                if len(url) <= len("https://") or not state.md.validateLink(href):
+                    continue
+                if match.start() > at:
+                    children.append(_text_token(state, text[at : match.start()]))
+                opening = Token("link_open", "a", 1)
+                opening.attrs = {"href": href}
+                children += [opening, _text_token(state, url), Token("link_close", "a", -1)]
+                at = match.start() + len(url)
+            if at < len(text):
+                children.append(_text_token(state, text[at:]))
+        block.children = children
+
+
+def _text_token(_state, content: str):
+    token = Token("text", "", 0)
+    token.content = content
+    return token
+
+
 _MARKDOWN = MarkdownIt(
     "commonmark", {"html": False, "linkify": False, "highlight": _fence_highlight}
 ).enable(["table", "strikethrough"])
+_MARKDOWN.core.ruler.push("bare_urls", _link_bare_urls)
 
 _MARKDOWN_CLEANER = nh3.Cleaner(
     tags={

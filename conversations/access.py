@@ -35,6 +35,10 @@ def conversations_visible_to(actor):
         )
         .values("readable")[:1]
     )
+    # An agent's owner reads the side threads their agents take part in, wherever they hang.
+    owns_a_participant = Participant.objects.filter(
+        conversation_id=OuterRef("pk"), agent__owner=actor
+    )
     return (
         Conversation.objects.alias(origin_readable=Subquery(origin_readable))
         .filter(Exists(member))
@@ -42,6 +46,7 @@ def conversations_visible_to(actor):
             Q(kind=Conversation.Kind.CHANNEL)
             | Exists(taking_part)
             | Q(kind=Conversation.Kind.THREAD, origin_readable=True)
+            | Q(Exists(owns_a_participant), kind=Conversation.Kind.THREAD)
         )
     )
 

@@ -415,6 +415,17 @@ const afterSubmit = {
     note.hidden = false;
     setTimeout(() => (note.hidden = true), 4000);
   },
+  /** The agent page's header shows what was just saved (name, handle, role), not the old. */
+  "agent-saved"(form, result) {
+    afterSubmit.saved(form);
+    if (!result?.name) return;
+    const set = (selector, text) => $(selector) && ($(selector).textContent = text);
+    set("[data-agent-name]", result.name);
+    set("[data-agent-initials]", result.name.slice(0, 2).toUpperCase());
+    set("[data-agent-handle]", `@${result.handle}`);
+    set("[data-agent-role]", result.role ? ` · ${result.role}` : "");
+    document.title = document.title.replace(/^[^·]*·/, `${result.name} ·`);
+  },
   async "key-created"(form, result) {
     const panel = $("[data-secret]");
     $("[data-secret-value]", panel).textContent = result.key;
@@ -1296,6 +1307,13 @@ function initConversation() {
     if (decision && !decision.disabled) decide(decision, () => refreshCalls(decision.closest("li[data-message-id]")));
   });
   list.addEventListener("message:refresh", (event) => refresh(event.target.dataset.messageId));
+  list.addEventListener("keydown", (event) => {
+    const card = event.key === "Escape" && event.target.closest("[data-thread-id]");
+    if (!card || $("[data-thread-toggle]", card).getAttribute("aria-expanded") !== "true") return;
+    event.preventDefault();
+    toggleThread(card, false);
+    $("[data-thread-toggle]", card).focus();
+  });
 
   const cardAction = async (button) => {
     const li = button.closest("li[data-message-id]");
@@ -1325,6 +1343,10 @@ function initConversation() {
     const expand = open ?? toggle.getAttribute("aria-expanded") !== "true";
     toggle.setAttribute("aria-expanded", String(expand));
     body.hidden = !expand;
+    // Opened by a click (not restored after a refresh): its body comes into view, the last
+    // card's included, and Esc closes it again.
+    const reveal = () => open === undefined && expand && card.scrollIntoView({ block: "nearest" });
+    reveal();
     const target = $("[data-thread-messages]", card);
     if (!expand || !target || target.dataset.loaded) return;
     target.dataset.loaded = "1";
@@ -1334,6 +1356,7 @@ function initConversation() {
       for (const li of await renderMessages(history.results.map((m) => m.id))) place(li, target);
       note.hidden = true;
       markRead(card.dataset.threadId);
+      reveal();
     } catch (error) {
       delete target.dataset.loaded;
       note.textContent = error.status === 404 ? "Only the thread's participants can read it." : error.message;

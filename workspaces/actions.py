@@ -81,6 +81,28 @@ def create_invitation(
     return invitation, token
 
 
+def invitation_for(token: str) -> Invitation:
+    """The invitation a link's TOKEN stands for, with its workspace and inviter, to show before
+    it is accepted; InvitationInvalid says why it cannot be used."""
+    invitation = crypto.find_by_secret(
+        lambda token_hash: (
+            Invitation.objects.select_related("workspace", "created_by")
+            .filter(token_hash=token_hash)
+            .first()
+        ),
+        Invitation.objects,
+        "token_hash",
+        token or "",
+    )
+    if invitation is None or invitation.revoked_at:
+        raise InvitationInvalid("This invitation link is not valid.", status=404)
+    if invitation.accepted_at:
+        raise InvitationInvalid("This invitation has already been used.")
+    if invitation.expires_at <= timezone.now():
+        raise InvitationInvalid("This invitation has expired; ask for a new link.")
+    return invitation
+
+
 def accept_invitation(user: User, token: str) -> Membership:
     with transaction.atomic():
         invitation = crypto.find_by_secret(

@@ -6,6 +6,7 @@ The same rows serve the first render of a conversation and every fragment fetche
 
 import hashlib
 
+from django.db.models import Q
 from django.utils.safestring import mark_safe
 
 from agntchat.ui.shell import is_scripted
@@ -38,10 +39,11 @@ def message_rows(messages, viewer) -> list[dict]:
     """Rows for templates/conversations/_message.html, oldest first as given."""
     messages = with_thread_cards(list(messages))
     thread_ids = [t.id for m in messages for t in m.threads.all()]
+    # A thread opens inline for the people in it and for the owner of an agent in it.
     taking_part = set(
-        Participant.objects.filter(user=viewer, conversation_id__in=thread_ids).values_list(
-            "conversation_id", flat=True
-        )
+        Participant.objects.filter(conversation_id__in=thread_ids)
+        .filter(Q(user=viewer) | Q(agent__owner=viewer))
+        .values_list("conversation_id", flat=True)
     )
     calls = tool_calls_by_message(messages, viewer)
     rows = []

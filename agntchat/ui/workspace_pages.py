@@ -164,8 +164,17 @@ def _tool_settings(membership) -> dict:
     }
 
 
-@login_required
 def accept_invite(request, token):
+    """An invite link says who invites whom where; a visitor signs in or up and comes back here
+    to accept (the link is the secret: whoever holds it may read this much)."""
+    try:
+        invitation = actions.invitation_for(token)
+    except AppError as exc:
+        return render(request, "workspaces/invite.html", {"error": exc.message}, status=exc.status)
+    if not request.user.is_authenticated:
+        return render(
+            request, "workspaces/invite.html", {"invitation": invitation, "next": request.path}
+        )
     if request.method == "POST":
         try:
             membership = actions.accept_invitation(request.user, token)
@@ -174,4 +183,4 @@ def accept_invite(request, token):
             return redirect("home")
         messages.success(request, f"You joined {membership.workspace.name}.")
         return redirect("workspace", workspace_id=membership.workspace_id)
-    return render(request, "workspaces/invite.html", {"token": token})
+    return render(request, "workspaces/invite.html", {"invitation": invitation, "token": token})

@@ -45,7 +45,17 @@ def parse(argv=None) -> Config:
         default=os.environ.get("AGNTCHAT_BACKEND_OPTIONS", "{}"),
         help="JSON options for the backend, e.g. '{\"delay_ms\": 500}'",
     )
+    parser.add_argument(
+        "--backend-options-file",
+        default=os.environ.get("AGNTCHAT_BACKEND_OPTIONS_FILE", ""),
+        help="read the backend's JSON options from this file instead (e.g. a scripted table)",
+    )
     args = parser.parse_args(argv)
+    if args.backend_options_file:
+        try:
+            args.backend_options = Path(args.backend_options_file).read_text()
+        except OSError as exc:
+            parser.error(f"cannot read the backend options file: {exc}")
     if args.key_file and not args.key:
         try:
             args.key = Path(args.key_file).read_text().strip()

@@ -231,3 +231,34 @@ def test_render_artifact_shows_json_nested_beyond_the_limit_as_text():
     deep = "[" * 10_000 + "]" * 10_000
     rendered = render_artifact("json", deep)
     assert rendered.startswith("<pre><code>[[[") and "highlight" not in rendered
+
+
+def test_bare_web_addresses_become_safe_links():
+    html = render_markdown("Docs at https://example.com/a_b?x=1&y=2, and (see http://x.org/(v2)).")
+    assert (
+        '<a href="https://example.com/a_b?x=1&amp;y=2" rel="noopener noreferrer nofollow">'
+        "https://example.com/a_b?x=1&amp;y=2</a>, and" in html
+    )
+    assert '<a href="http://x.org/(v2)" rel="noopener noreferrer nofollow">' in html
+    assert "</a>)." in html
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "javascript:alert(1)",
+        "javascript://example.com/%0Aalert(1)",
+        "data:text/html;base64,PHNjcmlwdD4=",
+        "ftp://example.com/file",
+        "www.example.com",
+        "`https://in-code.example.com`",
+        "xhttps://glued.example.com",
+    ],
+)
+def test_only_bare_http_and_https_addresses_are_linked(text):
+    assert "<a " not in render_markdown(text)
+
+
+def test_a_link_already_written_is_not_linked_twice():
+    html = render_markdown("[the docs](https://example.com) https://example.com")
+    assert html.count("<a ") == 2 and "<a <a" not in html and "</a></a>" not in html

@@ -229,3 +229,33 @@ def test_an_agent_outside_the_thread_cannot_resolve_it(room, alice, team_a):
         threads.resolve_thread(gus, thread, "not mine")
     thread.refresh_from_db()
     assert thread.thread_status == "in_progress"
+
+
+def test_an_agents_owner_reads_its_threads_and_nobody_else_new_does(alice, bob, team_a, api):
+    """Alice owns Nova and Rex; their side thread hangs off Bob's direct conversation with
+    them, which she is not in. She reads the thread (and it opens inline for her); Carol, a
+    member of the workspace who owns neither agent, gets 404 as before."""
+    from tests.conftest import make_person
+    from workspaces import actions as workspace_actions
+
+    carol = make_person("carol")
+    _, token = workspace_actions.create_invitation(team_a.memberships.get(user=alice))
+    workspace_actions.accept_invitation(carol, token)
+    nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
+    rex = agent_actions.create_agent(alice, name="Rex", handle="rex", backend="scripted")
+    dm = create_conversation(bob, team_a, kind="direct", agent_ids=[nova.id, rex.id])
+    origin = post_message(nova, dm, 'On it.<dm target="Rex">check the dates</dm>')
+    thread = Conversation.objects.get(kind="thread", parent_message=origin)
+    url = f"/api/v1/conversations/{thread.id}/messages/"
+    assert api(alice).get(url).json()["results"][0]["body"] == "check the dates"
+    assert api(carol).get(url).status_code == 404
+    assert api(carol).get(f"/api/v1/conversations/{dm.id}/messages/").status_code == 404
+
+
+def test_the_thread_card_opens_for_the_owner_of_its_agents(client, room, alice):
+    conversation, nova, rex = room
+    post_message(nova, conversation, '<dm target="Rex">costs?</dm>Thinking.')
+    thread = Conversation.objects.get(kind="thread")
+    client.force_login(alice)
+    page = client.get(f"/w/{conversation.workspace_id}/c/{conversation.id}/").content.decode()
+    assert f'data-thread-id="{thread.id}" data-can-open="1"' in page

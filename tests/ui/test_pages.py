@@ -247,7 +247,7 @@ def test_the_demo_login_lands_in_the_demo_teams_general(client, tmp_path, settin
     )
     general = Conversation.objects.get(title="general", workspace__name="Demo team")
     assert response.redirect_chain[-1][0] == f"/w/{general.workspace_id}/c/{general.id}/"
-    assert "Say hi to @scout" in response.content.decode()
+    assert "Welcome to the agntchat demo" in response.content.decode()
 
 
 def test_the_bridge_command_shown_runs_in_a_fresh_shell(client, alice, team_a, nova):
@@ -342,3 +342,44 @@ def test_no_page_reads_once_per_row_it_shows(client, alice, bob, team_a, channel
     for agent in helpers:
         row = directory.split(f'<tr data-agent-id="{agent.id}"')[1].split("</tr>")[0]
         assert '<span class="count">1</span> <span class="muted small">in flight' in row
+
+
+def test_add_agent_is_offered_in_a_channel_and_not_in_a_direct_conversation(
+    client, alice, team_a, channel, nova
+):
+    agent_actions.create_agent(alice, name="Rex", handle="rex", backend="scripted")
+    client.force_login(alice)
+    assert (
+        'aria-label="Add agent"' in client.get(f"/w/{team_a.id}/c/{channel.id}/").content.decode()
+    )
+    direct = client.post(f"/w/{team_a.id}/direct/", {"agent": nova.id})["Location"]
+    page = client.get(direct).content.decode()
+    assert "Direct message" in page and "Add agent" not in page
+
+
+def test_an_invite_link_says_who_invites_whom_where(client, alice, team_a):
+    from django.contrib.auth import get_user_model
+
+    from workspaces.actions import create_invitation
+
+    alice.display_name = "Alice Martin"
+    alice.save(update_fields=["display_name"])
+    _, token = create_invitation(team_a.memberships.get(user=alice))
+    url = f"/invite/{token}/"
+    page = client.get(url)
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "You've been invited to Team A by Alice Martin" in text
+    assert f'href="/signup/?next=/invite/{token}/"' in text
+    assert f'href="/login/?next=/invite/{token}/"' in text
+    # Signed in (here: Dora, signing up from the link), the same words and an Accept button.
+    dora = get_user_model().objects.create_user("dora", "", "pw-dora-881234")
+    client.force_login(dora)
+    text = client.get(url).content.decode()
+    assert "been invited to Team A by Alice Martin" in text and "Accept invitation" in text
+    assert client.post(url)["Location"] == f"/w/{team_a.id}/"
+    assert team_a.memberships.filter(user=dora).exists()
+    client.logout()
+    used = client.get(url)
+    assert "already been used" in used.content.decode() and "Team A" not in used.content.decode()
+    assert client.get("/invite/inv_nonsense/").status_code == 404

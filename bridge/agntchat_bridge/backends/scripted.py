@@ -59,9 +59,11 @@ def with_results(value, last: ToolOutcome | None):
 
 class ScriptedBackend(Backend):
     """Replies from a table: exact prompt (case-insensitive) → a reply, or a list of steps
-    ({"tool": name, "input": {…}} or {"text": …}); else DEFAULT with {prompt} filled in. Tool
-    calls can also be written in the prompt itself as [[tool:NAME {…}]]. Strings in steps may
-    use {result} or {result.key} of the previous tool's output."""
+    ({"tool": name, "input": {…}}, {"text": …}, or {"progress": message, "sleep_ms": n}, a
+    progress event after a pause); else the first of RULES ([regex, reply]) found in the
+    prompt; else DEFAULT with {prompt} filled in. Tool calls can also be written in the prompt
+    itself as [[tool:NAME {…}]]. Strings in steps may use {result} or {result.key} of the
+    previous tool's output."""
 
     name = "scripted"
 
@@ -70,19 +72,28 @@ class ScriptedBackend(Backend):
         replies: dict[str, str | list] | None = None,
         default: str = "Echo: {prompt}",
         delay_ms: int = 0,
+        rules: list | None = None,
     ):
         self.replies = {k.strip().casefold(): v for k, v in (replies or {}).items()}
+        self.rules = [(re.compile(pattern, re.I), reply) for pattern, reply in (rules or [])]
         self.default = default
         self.delay_ms = delay_ms
 
+    def found(self, prompt: str):
+        """The table's reply for PROMPT: exact first, then the first rule that matches."""
+        found = self.replies.get(prompt.strip().casefold())
+        if found is None:
+            found = next((reply for rule, reply in self.rules if rule.search(prompt)), None)
+        return found
+
     def reply(self, prompt: str) -> str:
         """The scripted reply text for a prompt with no steps."""
-        found = self.replies.get(prompt.strip().casefold())
+        found = self.found(prompt)
         # replace(), not format(): prompts may contain braces
         return found if isinstance(found, str) else self.default.replace("{prompt}", prompt)
 
     def steps(self, prompt: str) -> list[dict]:
-        found = self.replies.get(prompt.strip().casefold())
+        found = self.found(prompt)
         if isinstance(found, list):
             return found
         steps, rest = prompt_steps(prompt)
@@ -132,6 +143,10 @@ class ScriptedBackend(Backend):
             last = ToolOutcome(**saved) if saved else None
         used = []
         for index, step in enumerate(steps[first:], start=first):
+            if "progress" in step:
+                await asyncio.sleep(step.get("sleep_ms", 0) / 1000)
+                yield Event("progress", {"message": step["progress"]})
+                continue
             if "text" in step:
                 parts.append(with_results(step["text"], last))
                 continue
