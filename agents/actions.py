@@ -18,8 +18,9 @@ from agents.models import (
     CredentialGrant,
     PersonalityRevision,
 )
-from agntchat.core import crypto
+from agntchat.core import crypto, throttle
 from agntchat.core.events import publish, publish_many
+from agntchat.core.exceptions import RateLimited
 from workspaces.access import require_manager
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Credential, Membership
@@ -140,6 +141,17 @@ def revoke_agent_key(key: AgentKey) -> None:
             publish_many(topics, {"type": "session.ended", "reason": "revoked"})
 
 
+def count_session(agent_id) -> None:
+    """One session more for the agent: RateLimited over AGENT_SESSIONS_PER_MINUTE (a bridge
+    renews every few minutes; a loop opening sessions is refused before it writes rows)."""
+    rate = throttle.Rate(
+        "sessions:agent", settings.AGENT_SESSIONS_PER_MINUTE, burst=settings.AGENT_SESSIONS_BURST
+    )
+    wait = throttle.hit(rate, agent_id)
+    if wait:
+        raise RateLimited(wait, "session requests")
+
+
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     """Exchange a live agent key for a short-lived session token (WS-3); None if the key is bad."""
     key = crypto.find_by_secret(
@@ -152,6 +164,7 @@ def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     )
     if key is None or key.revoked_at is not None or not key.agent.owner.is_active:
         return None
+    count_session(key.agent_id)
     now = timezone.now()
     secret = crypto.new_secret("ags")
     session = AgentSession.objects.create(

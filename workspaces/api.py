@@ -18,7 +18,7 @@ from workspaces.access import (
     workspaces_visible_to,
 )
 from workspaces.exceptions import CredentialNameTaken
-from workspaces.login import authenticate_person
+from workspaces.login import authenticate_person, count_token_issued
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
 
 
@@ -115,6 +115,7 @@ class TokenView(APIView):
             return Response(
                 error_body("invalid_credentials", "Wrong username or password."), status=401
             )
+        count_token_issued(request, user)
         token, secret = actions.issue_api_token(user, data.get("name", ""))
         return Response({"id": token.id, "token": secret, "prefix": token.prefix}, status=201)
 
