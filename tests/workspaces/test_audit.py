@@ -115,3 +115,16 @@ def test_a_member_is_refused_and_another_workspace_is_not_found(alice, bob, char
     assert member.status_code == 403 and "results" not in member.json()
     outsider = client_for(charlie).get(f"/api/v1/workspaces/{team_a.id}/audit/")
     assert outsider.status_code == 404
+
+
+def test_the_settings_page_shows_the_log_to_owners_only(alice, bob, team_a):
+    from django.test import Client
+
+    actions.create_credential(team_a.memberships.get(user=alice), "model-key", "v")
+    url = f"/w/{team_a.id}/members/"
+    owner, member = Client(), Client()
+    owner.force_login(alice)
+    member.force_login(bob)
+    page = owner.get(url).content.decode()
+    assert "Audit log" in page and "credential.created" in page and "model-key" in page
+    assert "Audit log" not in member.get(url).content.decode()
