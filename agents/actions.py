@@ -18,9 +18,11 @@ from agents.models import (
     CredentialGrant,
     PersonalityRevision,
 )
-from agntchat.core import crypto
+from agntchat.core import crypto, throttle
 from agntchat.core.events import publish, publish_many
+from agntchat.core.exceptions import RateLimited
 from workspaces.access import require_manager
+from workspaces.audit import record_audit
 from workspaces.exceptions import WorkspaceNotFound
 from workspaces.models import Credential, Membership
 
@@ -112,12 +114,20 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
 def create_agent_key(agent: Agent, name: str = "") -> tuple[AgentKey, str]:
     """A new long-lived key; the secret is returned once and stored only as a hash."""
     secret = crypto.new_secret("agk")
-    key = AgentKey.objects.create(
-        agent=agent,
-        name=name,
-        prefix=crypto.lookup_prefix(secret),
-        key_hash=crypto.hash_secret(secret),
-    )
+    with transaction.atomic():
+        key = AgentKey.objects.create(
+            agent=agent,
+            name=name,
+            prefix=crypto.lookup_prefix(secret),
+            key_hash=crypto.hash_secret(secret),
+        )
+        record_audit(
+            "agent_key.created",
+            actor=agent.owner,
+            target=key,
+            label=f"{agent.name}: {name or key.prefix}",
+            agent=str(agent.id),
+        )
     return key, secret
 
 
@@ -133,11 +143,29 @@ def revoke_agent_key(key: AgentKey) -> None:
         if key.revoked_at is None:
             key.revoked_at = timezone.now()
             key.save(update_fields=["revoked_at", "updated_at"])
+            record_audit(
+                "agent_key.revoked",
+                actor=key.agent.owner,
+                target=key,
+                label=f"{key.agent.name}: {key.name or key.prefix}",
+                agent=str(key.agent_id),
+            )
         sessions = AgentSession.objects.filter(key=key)
         topics = [session_topic(session_id) for session_id in sessions.values_list("id", flat=True)]
         sessions.delete()
         if topics:
             publish_many(topics, {"type": "session.ended", "reason": "revoked"})
+
+
+def count_session(agent_id) -> None:
+    """One session more for the agent: RateLimited over AGENT_SESSIONS_PER_MINUTE (a bridge
+    renews every few minutes; a loop opening sessions is refused before it writes rows)."""
+    rate = throttle.Rate(
+        "sessions:agent", settings.AGENT_SESSIONS_PER_MINUTE, burst=settings.AGENT_SESSIONS_BURST
+    )
+    wait = throttle.hit(rate, agent_id)
+    if wait:
+        raise RateLimited(wait, "session requests")
 
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
@@ -152,6 +180,7 @@ def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:
     )
     if key is None or key.revoked_at is not None or not key.agent.owner.is_active:
         return None
+    count_session(key.agent_id)
     now = timezone.now()
     secret = crypto.new_secret("ags")
     session = AgentSession.objects.create(
@@ -224,11 +253,29 @@ def grant_credential(
         raise AgentNotFound()
     if not owner_manages(agent, workspace_id):
         raise CredentialNotForAgent(fields={"agent": CredentialNotForAgent.default_message})
-    return CredentialGrant.objects.get_or_create(
-        credential=credential, agent=agent, defaults={"granted_by": membership.user}
-    )
+    with transaction.atomic():
+        grant, created = CredentialGrant.objects.get_or_create(
+            credential=credential, agent=agent, defaults={"granted_by": membership.user}
+        )
+        if created:
+            record_audit(
+                "credential.granted",
+                actor=membership.user,
+                workspace=workspace_id,
+                target=grant,
+                label=f"{credential.name} → {agent.name}",
+            )
+    return grant, created
 
 
 def revoke_credential_grant(membership: Membership, grant: CredentialGrant) -> None:
     require_manager(membership)
-    grant.delete()
+    with transaction.atomic():
+        record_audit(
+            "credential.grant_revoked",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=grant,
+            label=f"{grant.credential.name} → {grant.agent.name}",
+        )
+        grant.delete()

@@ -1,4 +1,4 @@
-from agntchat.core.exceptions import AppError, NotFound, PermissionDenied
+from agntchat.core.exceptions import AppError, NotFound, PermissionDenied, wait_words
 
 
 class AgentNotFound(NotFound):
@@ -43,3 +43,17 @@ class CredentialNotForAgent(AppError):
     default_message = (
         "Only agents owned by an admin or the owner of this workspace can use its credentials."
     )
+
+
+class KeyExchangeThrottled(AppError):
+    """Too many failed key exchanges from a client address: locked for a while."""
+
+    code = "key_exchange_throttled"
+    status = 429
+
+    def __init__(self, retry_after: int):
+        super().__init__(
+            "Too many invalid agent keys from this address. "
+            f"Try again in {wait_words(retry_after)}."
+        )
+        self.retry_after = retry_after

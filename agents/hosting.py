@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from agents.access import hosts_for
-from agents.actions import session_topic
+from agents.actions import count_session, session_topic
 from agents.exceptions import AgentRule, HostNotFound
 from agents.models import Agent, AgentSession, Host, HostToken
 from agntchat.core import crypto
@@ -220,6 +220,7 @@ def open_hosted_session(secret: str) -> tuple[AgentSession, str] | None:
         return None
     if not agent.owner.is_active:
         return None
+    count_session(agent.id)
     now = timezone.now()
     session_secret = crypto.new_secret("ags")
     session = AgentSession.objects.create(

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "agntchat.core.headers.security_headers",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -343,6 +344,32 @@ LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20)
 LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 15 * 60)
 LOGIN_LOCK_SECONDS = env_int("LOGIN_LOCK_SECONDS", 60)
 LOGIN_LOCK_MAX_SECONDS = env_int("LOGIN_LOCK_MAX_SECONDS", 60 * 60)
+
+# Rate limits (agntchat/core/throttle.py, in Redis, shared by every node; 0 turns one off). Each
+# is an average per minute with a burst allowed at once; over it, REST answers 429 rate_limited
+# with Retry-After. Sign-ins that succeed: API tokens issued per person and per client address;
+# agent key → session exchanges per key and per client address.
+TOKENS_PER_MINUTE = env_int("TOKENS_PER_MINUTE", 10)
+TOKENS_BURST = env_int("TOKENS_BURST", 10)
+TOKENS_PER_MINUTE_PER_ADDRESS = env_int("TOKENS_PER_MINUTE_PER_ADDRESS", 60)
+AGENT_SESSIONS_PER_MINUTE = env_int("AGENT_SESSIONS_PER_MINUTE", 30)
+AGENT_SESSIONS_BURST = env_int("AGENT_SESSIONS_BURST", 30)
+AGENT_SESSIONS_PER_MINUTE_PER_ADDRESS = env_int("AGENT_SESSIONS_PER_MINUTE_PER_ADDRESS", 300)
+# A failed key exchange counts like a failed sign-in, per client address: locked for a while.
+AGENT_KEY_FAILURES_PER_ADDRESS = env_int("AGENT_KEY_FAILURES_PER_ADDRESS", 20)
+# Messages posted, per person and per agent, whatever the way in (page, REST, socket, MCP).
+PERSON_POSTS_PER_MINUTE = env_int("PERSON_POSTS_PER_MINUTE", 120)
+PERSON_POSTS_BURST = env_int("PERSON_POSTS_BURST", 300)
+AGENT_POSTS_PER_MINUTE = env_int("AGENT_POSTS_PER_MINUTE", 1200)
+AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
+# Frames one socket may send (counted in the process that holds it): browser sockets (typing
+# beyond the limit is dropped quietly) and agent sockets (acks and heartbeats included).
+BROWSER_FRAMES_PER_MINUTE = env_int("BROWSER_FRAMES_PER_MINUTE", 120)
+BROWSER_FRAMES_BURST = env_int("BROWSER_FRAMES_BURST", 30)
+AGENT_FRAMES_PER_MINUTE = env_int("AGENT_FRAMES_PER_MINUTE", 60_000)
+AGENT_FRAMES_BURST = env_int("AGENT_FRAMES_BURST", 5000)
+# Open agent sockets per agent, over every node; the next one is refused (close code 4429).
+AGENT_MAX_CONNECTIONS = env_int("AGENT_MAX_CONNECTIONS", 20)
 
 if HTTPS:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)

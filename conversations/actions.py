@@ -3,14 +3,17 @@
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
+from agntchat.core import throttle
 from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_live
+from agntchat.core.exceptions import RateLimited
 from conversations import deliveries, files, live, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
@@ -27,6 +30,24 @@ MAX_ATTACHMENTS = 10
 
 def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
+
+
+def _count_post(actor) -> None:
+    """One post more for ACTOR (a person or an agent; the system's notices are not counted):
+    RateLimited once over its rate (settings *_POSTS_PER_MINUTE). One Redis round trip."""
+    if actor is None:
+        return
+    if _is_agent(actor):
+        rate = throttle.Rate(
+            "posts:agent", settings.AGENT_POSTS_PER_MINUTE, burst=settings.AGENT_POSTS_BURST
+        )
+    else:
+        rate = throttle.Rate(
+            "posts:person", settings.PERSON_POSTS_PER_MINUTE, burst=settings.PERSON_POSTS_BURST
+        )
+    wait = throttle.hit(rate, actor.pk)
+    if wait:
+        raise RateLimited(wait, "messages")
 
 
 def _participants(creator, workspace, user_ids, agent_ids) -> tuple[list[str], list[str]]:
@@ -268,6 +289,7 @@ def post_message(
         return earlier
     if conversation.archived_at is not None:
         raise ConversationArchived()
+    _count_post(actor)  # a retry of an earlier post (above) is not a new one
     uploads = _own_uploads(actor, conversation, attachments)
     if uploads:
         payload = {**(payload or {}), "attachments": [files.ref_data(a) for a in uploads]}

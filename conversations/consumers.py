@@ -40,6 +40,8 @@ class LiveSocket(JsonSocket):
     """Subscribed to the person's own topic and to each of their workspaces' topics."""
 
     handlers = {"ping": "on_ping", "typing": ("on_typing", TypingFrame)}
+    frame_rate = ("BROWSER_FRAMES_PER_MINUTE", "BROWSER_FRAMES_BURST")
+    quiet_when_limited = frozenset({"typing"})
 
     async def connect(self):
         if not origin_allowed(self.scope):

@@ -143,6 +143,8 @@ function decorate(root = document) {
     time.textContent = when.toLocaleString([], FORMATS[time.dataset.format || "time"]);
     time.title = when.toLocaleString([], { dateStyle: "full", timeStyle: "short" });
   }
+  // Bars: their width set here, not in a style attribute (the CSP allows no inline styles).
+  for (const bar of $$("[data-width]", root)) bar.style.width = `${Number(bar.dataset.width) || 0}%`;
   tickCountdowns(root);
 }
 

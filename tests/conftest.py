@@ -193,6 +193,22 @@ def close_pools_before_teardown(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
+def no_limits_carried_over():
+    """Rate counters and failure locks (core.throttle) start empty in each test: they are keyed
+    by usernames and client addresses that every test shares (alice, 127.0.0.1)."""
+    from agntchat.core import presence
+
+    redis = presence.client()
+    keys = [
+        key
+        for pattern in ("rate", "throttle")
+        for key in redis.scan_iter(f"{settings.REDIS_PREFIX}:{pattern}:*", count=1000)
+    ]
+    if keys:
+        redis.delete(*keys)
+
+
+@pytest.fixture(autouse=True)
 def fresh_channel_layer():
     """Each test gets its own channel-layer instance (same real Redis): the layer keeps asyncio
     locks bound to the event loop that first used them, and every async test has its own loop."""

@@ -8,7 +8,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents import actions, hosting
+from agents import actions
 from agents.access import (
     access_agent,
     access_agent_key,
@@ -20,6 +20,7 @@ from agents.access import (
 )
 from agents.auth import bearer_secret
 from agents.exceptions import AgentNotFound, AgentRule
+from agents.exchange import exchange_secret
 from agents.models import DEFAULT_TURN_TIME_LIMIT, Agent, AgentKey, CredentialGrant
 from agntchat.core import presence
 from agntchat.core.api import StrictSerializer, error_body, validated
@@ -30,6 +31,7 @@ from work import directory
 from work import hosting as work_hosting
 from work.tools.registry import tool_reach
 from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
+from workspaces.login import client_address
 
 
 class AgentInput(StrictSerializer):
@@ -208,11 +210,8 @@ class AgentSessionView(APIView):
 
     def post(self, request):
         secret = bearer_secret(request.headers.get("Authorization", "")) or ""
-        if secret.startswith("aht_"):
-            # A host's placement token (WS-4): only here, only for its agent, while placed.
-            opened = hosting.open_hosted_session(secret)
-        else:
-            opened = actions.open_agent_session(secret) if secret.startswith("agk_") else None
+        # A host's placement token (WS-4) too: only here, only for its agent, while placed.
+        opened = exchange_secret(secret, client_address(request))
         if opened is None:
             return Response(
                 error_body(

@@ -13,6 +13,7 @@ from collections import Counter, OrderedDict
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 
@@ -166,6 +167,7 @@ class AgentSocket(JsonSocket):
         "session.renew": ("on_session_renew", frames.SessionRenewFrame),
         "tool.call": ("on_tool_call", frames.ToolCallFrame),
     }
+    frame_rate = ("AGENT_FRAMES_PER_MINUTE", "AGENT_FRAMES_BURST")
 
     async def connect(self):
         self.session = await _session_for(bearer_secret(header(self.scope, b"authorization")))
@@ -174,9 +176,21 @@ class AgentSocket(JsonSocket):
                 "A valid agent session token is required (Authorization: Bearer ags_…)."
             )
             return
+        connection_id = uuid.uuid4().hex
+        cap = settings.AGENT_MAX_CONNECTIONS
+        if not await database_sync_to_async(presence.join)(
+            self.session.agent_id, connection_id, cap
+        ):
+            await self.refuse(
+                f"This agent has {cap} open connections already, the most allowed "
+                "(AGENT_MAX_CONNECTIONS); close one first.",
+                "too_many_connections",
+                4429,
+            )
+            return
         self.agent = await database_sync_to_async(_configured_agent)(self.session.agent_id)
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        self.connection_id = uuid.uuid4().hex
+        self.connection_id = connection_id
         self.held: dict[str, str] = {}  # item id → kind
         self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.

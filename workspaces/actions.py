@@ -17,6 +17,7 @@ from workspaces.access import (
     require_owner,
     role_change_refusal,
 )
+from workspaces.audit import record_audit
 from workspaces.exceptions import InvitationInvalid, OwnerRule, PersonalWorkspaceRule
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
 
@@ -70,14 +71,23 @@ def create_invitation(
     if refusal := invitation_refusal(membership, role):
         raise refusal
     token = crypto.new_secret("inv")
-    invitation = Invitation.objects.create(
-        workspace=workspace,
-        created_by=membership.user,
-        role=role,
-        email=email,
-        token_hash=crypto.hash_secret(token),
-        expires_at=timezone.now() + timedelta(days=settings.INVITATION_TTL_DAYS),
-    )
+    with transaction.atomic():
+        invitation = Invitation.objects.create(
+            workspace=workspace,
+            created_by=membership.user,
+            role=role,
+            email=email,
+            token_hash=crypto.hash_secret(token),
+            expires_at=timezone.now() + timedelta(days=settings.INVITATION_TTL_DAYS),
+        )
+        record_audit(
+            "invitation.created",
+            actor=membership.user,
+            workspace=workspace,
+            target=invitation,
+            label=email or "a link",
+            role=role,
+        )
     return invitation, token
 
 
@@ -130,6 +140,14 @@ def accept_invitation(user: User, token: str) -> Membership:
         invitation.accepted_by = user
         invitation.accepted_at = timezone.now()
         invitation.save(update_fields=["accepted_by", "accepted_at", "updated_at"])
+        record_audit(
+            "invitation.accepted",
+            actor=user,
+            workspace=invitation.workspace,
+            target=invitation,
+            label=user.label,
+            role=membership.role,
+        )
         _announce(invitation.workspace, "member.joined")
     return membership
 
@@ -140,8 +158,19 @@ def change_role(membership: Membership, target: Membership, role: str) -> Member
         raise refusal
     if role not in (Role.ADMIN, Role.MEMBER):
         raise OwnerRule("A member can only be made admin or member; the owner is fixed.")
-    target.role = role
-    target.save(update_fields=["role", "updated_at"])
+    with transaction.atomic():
+        old = target.role
+        target.role = role
+        target.save(update_fields=["role", "updated_at"])
+        record_audit(
+            "member.role_changed",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=target,
+            label=target.user.label,
+            old=old,
+            new=role,
+        )
     _announce(membership.workspace, "member.role_changed")
     return target
 
@@ -151,7 +180,16 @@ def remove_member(membership: Membership, target: Membership) -> None:
         return leave_workspace(membership)
     if refusal := removal_refusal(membership, target):
         raise refusal
-    target.delete()
+    with transaction.atomic():
+        record_audit(
+            "member.removed",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=target,
+            label=target.user.label,
+            role=target.role,
+        )
+        target.delete()
     _announce(membership.workspace, "member.removed")
 
 
@@ -166,37 +204,64 @@ def leave_workspace(membership: Membership) -> None:
 
 def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:
     secret = crypto.new_secret("apt")
-    token = ApiToken.objects.create(
-        user=user,
-        name=name,
-        prefix=crypto.lookup_prefix(secret),
-        token_hash=crypto.hash_secret(secret),
-    )
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            prefix=crypto.lookup_prefix(secret),
+            token_hash=crypto.hash_secret(secret),
+        )
+        record_audit("api_token.issued", actor=user, target=token, label=name or token.prefix)
     return token, secret
 
 
 def revoke_api_token(token: ApiToken) -> None:
     if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at", "updated_at"])
+        with transaction.atomic():
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at", "updated_at"])
+            record_audit(
+                "api_token.revoked",
+                actor=token.user,
+                target=token,
+                label=token.name or token.prefix,
+            )
 
 
 def create_credential(
     membership: Membership, name: str, value: str, kind: str = "api_key"
 ) -> Credential:
     require_manager(membership)
-    return Credential.objects.create(
-        workspace=membership.workspace,
-        name=name,
-        kind=kind,
-        ciphertext=crypto.encrypt(value),
-        created_by=membership.user,
-    )
+    with transaction.atomic():
+        credential = Credential.objects.create(
+            workspace=membership.workspace,
+            name=name,
+            kind=kind,
+            ciphertext=crypto.encrypt(value),
+            created_by=membership.user,
+        )
+        record_audit(
+            "credential.created",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=credential,
+            label=name,
+            kind=kind,
+        )
+    return credential
 
 
 def delete_credential(membership: Membership, credential: Credential) -> None:
     require_manager(membership)
-    credential.delete()
+    with transaction.atomic():
+        record_audit(
+            "credential.deleted",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=credential,
+            label=credential.name,
+        )
+        credential.delete()
 
 
 def update_profile(user, *, display_name: str | None = None, zone_name: str | None = None):

@@ -1,5 +1,6 @@
 """REST for people, workspaces, members, invitations, tokens and credentials."""
 
+from django.db.models import Q
 from django.urls import path
 from rest_framework import serializers, status
 from rest_framework.permissions import AllowAny
@@ -7,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agntchat.core.api import StrictSerializer, error_body, validated, zone_field
+from agntchat.core.exceptions import NotFound
 from workspaces import actions
 from workspaces.access import (
     IsPerson,
@@ -18,8 +20,16 @@ from workspaces.access import (
     workspaces_visible_to,
 )
 from workspaces.exceptions import CredentialNameTaken
-from workspaces.login import authenticate_person
-from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, Workspace
+from workspaces.login import authenticate_person, count_token_issued
+from workspaces.models import (
+    ApiToken,
+    AuditEntry,
+    Credential,
+    Invitation,
+    Membership,
+    Role,
+    Workspace,
+)
 
 
 class UserSerializer(serializers.Serializer):
@@ -115,6 +125,7 @@ class TokenView(APIView):
             return Response(
                 error_body("invalid_credentials", "Wrong username or password."), status=401
             )
+        count_token_issued(request, user)
         token, secret = actions.issue_api_token(user, data.get("name", ""))
         return Response({"id": token.id, "token": secret, "prefix": token.prefix}, status=201)
 
@@ -322,6 +333,62 @@ def _credential_out(credential):
     }
 
 
+class AuditQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
+    action = serializers.CharField(max_length=64, required=False)
+    before = serializers.UUIDField(required=False)  # an entry's id: the page older than it
+    limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
+
+
+def _audit_out(entry: AuditEntry) -> dict:
+    return {
+        "id": entry.id,
+        "created_at": entry.created_at,
+        "action": entry.action,
+        "actor": {
+            "user_id": entry.actor_user_id,
+            "agent_id": entry.actor_agent_id,
+            "label": entry.actor_label,
+        },
+        "target": {"type": entry.target_type, "id": entry.target_id, "label": entry.target_label},
+        "details": entry.details,
+        "address": entry.address,
+    }
+
+
+def audit_page(membership, query) -> tuple[list[AuditEntry], bool]:
+    """A page of the workspace's audit log, newest first; for its owner and admins only."""
+    require_manager(membership)
+    entries = AuditEntry.objects.filter(workspace_id=membership.workspace_id)
+    if query.get("action"):
+        entries = entries.filter(action=query["action"])
+    if query.get("before"):
+        anchor = entries.filter(id=query["before"]).values("created_at", "id").first()
+        if anchor is None:
+            raise NotFound("No such audit entry.", code="audit_entry_not_found")
+        entries = entries.filter(
+            Q(created_at__lt=anchor["created_at"])
+            | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
+        )
+    limit = query["limit"]
+    page = list(entries.order_by("-created_at", "-id")[: limit + 1])
+    return page[:limit], len(page) > limit
+
+
+class AuditListView(APIView):
+    """GET: the workspace's audit log, newest first (``before``: an entry's id, for the page
+    after it; ``action``: only that action). Owners and admins only."""
+
+    queries = {"get": AuditQuery}
+
+    def get(self, request, workspace_id):
+        membership = access_membership(request.user, workspace_id)
+        query = validated(AuditQuery, request.query_params.dict())
+        page, has_more = audit_page(membership, query)
+        return Response({"results": [_audit_out(e) for e in page], "has_more": has_more})
+
+
 urlpatterns = [
     path("auth/token/", TokenView.as_view()),
     path("auth/tokens/", TokenListView.as_view()),
@@ -334,6 +401,7 @@ urlpatterns = [
     path("workspaces/<uuid:workspace_id>/members/<uuid:user_id>/", MemberDetailView.as_view()),
     path("workspaces/<uuid:workspace_id>/invitations/", InvitationListView.as_view()),
     path("workspaces/<uuid:workspace_id>/credentials/", CredentialListView.as_view()),
+    path("workspaces/<uuid:workspace_id>/audit/", AuditListView.as_view()),
     path(
         "workspaces/<uuid:workspace_id>/credentials/<uuid:credential_id>/",
         CredentialDetailView.as_view(),

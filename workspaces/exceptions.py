@@ -1,4 +1,4 @@
-from agntchat.core.exceptions import AppError, NotFound, PermissionDenied
+from agntchat.core.exceptions import AppError, NotFound, PermissionDenied, wait_words
 
 
 class WorkspaceNotFound(NotFound):
@@ -50,12 +50,9 @@ class LoginThrottled(AppError):
     status = 429
 
     def __init__(self, retry_after: int):
-        if retry_after < 60:
-            wait = f"{retry_after} second{'s' if retry_after != 1 else ''}"
-        else:
-            minutes = -(-retry_after // 60)
-            wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
-        super().__init__(f"Too many failed sign-in attempts. Try again in {wait}.")
+        super().__init__(
+            f"Too many failed sign-in attempts. Try again in {wait_words(retry_after)}."
+        )
         self.retry_after = retry_after
 
 

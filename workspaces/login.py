@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.auth import authenticate
 
 from agntchat.core import throttle
+from agntchat.core.exceptions import RateLimited
 from workspaces.exceptions import LoginThrottled
 
 
@@ -24,7 +25,7 @@ def authenticate_person(request, username: str, password: str):
     by_username = (_rule("username", settings.LOGIN_FAILURES_PER_USERNAME), username.casefold())
     by_address = (
         _rule("address", settings.LOGIN_FAILURES_PER_ADDRESS),
-        request.META.get("REMOTE_ADDR") or "unknown",
+        client_address(request),
     )
     wait = throttle.locked_for([by_username, by_address])
     if wait:
@@ -37,3 +38,27 @@ def authenticate_person(request, username: str, password: str):
         # address's failures on everyone else's.
         throttle.forget(*by_username)
     return user
+
+
+def client_address(request) -> str:
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def count_token_issued(request, user) -> None:
+    """Once the password is right: a person and a client address get so many API tokens a
+    minute (TOKENS_PER_MINUTE…); RateLimited beyond, and no token is issued. (Failures are
+    the failure throttle's.)"""
+    checks = (
+        (
+            throttle.Rate("tokens:person", settings.TOKENS_PER_MINUTE, burst=settings.TOKENS_BURST),
+            str(user.pk),
+        ),
+        (
+            throttle.Rate("tokens:address", settings.TOKENS_PER_MINUTE_PER_ADDRESS),
+            client_address(request),
+        ),
+    )
+    for rate, key in checks:
+        wait = throttle.hit(rate, key)
+        if wait:
+            raise RateLimited(wait, "token requests")

@@ -146,3 +146,28 @@ def ensure_personal_workspace(user: User) -> Workspace:
             )
             Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
         return workspace
+
+
+class AuditEntry(BaseModel):
+    """One security-relevant action (keys, tokens, roles, members, invitations, credentials,
+    connections, approvals, publishing, hosts): who did what to which target, in which workspace,
+    from which client address. Written by the actions themselves (workspaces.audit.record_audit),
+    in their own transaction; read by the workspace's owner and admins. A person's own tokens
+    and agent keys are recorded in their personal workspace."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="audit_entries")
+    action = models.CharField(max_length=64)
+    actor_user = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # An agent acting (its row lives above this app): its id and name as they were.
+    actor_agent_id = models.UUIDField(null=True, blank=True)
+    actor_label = models.CharField(max_length=160, blank=True)
+    target_type = models.CharField(max_length=40, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_label = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "-created_at"], name="audit_by_workspace")]

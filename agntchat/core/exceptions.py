@@ -44,3 +44,23 @@ class PermissionDenied(AppError):
 class Conflict(AppError):
     code = "conflict"
     status = 409
+
+
+def wait_words(seconds: int) -> str:
+    """A wait as a person reads it: "1 second", "40 seconds", "2 minutes"."""
+    if seconds < 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = -(-seconds // 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+class RateLimited(AppError):
+    """Too many requests of one kind from one actor within a while (core.throttle.hit)."""
+
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, retry_after: int, what: str = "requests"):
+        retry_after = max(1, int(retry_after))
+        super().__init__(f"Too many {what}: try again in {wait_words(retry_after)}.")
+        self.retry_after = retry_after

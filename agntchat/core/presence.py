@@ -33,6 +33,33 @@ def beat(agent_id, connection_id: str, ttl: int | None = None) -> None:
     pipe.execute()
 
 
+# Join only under the cap, atomically (two nodes racing for the last place admit one).
+# KEYS: the agent's connections. ARGV: now, expiry of this connection, ttl, cap (0: none), id.
+JOIN = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local cap = tonumber(ARGV[4])
+if cap > 0 and redis.call('ZCARD', KEYS[1]) >= cap then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[5])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+
+@cache
+def _join_script():
+    return client().register_script(JOIN)
+
+
+def join(agent_id, connection_id: str, cap: int, ttl: int | None = None) -> bool:
+    """Register a new connection of an agent unless it already has CAP live ones (0: no cap);
+    whether it was registered. One round trip, as a beat."""
+    ttl = ttl or settings.PRESENCE_TTL_SECONDS
+    now = time.time()
+    return bool(
+        _join_script()(keys=[_key(agent_id)], args=[now, now + ttl, ttl, cap, connection_id])
+    )
+
+
 def leave(agent_id, connection_id: str) -> None:
     client().zrem(_key(agent_id), connection_id)
 

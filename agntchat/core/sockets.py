@@ -3,15 +3,18 @@
 import functools
 import json
 import logging
+import math
 
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from djangorestframework_camel_case.util import camel_to_underscore
 
 from agntchat.core.api import _flatten as error_fields
 from agntchat.core.events import json_bytes, wire
-from agntchat.core.exceptions import AppError
+from agntchat.core.exceptions import AppError, wait_words
+from agntchat.core.throttle import Bucket
 from agntchat.core.validation import check_json_text, json_value_problem
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,11 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     # frame's fields as that serializer validated them (snake_case), never the raw frame.
     handlers: dict = {}
     hung_up = False
+    # Frames per minute and burst this socket may send: the names of the settings. Frames of a
+    # QUIET type beyond them are dropped without a word (typing); others get a rate_limited error.
+    frame_rate: tuple[str, str] | None = None
+    quiet_when_limited: frozenset = frozenset()
+    frames: Bucket | None = None
 
     @classmethod
     async def encode_json(cls, content) -> str:
@@ -95,7 +103,36 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         await self.release()
 
+    def frame_wait(self) -> float:
+        """Count one frame received: 0 if it is within the socket's rate, else the seconds
+        until one would be. In memory: a socket lives in one process."""
+        if self.frame_rate is None:
+            return 0
+        if self.frames is None:
+            per, burst = (getattr(settings, name) for name in self.frame_rate)
+            self.frames = Bucket(per, burst=burst)
+        return self.frames.hit()
+
+    async def refuse_frame(self, text_data: str, wait: float) -> None:
+        """Over the frame rate: nothing said to a quiet frame, an error frame to any other."""
+        try:
+            frame = json.loads(text_data) if len(text_data) <= 1024 else None
+        except ValueError:
+            frame = None
+        if isinstance(frame, dict) and frame.get("type") in self.quiet_when_limited:
+            return
+        seconds = max(1, math.ceil(wait))
+        await self.send_error(
+            "rate_limited",
+            f"Too many frames: try again in {wait_words(seconds)}.",
+            frame if isinstance(frame, dict) else None,
+        )
+
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        wait = self.frame_wait()
+        if wait:
+            await self.refuse_frame(text_data or "", wait)
+            return
         try:
             # Size and depth on the text, before the parser (it recurses once per level).
             check_json_text(text_data or "", max_bytes=MAX_FRAME_BYTES)

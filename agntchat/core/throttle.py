@@ -4,10 +4,14 @@ A key (a username, a client address) that fails LIMIT times within WINDOW second
 each lock within a day lasts twice the one before, up to a cap. Three Redis keys per key: the
 failure count (expires with the window), the number of locks so far (a day) and the lock itself
 (expires when the lock ends).
+
+Beside it, rate limits (Rate, hit) for what succeeds too: posts, token and session exchanges,
+socket frames (Bucket, per connection).
 """
 
 import hashlib
 import math
+import time
 from dataclasses import dataclass
 from functools import cache
 
@@ -75,3 +79,81 @@ def record_failure(checks: list[tuple[Rule, str]]) -> int:
 def forget(rule: Rule, key: str) -> None:
     """Clear the failures, locks and lock history of KEY under RULE."""
     client().delete(*_keys(rule, key))
+
+
+# Rate limits: how often a key (a person, an agent, a client address) may do something, as a
+# generic cell rate algorithm in one Redis key per (rate, key): the "theoretical arrival time" of
+# the next request. PER requests per WINDOW seconds on average, BURST of them at once. One EVALSHA
+# per hit; Redis's clock, so every node counts alike.
+# KEYS: tat. ARGV: interval (ms between requests on average), burst.
+# Returns 0 when the hit is allowed (and counted), else the milliseconds until one would be.
+RATE_HIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
+if tat < now then tat = now end
+local new_tat = tat + interval
+local wait = new_tat - now - tonumber(ARGV[2]) * interval
+if wait > 0 then return wait end
+redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now + 1000)
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Rate:
+    name: str
+    per: int  # requests per WINDOW on average; 0 or less: unlimited
+    window: int = 60  # seconds
+    burst: int = 0  # requests allowed at once (at least 1); 0: PER
+
+    @property
+    def interval_ms(self) -> int:
+        return max(1, round(self.window * 1000 / self.per))
+
+    @property
+    def burst_size(self) -> int:
+        return max(1, self.burst or self.per)
+
+
+def _rate_key(rate: Rate, key: str) -> str:
+    digest = hashlib.sha256(str(key).encode()).hexdigest()[:32]
+    return f"{settings.REDIS_PREFIX}:rate:{rate.name}:{digest}"
+
+
+@cache
+def _rate_script():
+    return client().register_script(RATE_HIT)
+
+
+def hit(rate: Rate, key) -> int:
+    """Count one request of KEY under RATE: 0 if it is allowed, else the seconds (at least 1)
+    until one would be, and it is not counted. One Redis round trip; none for an unlimited rate."""
+    if rate.per <= 0:
+        return 0
+    wait_ms = _rate_script()(keys=[_rate_key(rate, key)], args=[rate.interval_ms, rate.burst_size])
+    return math.ceil(int(wait_ms) / 1000) if wait_ms else 0
+
+
+class Bucket:
+    """The same rule for what one process alone sees (the frames of one socket, which lives on
+    one node): PER per WINDOW seconds on average, BURST at once, counted in memory."""
+
+    def __init__(self, per: int, window: float = 60, burst: int = 0):
+        self.per = per
+        self.interval = window / per if per > 0 else 0
+        self.tolerance = max(1, burst or per) * self.interval
+        self.tat = 0.0
+
+    def hit(self, now: float | None = None) -> float:
+        """0 if allowed (and counted), else the seconds until one would be."""
+        if self.per <= 0:
+            return 0
+        now = time.monotonic() if now is None else now
+        new_tat = max(self.tat, now) + self.interval
+        wait = new_tat - now - self.tolerance
+        if wait > 0:
+            return wait
+        self.tat = new_tat
+        return 0

@@ -26,7 +26,7 @@ from workspaces.access import (
     workspaces_visible_to,
 )
 from workspaces.forms import SignupForm, WorkspaceForm
-from workspaces.models import Invitation, Role
+from workspaces.models import AuditEntry, Invitation, Role
 
 
 def _next_url(request, default="home"):
@@ -129,6 +129,11 @@ def members(request, membership):
         **(_tool_settings(membership) if membership.is_manager else {}),
         **(_hosts(membership) if membership.is_manager else {}),
         telegram_bot=telegram.bot_of(workspace.id) if membership.is_manager else None,
+        audit_entries=(
+            AuditEntry.objects.filter(workspace=workspace).order_by("-created_at")[:20]
+            if membership.is_manager
+            else []
+        ),
     )
     return render(request, "workspaces/members.html", context)
 

@@ -22,6 +22,30 @@ def browser(story):
     server = Daphne()
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        violations = watch_for_csp_violations(chromium)
         yield chromium, server
         chromium.close()
     server.stop()
+    # The pages work under their Content-Security-Policy: nothing they do is refused by it.
+    assert not violations, "\n".join(violations)
+
+
+def watch_for_csp_violations(chromium) -> list[str]:
+    """Every context of CHROMIUM reports what its pages' console says of the CSP, here."""
+    violations = []
+    new_context = chromium.new_context
+
+    def watched(*args, **kwargs):
+        context = new_context(*args, **kwargs)
+        context.on(
+            "console",
+            lambda message: (
+                violations.append(f"{message.location.get('url')}: {message.text}")
+                if "Content Security Policy" in message.text
+                else None
+            ),
+        )
+        return context
+
+    chromium.new_context = watched
+    return violations

@@ -72,7 +72,7 @@ def test_the_owner_sees_her_loops_with_their_guardrails_and_can_act(
     assert f'href="/w/{team_a.id}/agents/{nova.id}/loops/{green.id}/"' in row
     assert "loop-status--running" in row and "Running" in row
     assert "1 of 10" in row
-    assert "400 of 1000" in row and 'style="width: 40%"' in row  # the token meter
+    assert "400 of 1000" in row and 'data-width="40"' in row  # the token meter
     deadline = set_up["deadline"].astimezone(NEW_YORK)
     assert f'datetime="{deadline.isoformat()}"' in row
     assert deadline.strftime("%a %-d %b, %H:%M") in row

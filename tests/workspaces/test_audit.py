@@ -1,0 +1,130 @@
+"""The audit log: each security-relevant action writes one row in its own transaction (none when
+it fails), read by the workspace's owner and admins only, newest first."""
+
+import pytest
+from django.db import transaction
+
+from agents import actions as agent_actions
+from tests.conftest import client_for
+from workspaces import actions
+from workspaces.exceptions import OwnerRule
+from workspaces.models import AuditEntry, Role
+
+pytestmark = pytest.mark.django_db
+
+
+def rows(**filters):
+    entries = AuditEntry.objects.filter(**filters).order_by("created_at")
+    return list(entries.values_list("action", flat=True))
+
+
+def test_each_action_writes_one_row(alice, bob, team_a, nova):
+    owner = team_a.memberships.get(user=alice)
+    bobs = team_a.memberships.get(user=bob)
+    AuditEntry.objects.all().delete()  # the fixtures' own tokens and keys
+    actions.create_invitation(owner, Role.MEMBER, "dana@example.com")
+    actions.change_role(owner, bobs, Role.ADMIN)
+    credential = actions.create_credential(owner, "model", "sk-secret")
+    grant, _ = agent_actions.grant_credential(owner, credential, nova)
+    agent_actions.revoke_credential_grant(owner, grant)
+    actions.delete_credential(owner, credential)
+    actions.remove_member(owner, bobs)
+    assert rows(workspace=team_a) == [
+        "invitation.created",
+        "member.role_changed",
+        "credential.created",
+        "credential.granted",
+        "credential.grant_revoked",
+        "credential.deleted",
+        "member.removed",
+    ]
+    role = AuditEntry.objects.get(action="member.role_changed")
+    assert role.actor_user == alice and role.target_label == bob.label
+    assert role.details == {"old": "member", "new": "admin"}
+    assert "sk-secret" not in str(list(AuditEntry.objects.values()))
+
+
+def test_keys_and_tokens_are_recorded_in_the_persons_own_workspace(alice, nova):
+    personal = alice.owned_workspaces.get(kind="personal")
+    AuditEntry.objects.all().delete()
+    key, _ = agent_actions.create_agent_key(nova, "laptop")
+    agent_actions.revoke_agent_key(key)
+    token, _ = actions.issue_api_token(alice, "ci")
+    actions.revoke_api_token(token)
+    assert rows(workspace=personal) == [
+        "agent_key.created",
+        "agent_key.revoked",
+        "api_token.issued",
+        "api_token.revoked",
+    ]
+
+
+def test_a_refused_action_writes_nothing(alice, team_a):
+    owner = team_a.memberships.get(user=alice)
+    before = AuditEntry.objects.count()
+    with pytest.raises(OwnerRule):
+        actions.change_role(owner, owner, Role.MEMBER)
+    assert AuditEntry.objects.count() == before
+
+
+def test_a_rolled_back_action_leaves_no_row(alice, team_a):
+    owner = team_a.memberships.get(user=alice)
+    before = AuditEntry.objects.count()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        actions.create_credential(owner, "model", "sk-1")
+        raise RuntimeError("the surrounding work failed")
+    assert AuditEntry.objects.count() == before
+
+
+def test_owners_read_the_log_newest_first_by_page_and_by_action(alice, team_a):
+    owner = team_a.memberships.get(user=alice)
+    for n in range(3):
+        actions.create_credential(owner, f"c{n}", "v")
+    actions.create_invitation(owner)
+    api = client_for(alice)
+    first = api.get(f"/api/v1/workspaces/{team_a.id}/audit/?limit=2")
+    assert first.status_code == 200
+    body = first.json()
+    assert [e["action"] for e in body["results"]] == ["invitation.created", "credential.created"]
+    assert body["hasMore"] is True
+    assert body["results"][1]["target"]["label"] == "c2"
+    assert body["results"][1]["actor"]["userId"] == str(alice.id)
+    rest = api.get(
+        f"/api/v1/workspaces/{team_a.id}/audit/?limit=2&before={body['results'][1]['id']}"
+    ).json()
+    assert [e["target"]["label"] for e in rest["results"]] == ["c1", "c0"]
+    only = api.get(f"/api/v1/workspaces/{team_a.id}/audit/?action=invitation.created").json()
+    assert only["results"] and {e["action"] for e in only["results"]} == {"invitation.created"}
+
+
+def test_the_client_address_is_recorded_from_the_request(alice, team_a):
+    api = client_for(alice)
+    answer = api.post(
+        f"/api/v1/workspaces/{team_a.id}/credentials/",
+        {"name": "model", "value": "sk-x"},
+        format="json",
+        REMOTE_ADDR="10.1.2.3",
+    )
+    assert answer.status_code == 201
+    assert AuditEntry.objects.get(action="credential.created").address == "10.1.2.3"
+
+
+def test_a_member_is_refused_and_another_workspace_is_not_found(alice, bob, charlie, team_a):
+    actions.create_invitation(team_a.memberships.get(user=alice))
+    member = client_for(bob).get(f"/api/v1/workspaces/{team_a.id}/audit/")
+    assert member.status_code == 403 and "results" not in member.json()
+    outsider = client_for(charlie).get(f"/api/v1/workspaces/{team_a.id}/audit/")
+    assert outsider.status_code == 404
+
+
+def test_the_settings_page_shows_the_log_to_owners_only(alice, bob, team_a):
+    from django.test import Client
+
+    actions.create_credential(team_a.memberships.get(user=alice), "model-key", "v")
+    url = f"/w/{team_a.id}/members/"
+    owner, member = Client(), Client()
+    owner.force_login(alice)
+    member.force_login(bob)
+    page = owner.get(url).content.decode()
+    assert "Audit log" in page and "credential.created" in page and "model-key" in page
+    assert "Audit log" not in member.get(url).content.decode()
