@@ -89,21 +89,35 @@ def queue_depths(now=None) -> dict:
 class DeploymentCollector:
     """Figures read from PostgreSQL and Redis at scrape time."""
 
-    def collect(self):
-        depth = GaugeMetricFamily(
+    def describe(self):
+        # What registering asks for: without it, the registry would collect (query PostgreSQL
+        # and Redis) at import time, before a test database or a server is even there.
+        yield self.depth_family()
+        yield self.online_family()
+
+    @staticmethod
+    def depth_family():
+        return GaugeMetricFamily(
             "agntchat_queue_depth",
             "Open items of agent work by kind and state (queued: ready to claim; in_flight: "
             "claimed under a live lease; waiting: not claimable yet).",
             labels=["kind", "state"],
         )
+
+    @staticmethod
+    def online_family():
+        return GaugeMetricFamily(
+            "agntchat_agents_online", "Agents with at least one live bridge connection."
+        )
+
+    def collect(self):
+        depth = self.depth_family()
         for kind, (queued, in_flight, waiting) in queue_depths().items():
             depth.add_metric([kind, "queued"], queued)
             depth.add_metric([kind, "in_flight"], in_flight)
             depth.add_metric([kind, "waiting"], waiting)
         yield depth
-        online = GaugeMetricFamily(
-            "agntchat_agents_online", "Agents with at least one live bridge connection."
-        )
+        online = self.online_family()
         online.add_metric([], presence.online_count())
         yield online
 
