@@ -75,6 +75,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agntchat.core.metrics.ServerErrorMetrics",  # first: it sees every response
     "django.middleware.security.SecurityMiddleware",
     "agntchat.core.headers.security_headers",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -327,6 +328,15 @@ CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
 
+# GET /metrics (docs/operations.md): answered to a request with "Authorization: Bearer
+# <METRICS_TOKEN>", or from one of METRICS_ALLOWED_ADDRESSES (addresses or networks, e.g.
+# 10.0.0.0/8); to anyone else it does not exist (404). By default only loopback in DEBUG.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_ADDRESSES = env_list("METRICS_ALLOWED_ADDRESSES", "127.0.0.1,::1" if DEBUG else "")
+# The staff health page (/staff/health/): a schedule this many seconds past its run, or a job
+# queued this long, means the worker is not keeping up (or not running).
+HEALTH_WORKER_GRACE_SECONDS = env_int("HEALTH_WORKER_GRACE_SECONDS", 120)
+
 # The web_fetch tool refuses private, loopback, link-local, multicast and reserved addresses,
 # so an agent cannot reach the server's own network; an operator may allow them (a local
 # deployment fetching its intranet, tests against a local server).
@@ -381,10 +391,24 @@ if HTTPS:
     SECURE_HSTS_PRELOAD = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
 
+# Logs (docs/operations.md): JSON lines in production, text for a person in development;
+# LOG_FORMAT (json or text) decides otherwise. Every record carries its fields and the trace id.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text" if DEBUG else "json").strip().lower()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "json": {"()": "agntchat.core.logs.JsonFormatter"},
+        "text": {"()": "agntchat.core.logs.TextFormatter"},
+    },
+    "filters": {"trace": {"()": "agntchat.core.logs.TraceFilter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "text" if LOG_FORMAT == "text" else "json",
+            "filters": ["trace"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.channels.server": {"level": "WARNING"},

@@ -6,6 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agntchat.core.api import error_response
 from agntchat.core.health import healthz
+from agntchat.core.metrics import metrics_view
+from agntchat.ui.health import health_page
 from integrations.telegram_api import webhook_urlpatterns
 
 api = [
@@ -28,6 +30,8 @@ api = [
 
 urlpatterns = [
     path("healthz", healthz),
+    path("metrics", metrics_view),  # Prometheus; token or allowed addresses only
+    path("staff/health/", health_page, name="staff-health"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api)),
     path("", include("conversations.files")),  # signed download links (INT-4)

@@ -1,5 +1,6 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
+import logging
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -14,6 +15,7 @@ from agntchat.core import throttle
 from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_live
 from agntchat.core.exceptions import RateLimited
+from agntchat.core.logs import TRACE
 from conversations import deliveries, files, live, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
@@ -23,6 +25,8 @@ from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
+
+log = logging.getLogger(__name__)
 
 MAX_BODY = 20_000
 MAX_ATTACHMENTS = 10
@@ -286,6 +290,8 @@ def post_message(
     body = _validate_post(conversation, body, payload or attachments, reply_to, client_ref)
     earlier = posted_under_ref(actor, conversation, client_ref) if client_ref else None
     if earlier is not None:
+        if log.isEnabledFor(logging.INFO):
+            _log_post("message already posted under this ref", earlier, actor, [])
         return earlier
     if conversation.archived_at is not None:
         raise ConversationArchived()
@@ -299,7 +305,29 @@ def post_message(
         message, released = _persist_post(plan, wake)
         if message.held_at is None:
             _announce_post(message, released)
+    if log.isEnabledFor(logging.INFO):
+        _log_post(
+            "message held" if message.held_at else "message posted",
+            message,
+            actor,
+            getattr(message, "queued_for", ()),
+        )
     return message
+
+
+def _log_post(text: str, message: Message, actor, queued_for) -> None:
+    """The post's record, traced by the message's id, or (a reply posted while a bridge's work
+    item is handled) by the message it answers (core.logs)."""
+    log.info(
+        text,
+        extra={
+            "trace": TRACE.get() or str(message.id),
+            "message_id": str(message.id),
+            "conversation": str(message.conversation_id),
+            "author": f"{'agent' if isinstance(actor, Agent) else 'user'}:{getattr(actor, 'pk', '')}",
+            "queued_for": [str(agent_id) for agent_id in queued_for],
+        },
+    )
 
 
 def _validate_post(conversation, body, payload, reply_to, client_ref) -> str:
@@ -466,6 +494,7 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
     queued = deliveries.new_deliveries(
         message, wake or [], holds_turn=holds_turn, visible=plan.conversational
     )
+    message.queued_for = [delivery.agent_id for delivery in queued]  # for the post's log record
     released = turns.settle_post(
         conversation, message, rows + queued, by_person=plan.conversational and plan.by_person
     )

@@ -39,6 +39,8 @@ class TypingFrame(StrictSerializer):
 class LiveSocket(JsonSocket):
     """Subscribed to the person's own topic and to each of their workspaces' topics."""
 
+    socket_kind = "browser"
+
     handlers = {"ping": "on_ping", "typing": ("on_typing", TypingFrame)}
     frame_rate = ("BROWSER_FRAMES_PER_MINUTE", "BROWSER_FRAMES_BURST")
     quiet_when_limited = frozenset({"typing"})

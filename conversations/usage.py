@@ -1,6 +1,7 @@
 """What each turn cost (RUN-8), written when a message item is acked or a task ends."""
 
 from agents.models import Agent
+from agntchat.core import metrics
 from conversations.models import TurnUsage
 
 USAGE_FIELDS = (
@@ -23,12 +24,17 @@ def record_usage(
         value = usage.get(name, 0)
         counts[name] = value if isinstance(value, int) and 0 <= value < 2**31 else 0
     cost = usage.get("cost_usd")
+    backend = str(usage.get("backend", agent.backend))[:20]
+    if counts["latency_ms"]:
+        # The bridge names its backend: only the known ones become a label (bounded series).
+        label = backend if backend in Agent.Backend.values else "other"
+        metrics.TURN_SECONDS.labels(label).observe(counts["latency_ms"] / 1000)
     return TurnUsage.objects.create(
         agent=agent,
         workspace_id=workspace_id,
         conversation_id=conversation_id,
         task_id=task_id,
-        backend=str(usage.get("backend", agent.backend))[:20],
+        backend=backend,
         model=str(usage.get("model", agent.model))[:100],
         cost_usd=cost if isinstance(cost, (int, float)) and cost >= 0 else None,
         **counts,

@@ -9,6 +9,11 @@ class WorkConfig(AppConfig):
     name = "work"
 
     def ready(self):
+        from agntchat.core import metrics
+        from work.gateway import WORK_KINDS
+
+        # /metrics counts each kind's queue (agntchat_queue_depth).
+        metrics.QUEUES.update({kind: model for kind, (model, *_) in WORK_KINDS.items()})
         # Registers the platform tools with the registry.
         from work.tools import (  # noqa: F401
             platform,

@@ -24,6 +24,7 @@ from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import apublish_now, group_name, publish_live, wire, work_available
+from agntchat.core.logs import traced
 from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
@@ -147,6 +148,7 @@ def _configured_agent(agent_id) -> Agent:
 
 
 class AgentSocket(JsonSocket):
+    socket_kind = "agent"
     # Frame type → handler, and the serializer that validates the frame before it is used.
     handlers = {
         "ack": ("on_ack", frames.AckFrame),
@@ -192,6 +194,7 @@ class AgentSocket(JsonSocket):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = connection_id
         self.held: dict[str, str] = {}  # item id → kind
+        self.traces: dict[str, str] = {}  # item id → its trace (logs), while held
         self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1, "permission": PERMISSION_ROOM}
@@ -270,6 +273,7 @@ class AgentSocket(JsonSocket):
             self.agent.id, self.connection_id, dict(self.held)
         )
         self.held.clear()
+        self.traces.clear()
         await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
         await database_sync_to_async(_announce_presence)(self.agent)
         if released:
@@ -325,8 +329,12 @@ class AgentSocket(JsonSocket):
                 if sum(f["kind"] == kind for f in frames) >= room
             }
             self.starved = (self.starved - set(rooms)) | full
+            for item_id in acks:
+                if item_id not in not_held:
+                    self.log_done("work acked", item_id, "message")
             for frame in frames:
                 self.held[frame["id"]] = frame["kind"]
+                self.traces[frame["id"]] = str(frame["trace"])
                 await self.send_json(frame)
         for item_id in not_held:
             # Its lease ran out and another connection has it now; the slot here is free.
@@ -409,10 +417,12 @@ class AgentSocket(JsonSocket):
         except NotHeld:
             # Its lease ran out and another connection has it now: free the slot here.
             self.held.pop(item_id, None)
+            self.traces.pop(item_id, None)
             await self.fill()
             raise
         self.held.pop(item_id, None)
         self.remember_done(item_id, "message")
+        self.log_done("work acked", item_id, "message", usage=data["usage"], done=data["done"])
         if self.wants_refill():
             await self.fill("message")
 
@@ -420,11 +430,35 @@ class AgentSocket(JsonSocket):
         """The bridge has a decision: the request leaves the queue and its slot is free."""
         try:
             await in_pool(gateway.ack_permission)(item_id, self.connection_id)
+        except NotHeld:
+            self.traces.pop(item_id, None)
+            raise
         finally:
             self.held.pop(item_id, None)
         self.remember_done(item_id, "permission")
+        self.log_done("work acked", item_id, "permission")
         if "permission" in self.starved:
             await self.fill("permission")
+
+    def log_done(self, text: str, item_id: str, kind: str, usage=None, **fields) -> None:
+        """The end of an item's path here, traced as its claim was; forgets its trace."""
+        trace = self.traces.pop(item_id, None)
+        if not log.isEnabledFor(logging.INFO):
+            return
+        if isinstance(usage, dict):
+            fields["backend"] = str(usage.get("backend", ""))[:20]
+            fields["latency_ms"] = usage.get("latency_ms")
+        log.info(
+            text,
+            extra={
+                "trace": trace or item_id,
+                "kind": kind,
+                "item": item_id,
+                "agent": str(self.agent.id),
+                "connection": self.connection_id,
+                **fields,
+            },
+        )
 
     def remember_done(self, item_id: str, kind: str) -> None:
         self.recently_acked[item_id] = kind
@@ -459,12 +493,14 @@ class AgentSocket(JsonSocket):
             )
         except NotHeld:
             self.held.pop(item_id, None)
+            self.traces.pop(item_id, None)
             await self.fill()
             raise
         if data["usage"] is not None:
             await _record_task_usage(self.agent, item_id, data["usage"])
         self.held.pop(item_id, None)
         self.remember_done(item_id, "task")
+        self.log_done("task result", item_id, "task", usage=data["usage"], status=data["status"])
         await self.send_json({"type": "result.accepted", "id": item_id})
         await self.fill("task")
 
@@ -552,6 +588,7 @@ class AgentSocket(JsonSocket):
             )
         except NotHeld:
             self.held.pop(item_id, None)
+            self.traces.pop(item_id, None)
             raise
         await self.send_json(wire({"type": "extended", "id": item_id, "lease_expires_at": expires}))
 
@@ -591,7 +628,9 @@ class AgentSocket(JsonSocket):
         await self.fill()
 
     async def on_post(self, data):
-        message = await _post(self.agent, data)
+        # A reply carries the trace of the message it answers: its records join that path.
+        with traced(data["reply_to"]):
+            message = await _post(self.agent, data)
         reply = {"type": "posted", "message_id": message.id}
         if data["ref"]:
             reply["ref"] = data["ref"]

@@ -4,6 +4,7 @@ Every kind is claimed by the same ``core.claims`` functions; a kind only says wh
 it and how to describe one item to the bridge (with the turn's directives, RUN-3).
 """
 
+import logging
 from contextlib import nullcontext
 
 from django.conf import settings
@@ -11,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from agntchat.core import claims
+from agntchat.core import claims, metrics
 from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
 from conversations import tasks, turns
@@ -140,6 +141,17 @@ WORK_KINDS = {
     "permission": (PermissionRequest, permission_read, permission_work),
 }
 
+log = logging.getLogger(__name__)
+
+
+def trace_of(kind: str, item):
+    """The id an item is followed by in logs (and its work frame's ``trace``): a message
+    delivery's message, otherwise the item itself (a task, a permission request). With when it
+    was queued. Both read columns the claim's read has (a Delivery's own created_at is not)."""
+    if kind == "message":
+        return item.message_id, item.message.created_at
+    return item.id, item.created_at
+
 
 def claim_work(
     agent: Agent, connection_id: str, rooms: dict, lease_seconds: int | None = None
@@ -152,6 +164,7 @@ def claim_work(
         if room <= 0:
             continue
         compiled = read()
+        elapsed = metrics.stopwatch()
         rows = claims.claim(
             model,
             agent.id,
@@ -164,10 +177,37 @@ def claim_work(
         if rows:
             items = compiled.objects(rows)
             payloads = build(agent, items)
-            frames += [
-                wire({"type": "work", "kind": kind, "id": item.id, "payload": payloads[item.id]})
-                for item in items
-            ]
+            metrics.CLAIM_SECONDS.labels(kind).observe(elapsed())
+            now = timezone.now()
+            wait = metrics.CLAIM_WAIT_SECONDS.labels(kind)
+            logging_claims = log.isEnabledFor(logging.INFO)
+            for item in items:
+                trace, queued_at = trace_of(kind, item)
+                wait.observe(max(0.0, (now - queued_at).total_seconds()))
+                frames.append(
+                    wire(
+                        {
+                            "type": "work",
+                            "kind": kind,
+                            "id": item.id,
+                            "trace": trace,
+                            "payload": payloads[item.id],
+                        }
+                    )
+                )
+                if not logging_claims:
+                    continue
+                log.info(
+                    "work claimed",
+                    extra={
+                        "trace": str(trace),
+                        "kind": kind,
+                        "item": str(item.id),
+                        "agent": str(agent.id),
+                        "connection": connection_id,
+                        "attempt": item.attempts,
+                    },
+                )
     return frames
 
 

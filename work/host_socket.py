@@ -44,6 +44,7 @@ def _served_agents(host, person) -> list[Agent]:
 
 
 class HostSocket(JsonSocket):
+    socket_kind = "host"
     handlers = {"heartbeat": ("on_heartbeat", frames.EmptyFrame)}
 
     async def connect(self):

@@ -6,6 +6,7 @@ node leaves nothing behind for long. PostgreSQL stays the durable truth; this is
 """
 
 import time
+import uuid
 from functools import cache
 
 import redis
@@ -21,6 +22,11 @@ def _key(agent_id) -> str:
     return f"{settings.REDIS_PREFIX}:presence:agent:{agent_id}"
 
 
+def _seen_key() -> str:
+    # One hash for every agent: agent id → when it last beat or left (epoch seconds).
+    return f"{settings.REDIS_PREFIX}:presence:seen"
+
+
 def beat(agent_id, connection_id: str, ttl: int | None = None) -> None:
     """Register or refresh one connection of an agent."""
     ttl = ttl or settings.PRESENCE_TTL_SECONDS
@@ -30,6 +36,9 @@ def beat(agent_id, connection_id: str, ttl: int | None = None) -> None:
     pipe.zadd(key, {connection_id: now + ttl})
     pipe.zremrangebyscore(key, "-inf", now)
     pipe.expire(key, ttl)
+    pipe.hset(
+        _seen_key(), str(agent_id), now
+    )  # same round trip: the staff health page's "last seen"
     pipe.execute()
 
 
@@ -61,7 +70,39 @@ def join(agent_id, connection_id: str, cap: int, ttl: int | None = None) -> bool
 
 
 def leave(agent_id, connection_id: str) -> None:
-    client().zrem(_key(agent_id), connection_id)
+    pipe = client().pipeline()
+    pipe.zrem(_key(agent_id), connection_id)
+    pipe.hset(_seen_key(), str(agent_id), time.time())
+    pipe.execute()
+
+
+def last_seen(agent_ids) -> dict:
+    """{agent_id: epoch seconds or None}: when each agent's bridge last beat or left."""
+    agent_ids = list(agent_ids)
+    if not agent_ids:
+        return {}
+    values = client().hmget(_seen_key(), [str(agent_id) for agent_id in agent_ids])
+    return {
+        agent_id: float(value) if value is not None else None
+        for agent_id, value in zip(agent_ids, values, strict=True)
+    }
+
+
+def online_count() -> int:
+    """Agents online now, over every node (a scan of the presence keys: for /metrics, not for
+    the hot path). Hosts' supervisors share the registry under ids that are no agent's UUID."""
+    now = time.time()
+    prefix = f"{settings.REDIS_PREFIX}:presence:agent:"
+    pipe = client().pipeline()
+    count = 0
+    for key in client().scan_iter(match=f"{prefix}*", count=500):
+        try:
+            uuid.UUID(key.decode().removeprefix(prefix))
+        except ValueError:
+            continue
+        pipe.zcount(key, now, "+inf")
+        count += 1
+    return sum(1 for live in pipe.execute() if live) if count else 0
 
 
 def online(agent_ids) -> dict:

@@ -11,6 +11,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from djangorestframework_camel_case.util import camel_to_underscore
 
+from agntchat.core import metrics
 from agntchat.core.api import _flatten as error_fields
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError, wait_words
@@ -57,10 +58,27 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     frame_rate: tuple[str, str] | None = None
     quiet_when_limited: frozenset = frozenset()
     frames: Bucket | None = None
+    # Its label in /metrics (agntchat_open_sockets, error frames).
+    socket_kind = "other"
+    counted_open = False
 
     @classmethod
     async def encode_json(cls, content) -> str:
         return json_bytes(content).decode()
+
+    async def accept(self, *args, **kwargs):
+        await super().accept(*args, **kwargs)
+        if not self.counted_open:
+            self.counted_open = True
+            metrics.OPEN_SOCKETS.labels(self.socket_kind).inc()
+
+    async def websocket_disconnect(self, message):
+        try:
+            await super().websocket_disconnect(message)
+        finally:
+            if self.counted_open:
+                self.counted_open = False
+                metrics.OPEN_SOCKETS.labels(self.socket_kind).dec()
 
     async def dispatch(self, message):
         """As channels dispatches, less its hop to Django's one sync thread before every
@@ -83,6 +101,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             # A bug or a failed dependency, not a bad frame: hang up as a crash would, but give
             # back what the socket holds first (a crashed consumer never hears its disconnect).
             log.exception("%s failed on %s", type(self).__name__, message["type"])
+            metrics.SOCKET_FAILURES.labels(self.socket_kind).inc()
             await self.hang_up(1011)
 
     async def hang_up(self, code: int) -> None:
@@ -165,6 +184,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     async def send_error(
         self, code: str, message: str, frame: dict | None = None, fields=None
     ) -> None:
+        metrics.ERROR_FRAMES.labels(self.socket_kind, code).inc()
         error = {"type": "error", "code": code, "message": message}
         if frame:
             for echo in ("id", "ref"):

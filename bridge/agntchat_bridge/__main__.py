@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+from . import logs
 from .runtime import Bridge, Config
 
 
@@ -91,10 +92,7 @@ QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "mcp", "uvicorn.access")
 
 
 def main(argv=None) -> None:
-    logging.basicConfig(
-        level=os.environ.get("LOG_LEVEL", "INFO"),
-        format="%(asctime)s bridge %(levelname)s %(message)s",
-    )
+    logs.configure()  # text, or JSON lines with LOG_FORMAT=json
     # The HTTP clients log every request's URL at INFO: a URL can carry a secret, and a turn
     # makes many requests. Their warnings and errors still show.
     for name in QUIET_LOGGERS:

@@ -299,6 +299,7 @@ class Bridge:
         if kind == "work" and frame["kind"] == "permission":
             await self.on_decision(frame)
         elif kind == "work":
+            self.log_item("work received", frame)
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
             self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
         elif kind == "tool.result":
@@ -320,6 +321,20 @@ class Bridge:
         elif kind == "hello":
             log.info(
                 "connected as %s (connection %s)", self.agent.get("name"), frame.get("connectionId")
+            )
+
+    def log_item(self, text: str, frame: dict, **fields) -> None:
+        """A step of a work item, with the trace the server gave it (the message's id): the
+        server logs the same id at the post, the claim and the ack."""
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                text,
+                extra={
+                    "trace": frame.get("trace") or frame["id"],
+                    "kind": frame.get("kind"),
+                    "item": frame["id"],
+                    **fields,
+                },
             )
 
     def resolve(self, key, frame) -> None:
@@ -378,6 +393,7 @@ class Bridge:
         if future is not None and not future.done():
             future.set_result(decision)
         await self.send({"type": "ack", "id": frame["id"]})
+        self.log_item("decision acked", frame)
 
     async def decision(self, request_id: str) -> dict:
         """Wait for the decision on REQUEST_ID (claimed as a ``permission`` work item)."""
@@ -524,6 +540,7 @@ class Bridge:
         finally:
             extender.cancel()
         await self.send({"type": "ack", "id": frame["id"], **({"usage": usage} if usage else {})})
+        self.log_item("work acked", frame)
         self.sessions.unpark(frame["id"])
 
     async def post(
@@ -539,7 +556,8 @@ class Bridge:
             "ref": ref,
             "notice": notice,
         }
-        await self.call(message, ref)
+        posted = await self.call(message, ref)
+        self.log_item("reply posted", frame, message_id=posted.get("messageId"))
 
     async def handle_task(self, frame: dict) -> None:
         directives = frame["payload"]["directives"]
@@ -587,4 +605,5 @@ class Bridge:
         if usage:
             frame_out["usage"] = usage
         await self.call(frame_out, f"result:{frame['id']}")
+        self.log_item("task result sent", frame, status=status)
         self.sessions.unpark(frame["id"])
