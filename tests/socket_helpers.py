@@ -1,11 +1,13 @@
 """Helpers for socket tests: in-process ASGI communicators and a real daphne server."""
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 
 from channels.testing import WebsocketCommunicator
 
@@ -58,13 +60,39 @@ def database_url() -> str:
     return f"postgres://{s['USER']}@{host}{port}/{s['NAME']}"
 
 
+class LoggedProcess(subprocess.Popen):
+    """A process whose output (stdout and stderr) goes to a file, not a pipe: a pipe nobody reads
+    fills up (64 KB) and then blocks the process at its next write, so a server that logs every
+    message hangs in the middle of a test. ``output()`` reads what it wrote so far;
+    ``communicate()`` waits for it to end and returns (all of it, None), as a pipe would."""
+
+    def __init__(self, args, *, stderr_only: bool = False, **kwargs):
+        fd, self.log_path = tempfile.mkstemp(prefix="agntchat-test-", suffix=".log")
+        os.close(fd)
+        # Appending: the child's writes never land where a read of ours has moved an offset.
+        with open(self.log_path, "ab") as sink:
+            stdout = subprocess.DEVNULL if stderr_only else sink
+            super().__init__(args, stdout=stdout, stderr=sink, **kwargs)
+
+    def output(self) -> str:
+        with open(self.log_path, "rb") as log:
+            return log.read().decode(errors="replace")
+
+    def communicate(self, input=None, timeout=None):
+        self.wait(timeout)
+        output = self.output()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.log_path)
+        return output, None
+
+
 class Daphne:
     """A real daphne process serving agntchat on the test database."""
 
     def __init__(self, extra_env=None, port=None):
         self.port = port or free_port()
         env = dict(os.environ, DATABASE_URL=database_url(), DEBUG="1", **(extra_env or {}))
-        self.proc = subprocess.Popen(
+        self.proc = LoggedProcess(
             [
                 sys.executable,
                 "-m",
@@ -81,8 +109,7 @@ class Daphne:
                 "agntchat.asgi:application",
             ],
             env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr_only=True,  # its logs; daphne's own access lines go to stdout
         )
         wait_until(self.listening, timeout=30, what=f"daphne listening on {self.port}")
         self.url = f"http://127.0.0.1:{self.port}"
@@ -90,7 +117,7 @@ class Daphne:
 
     def listening(self) -> bool:
         if self.proc.poll() is not None:
-            raise RuntimeError("daphne exited: " + self.proc.stderr.read().decode()[-2000:])
+            raise RuntimeError("daphne exited: " + self.proc.output()[-2000:])
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                 return True
@@ -184,13 +211,7 @@ def start_bridge(server, agent, tmp_path, options="{}", **extra_env) -> subproce
         AGNTCHAT_BACKEND_OPTIONS=options,
         **extra_env,
     )
-    return subprocess.Popen(
-        [sys.executable, "-m", "agntchat_bridge"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    return LoggedProcess([sys.executable, "-m", "agntchat_bridge"], env=env)
 
 
 def agent_replies(conversation, agent) -> list:

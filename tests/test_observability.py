@@ -137,12 +137,12 @@ def test_a_message_is_followed_through_the_server_and_a_real_bridge(
     except AssertionError:
         bridge.terminate()
         server.stop()
-        raise AssertionError(bridge.communicate()[0] + server.proc.stderr.read().decode()) from None
+        raise AssertionError(bridge.communicate()[0] + server.proc.output()) from None
     finally:
         bridge.terminate()
         bridge_output = bridge.communicate(timeout=10)[0]
         server.stop()
-        server_output = server.proc.stderr.read().decode()
+        server_output = server.proc.output()
     trace = str(message.id)
     reply = Message.objects.get(reply_to=message)
     bridge_records = [r for r in json_lines(bridge_output) if trace in json.dumps(r)]

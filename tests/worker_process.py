@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from django_q.models import Success
 from django_q.tasks import async_task
 
-from tests.socket_helpers import database_url
+from tests.socket_helpers import LoggedProcess, database_url
 from tests.waiting import wait_until
 
 
@@ -19,11 +19,9 @@ from tests.waiting import wait_until
 def running_worker():
     """The worker as `make run` starts it; stopped after as a process manager stops it, which
     must end it cleanly (exit 0, no traceback)."""
-    worker = subprocess.Popen(
+    worker = LoggedProcess(
         [sys.executable, "manage.py", "worker"],
         env=dict(os.environ, DATABASE_URL=database_url(), Q_WORKERS="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
@@ -45,7 +43,7 @@ def running_worker():
                     os.kill(pid, signal.SIGKILL)
             worker.wait()
     assert code == 0
-    assert b"Traceback" not in worker.stderr.read()
+    assert "Traceback" not in worker.communicate()[0]
 
 
 def queue_job(function: str, **kwargs) -> str:

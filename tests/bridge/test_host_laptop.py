@@ -17,6 +17,7 @@ from agents.models import AgentKey
 from agntchat.core import presence
 from conversations.actions import create_conversation, post_message
 from conversations.models import Message
+from tests.socket_helpers import LoggedProcess
 from tests.waiting import wait_until
 from workspaces.actions import issue_api_token
 
@@ -28,12 +29,7 @@ def host_command(*args):
 
 
 def supervise(config):
-    return subprocess.Popen(
-        host_command("run", "--config", str(config)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return LoggedProcess(host_command("run", "--config", str(config)))
 
 
 def bridges_of(config_dir) -> list[int]:
@@ -98,7 +94,7 @@ def test_a_laptop_runs_all_its_owners_agents(alice, team_a, server, tmp_path):
         assert presence.is_online(vega.id)
     finally:
         supervisor.send_signal(signal.SIGTERM)
-        output = supervisor.communicate(timeout=30)[1]
+        output = supervisor.communicate(timeout=30)[0]
     assert supervisor.returncode == 0, output
     assert "Traceback" not in output, output
     # SIGTERM stops every bridge it started.

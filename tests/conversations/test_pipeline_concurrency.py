@@ -25,6 +25,17 @@ from workspaces.actions import issue_api_token
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
+# Hundreds of posts by one person within seconds, far past what the posting limit lets a person
+# send: these tests are about the pipeline, the limit has its own (tests/test_rate_limits.py).
+NO_POST_LIMIT = {"PERSON_POSTS_PER_MINUTE": "0"}
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup):
+    daphne = Daphne(extra_env=NO_POST_LIMIT)
+    yield daphne
+    daphne.stop()
+
 
 async def open_agent_socket(server, token, prefetch=1):
     ws = await websockets.connect(

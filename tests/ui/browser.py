@@ -5,7 +5,6 @@ import copy
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,7 +13,8 @@ from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from artifacts.card_library import SEED_TEMPLATES
-from tests.socket_helpers import free_port
+from tests.socket_helpers import LoggedProcess, free_port
+from tests.waiting import wait_until
 from workspaces.actions import (
     accept_invitation,
     create_invitation,
@@ -51,6 +51,13 @@ LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "pw-ui-test-83415"
 WAIT = 15_000  # ms: a live event, a bridge reply
+
+
+def wait_for_js(page, expression: str, arg=None, timeout: float = WAIT / 1000) -> None:
+    """Until EXPRESSION (JavaScript: an expression, or a function of ARG) is true in PAGE.
+    Playwright's wait_for_function evaluates its predicate with eval, which the pages'
+    Content-Security-Policy refuses (no 'unsafe-eval'); page.evaluate goes around it."""
+    wait_until(lambda: page.evaluate(expression, arg), timeout=timeout, what=expression)
 
 
 class Orm:
@@ -151,12 +158,9 @@ def run_bridge_command(command: str, workdir, options: str = "{}"):
     assert Path(args[0]).is_absolute() and Path(args[0]).name == "agntchat-bridge", command
     assert args[1] == "--url" and args[3] == "--key" and args[4].startswith("agk_"), command
     fresh = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-    return subprocess.Popen(
+    return LoggedProcess(
         [*args, "--workdir", str(workdir)],
         env=dict(fresh, PATH="/usr/bin:/bin", AGNTCHAT_BACKEND_OPTIONS=options),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
     )
 
 

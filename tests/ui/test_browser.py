@@ -35,6 +35,7 @@ from tests.ui.browser import (
     person,
     run_bridge_command,
     shot,
+    wait_for_js,
 )
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
@@ -353,9 +354,7 @@ def _tasks_and_phone(server, browser, page, team, general, nova, artifact):
     shot(phone, "phone-01-conversation")
     phone.get_by_role("button", name="Open navigation").click()
     expect(phone.locator("#sidebar").get_by_role("link", name="general")).to_be_visible()
-    phone.wait_for_function(
-        "getComputedStyle(document.querySelector('#sidebar')).transform == 'none'"
-    )
+    wait_for_js(phone, "getComputedStyle(document.querySelector('#sidebar')).transform == 'none'")
     shot(phone, "phone-02-navigation")
     phone.keyboard.press("Escape")
     expect(phone.locator("#sidebar")).not_to_be_visible()
@@ -531,7 +530,7 @@ def test_a_live_page_fetches_what_changed_before_its_socket_listened(orm, cast, 
     page.goto(f"/w/{team.id}/tasks/{task.id}/")
     status = page.locator("[data-task-status]")
     expect(status).to_contain_text("Running")
-    page.wait_for_function("document.body.dataset.live === 'offline'")  # a try has failed
+    wait_for_js(page, "document.body.dataset.live === 'offline'")  # a try has failed
     assert tries
     result = {"text": "High tide at 06:12."}
     orm(tasks.record_result, task.id, "completed", connection_id="bridge-1", result=result)

@@ -13,7 +13,17 @@ from playwright.sync_api import expect, sync_playwright
 from conversations.actions import create_conversation
 from conversations.models import Attachment
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, live, log_in, person, shot
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_CHROMIUM,
+    WAIT,
+    live,
+    log_in,
+    person,
+    shot,
+    wait_for_js,
+)
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 
 pytestmark = [
@@ -113,9 +123,7 @@ def test_a_picture_attached_shows_inline_and_a_table_as_a_chip(orm, story, brows
         image = message.locator(".msg__image img")
         expect(image).to_be_visible(timeout=WAIT)
         # Loaded through its signed link: the browser decoded the picture itself.
-        page.wait_for_function(
-            "img => img.complete && img.naturalWidth === 480", arg=image.element_handle()
-        )
+        wait_for_js(page, "img => img.complete && img.naturalWidth === 480", image.element_handle())
         chip = message.locator("a.file-chip")
         expect(chip).to_contain_text("tides.csv")
         expect(chip).to_contain_text(f"{len(table)} bytes")
