@@ -19,7 +19,7 @@ from django.utils import timezone
 from websockets.sync.client import connect
 
 from bench.multi_node import Layout, missing_programs
-from conversations.models import Message, Task
+from conversations.models import Delivery, Message, Task
 from routines.models import RoutineRun
 from tests.conftest import agent_session, make_person
 from tests.routines.test_routines_worker import many_routines
@@ -177,7 +177,7 @@ def test_killing_the_node_a_bridge_is_on_loses_nothing(layout, alice, channel, n
     _, person = issue_api_token(alice)
     # B drained for a moment (as an operator drains a node), so the bridge lands on A.
     layout.balancer_command("disable server nodes/b")
-    bridge = start_bridge(at(layout.url), nova, tmp_path, options=json.dumps({"delay_ms": 150}))
+    bridge = start_bridge(at(layout.url), nova, tmp_path, options=json.dumps({"delay_ms": 600}))
     try:
         wait_until(lambda: online_via(layout.url, person, nova), what="nova online via A")
         layout.balancer_command("enable server nodes/b")
@@ -229,6 +229,9 @@ def test_killing_the_node_a_bridge_is_on_loses_nothing(layout, alice, channel, n
             )
         )
         assert again == Counter({m.id: 1 for m in posted}), again
+        # Mid-flow indeed: turns are slower than the posts, so A held work when it died, and
+        # that work came back (a second attempt) through B.
+        assert Delivery.objects.filter(attempts__gt=1).exists()
         assert layout.serving() == {"b"}
         assert bridge.poll() is None  # the same bridge process, reconnected through the balancer
     finally:
