@@ -392,6 +392,36 @@ async def post_for(url: str, seed: dict, seconds: float, concurrency: int) -> fl
     return counted[0] / seconds
 
 
+def cpu_seconds(pids) -> float:
+    """User + system CPU time used so far by PIDS (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    idle = values[3] + values[4]
+    return (sum(values) - idle) / os.sysconf("SC_CLK_TCK"), sum(values) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(layout, names, url, seed, args) -> tuple[float, float, float]:
+    """(messages/s, CPU ms of the nodes per message, share of the machine's CPU busy)."""
+    pids = [layout.procs[name].pid for name in names]
+    cpu_before, (busy_before, all_before) = cpu_seconds(pids), machine_busy()
+    started = time.monotonic()
+    rate = asyncio.run(post_for(url, seed, args.seconds, args.concurrency))
+    elapsed = time.monotonic() - started
+    cpu = cpu_seconds(pids) - cpu_before
+    busy_after, all_after = machine_busy()
+    posted = rate * elapsed  # about: the warm-up's messages are in the CPU time too
+    return rate, 1000 * cpu / max(posted, 1), (busy_after - busy_before) / (all_after - all_before)
+
+
 def bench(args) -> None:
     seed = prepare_database(args.database)
     env = {"REDIS_PREFIX": args.database, "REDIS_URL": REDIS_URL}
@@ -399,19 +429,18 @@ def bench(args) -> None:
         layout = Layout(f"{BASE_URL}/{args.database}", Path(tmp), workers=0, env=env).start()
         try:
             figures = {}
-            for label, url in (
-                ("one node (direct)", layout.node_url("a")),
-                ("two nodes (balancer)", layout.url),
-            ):
-                runs = [
-                    asyncio.run(post_for(url, seed, args.seconds, args.concurrency))
-                    for _ in range(args.runs)
-                ]
-                figures[label] = sorted(runs)[len(runs) // 2]
+            cases = (
+                ("one node (direct)", ["a"], layout.node_url("a")),
+                ("two nodes (balancer)", ["a", "b"], layout.url),
+            )
+            for label, names, url in cases:
+                runs = [measured(layout, names, url, seed, args) for _ in range(args.runs)]
+                rate, cpu, busy = sorted(runs)[len(runs) // 2]
+                figures[label] = rate
                 print(
-                    f"{label:22} {figures[label]:8.1f} messages/s  (runs: "
-                    + ", ".join(f"{r:.1f}" for r in runs)
-                    + ")",
+                    f"{label:22} {rate:8.1f} messages/s  (runs: "
+                    + ", ".join(f"{r[0]:.1f}" for r in runs)
+                    + f")  nodes' CPU {cpu:.1f} ms/message, machine {busy:.0%} busy",
                     flush=True,
                 )
             one, two = figures.values()
