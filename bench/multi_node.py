@@ -28,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -190,12 +190,14 @@ class Layout:
 
     def start_pgbouncer(self) -> None:
         parts = urlsplit(self.database_url)
+        # The host as written: a socket directory (the embedded server's) is %-quoted, and
+        # urlsplit's hostname would lower-case it.
+        netloc = parts.netloc.rpartition("@")[2]
+        host = unquote(netloc.rpartition(":")[0] if parts.port else netloc) or "127.0.0.1"
         port = self.ports["pgbouncer"] = free_port()
         (self.dir / "userlist.txt").write_text(f'"{parts.username or "postgres"}" ""\n')
         ini = self.dir / "pgbouncer.ini"
-        ini.write_text(
-            pgbouncer_config(port, parts.hostname or "127.0.0.1", parts.port or 5432, self.dir)
-        )
+        ini.write_text(pgbouncer_config(port, host, parts.port or 5432, self.dir))
         command = [_which("pgbouncer"), str(ini)]
         if os.geteuid() == 0:  # PgBouncer refuses to run as root: it drops to another user
             command[1:1] = ["-u", "postgres" if _user_exists("postgres") else "nobody"]
