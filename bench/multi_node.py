@@ -199,8 +199,10 @@ class Layout:
         ini = self.dir / "pgbouncer.ini"
         ini.write_text(pgbouncer_config(port, host, parts.port or 5432, self.dir))
         command = [_which("pgbouncer"), str(ini)]
-        if os.geteuid() == 0:  # PgBouncer refuses to run as root: it drops to another user
-            command[1:1] = ["-u", "postgres" if _user_exists("postgres") else "nobody"]
+        if os.geteuid() == 0:  # PgBouncer refuses to run as root: it drops to another user,
+            # the one that owns the server's socket directory when it is reached by one (the
+            # embedded server's), so that it may enter it.
+            command[1:1] = ["-u", _pooler_user(host)]
             for path in (self.dir, ini, self.dir / "userlist.txt"):
                 path.chmod(0o755 if path.is_dir() else 0o644)
         self.spawn("pgbouncer", command)
@@ -313,14 +315,15 @@ class Layout:
         self.procs.clear()
 
 
-def _user_exists(name: str) -> bool:
+def _pooler_user(host: str) -> str:
     import pwd
 
+    if host.startswith("/") and (owner := os.stat(host).st_uid) != 0:
+        return pwd.getpwuid(owner).pw_name
     try:
-        pwd.getpwnam(name)
+        return pwd.getpwnam("postgres").pw_name
     except KeyError:
-        return False
-    return True
+        return "nobody"
 
 
 # --- the script ------------------------------------------------------------------------------
