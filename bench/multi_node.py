@@ -236,7 +236,6 @@ class Layout:
             name,
             [PYTHON, "manage.py", "worker"],
             env=dict(self.app_env(), Q_WORKERS=self.env.get("Q_WORKERS", "1")),
-            start_new_session=True,  # stopped as a process manager stops it: the whole group
         )
 
     def start_balancer(self) -> None:
@@ -259,9 +258,17 @@ class Layout:
     def spawn(self, name: str, command: list, **options) -> None:
         """NAME running COMMAND, its output in NAME.log (a pipe nobody reads would fill up and
         stall it)."""
+        # Each in a session of its own: Ctrl-C in a terminal (a signal to the whole foreground
+        # group) reaches this script alone, which stops them in order (stop()), workers before
+        # the pooler they finish their jobs through.
         with self.log(name).open("ab") as log:
             self.procs[name] = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, **options
+                command,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **options,
             )
 
     def balancer_command(self, command: str) -> str:
