@@ -122,9 +122,17 @@ _db.setdefault("OPTIONS", {})
 _session = [_db["OPTIONS"].get("options", ""), "-c random_page_cost=1.1"]
 if os.environ.get("DB_POOLER") == "transaction":
     # A transaction pooler (PgBouncer) hands each transaction to any server connection:
-    # server-side prepared statements would leak between clients, and our own pool is redundant.
+    # server-side prepared statements would leak between clients (PgBouncer before 1.21 does not
+    # track them), named cursors outlive the transaction that opened them (.iterator()), and our
+    # own pool is redundant. What else the pooler breaks and how it is avoided (session settings,
+    # session-level advisory locks, LISTEN): docs/operations.md, "PgBouncer".
     _db["OPTIONS"]["prepare_threshold"] = None
     _db["DISABLE_SERVER_SIDE_CURSORS"] = True
+    if sys.argv[1:2] == ["qcluster"]:
+        # Each worker keeps its client connection to the pooler (it polls every half second);
+        # the pooler lends it a server connection per transaction only.
+        _db["CONN_MAX_AGE"] = 60
+        _db["CONN_HEALTH_CHECKS"] = True
 elif sys.argv[1:2] == ["qcluster"]:
     # django-q2 forks its workers after settings load: a pool created before the fork would
     # be shared by every child (django-q2#209). Workers keep one plain connection each.
