@@ -15,6 +15,7 @@ from agntchat.core.events import wake_agent
 from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
 from work import live
 from work.models import Decision, PermissionRequest, ToolCall, ToolPermission
+from workspaces.audit import record_audit
 from workspaces.models import MANAGER_ROLES, Membership
 
 DEFAULT_EXPIRY_MINUTES = 15
@@ -95,6 +96,14 @@ def decide_permission(user, request: PermissionRequest, approve: bool, always: b
                 risk="",
                 defaults={"decision": Decision.ALLOW, "set_by": user},
             )
+        record_audit(
+            f"approval.{request.status}",
+            actor=user,
+            workspace=request.workspace_id,
+            target=request,
+            label=request.call.tool,
+            always=always or None,
+        )
         request.call.request = request
         live.announce_call(request.call)
         wake_agent(request.agent_id, "permission")

@@ -26,6 +26,7 @@ from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict, NotFound
 from work import skills
 from work.models import AgentClone, AgentListing, Skill
+from workspaces.audit import record_audit
 from workspaces.models import Workspace
 
 DESCRIPTION_MAX = 2000
@@ -113,6 +114,12 @@ def publish_agent(user, agent: Agent, *, description: str) -> tuple[AgentListing
                 "published_at": timezone.now(),
             },
         )
+        record_audit(
+            "agent.published" if created else "agent.republished",
+            actor=user,
+            target=agent,
+            label=agent.name,
+        )
     return listing, created
 
 
@@ -124,6 +131,7 @@ def unpublish_agent(agent: Agent) -> AgentListing:
             raise NotPublished()
         listing.published_at = None
         listing.save(update_fields=["published_at", "updated_at"])
+        record_audit("agent.unpublished", actor=agent.owner, target=agent, label=agent.name)
     return listing
 
 

@@ -14,6 +14,7 @@ from work import approvals
 from work.models import PermissionRequest, ToolCall, ToolPermission
 from work.tools.registry import REGISTRY, Tool, register
 from workspaces import actions as workspace_actions
+from workspaces.models import AuditEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,6 +106,12 @@ async def test_a_workspace_admin_may_decide_and_a_denial_reaches_the_model(
     assert await sync_to_async(notices)(channel) == []
     twice = await decide(api, alice, request_id, "approve")
     assert twice.status_code == 409 and twice.json()["error"]["code"] == "approval_decided"
+    # The decision is in the workspace's audit log, once (the refused second one wrote nothing).
+    entries = [
+        (e.action, e.actor_user_id, e.workspace_id, e.target_label)
+        async for e in AuditEntry.objects.filter(action__startswith="approval.")
+    ]
+    assert entries == [("approval.denied", bob.id, team_a.id, "test_outside")]
     await comm.disconnect()
 
 

@@ -14,7 +14,7 @@ from work import directory, memory, skills
 from work.models import AgentClone, AgentListing, Skill, ToolGrant
 from work.tools.registry import REGISTRY, granted_tools
 from workspaces import actions as workspace_actions
-from workspaces.models import Workspace
+from workspaces.models import AuditEntry, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -155,6 +155,16 @@ def test_republish_takes_a_fresh_snapshot_and_unpublish_hides_it(alice, bob, sco
     assert "late-skill" in [s["name"] for s in body["skills"]]
 
     assert api(alice).delete(listing_url(scout)).status_code == 204
+    # Publishing is in the audit log of the owner's own workspace (issue 27).
+    assert list(
+        AuditEntry.objects.filter(target_id=str(scout.id))
+        .order_by("created_at")
+        .values_list("action", "actor_user_id", "workspace__owner_id")
+    ) == [
+        ("agent.published", alice.id, alice.id),
+        ("agent.republished", alice.id, alice.id),
+        ("agent.unpublished", alice.id, alice.id),
+    ]
     assert api(bob).get(f"/api/v1/directory/agents/{listing_id}/").status_code == 404
     assert api(bob).get("/api/v1/directory/agents/").json()["results"] == []
     again = api(alice).delete(listing_url(scout))
