@@ -8,6 +8,10 @@ from channels.layers import get_channel_layer
 from agntchat.core.events import group_name
 
 
+class ClientGone(Exception):
+    """The client left while a front waited for it."""
+
+
 class Following:
     """``async with Following(topics) as live: event = await live.next(timeout)``.
 
@@ -42,3 +46,21 @@ class Following:
             if message.get("type") in ("live.event", "live.regroup"):
                 return message["event"]
         return None
+
+    async def next_unless_gone(self, gone: asyncio.Event, timeout: float) -> dict | None:
+        """``next``, but ClientGone as soon as GONE is set (the client left): a front stops
+        waiting for an answer nobody will read."""
+        if gone.is_set():
+            raise ClientGone()
+        following = asyncio.ensure_future(self.next(timeout))
+        leaving = asyncio.ensure_future(gone.wait())
+        try:
+            await asyncio.wait({following, leaving}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            leaving.cancel()
+            if not following.done():
+                following.cancel()
+                await asyncio.gather(following, return_exceptions=True)
+        if gone.is_set():
+            raise ClientGone()
+        return following.result()

@@ -16,7 +16,6 @@ browsers get (``fronts.live.Following``), reading the task again after subscribi
 a wait times out, so a lost event only delays the answer.
 """
 
-import asyncio
 import importlib.metadata
 import json
 import re
@@ -48,7 +47,7 @@ from artifacts.models import Artifact
 from conversations import tasks
 from conversations.models import Message, Task, TaskEvent
 from fronts.http import BadBody, Exchange
-from fronts.live import Following
+from fronts.live import ClientGone, Following
 from fronts.targets import Ambiguous, NoWorkspace, agent_named, named_agents, workspace_for
 
 PATH = "/mcp"
@@ -624,8 +623,9 @@ class Endpoint:
                 if task.is_terminal:
                     return task
                 while True:
-                    event = await self.next_event(live)
-                    if event is GONE:
+                    try:
+                        event = await live.next_unless_gone(self.x.gone, WAIT_SLICE)
+                    except ClientGone:
                         if self.modern and not task.is_terminal:
                             # The modern revision's cancellation: the client closed the stream.
                             await database_sync_to_async(cancel_task)(task.id)
@@ -638,26 +638,6 @@ class Endpoint:
                         await report(event["seq"], event.get("data") or {})
                     elif (event.get("task") or {}).get("id") == str(task.id):
                         break  # started, cancel requested, finished: read it
-
-    async def next_event(self, live: Following):
-        """The next live event, None after WAIT_SLICE without one, or GONE when the client left."""
-        following = asyncio.ensure_future(live.next(WAIT_SLICE))
-        leaving = asyncio.ensure_future(self.x.gone.wait())
-        try:
-            await asyncio.wait({following, leaving}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            leaving.cancel()
-        if following.done():
-            return following.result()
-        following.cancel()
-        try:
-            await following
-        except asyncio.CancelledError:
-            pass
-        return GONE
-
-
-GONE = object()
 
 
 def cancel_task(task_id) -> None:

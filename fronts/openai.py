@@ -20,7 +20,7 @@ from conversations.live import audience_topics
 from conversations.models import Delivery, Message, TurnUsage
 from fronts import actions
 from fronts.http import BadBody, Exchange
-from fronts.live import Following
+from fronts.live import ClientGone, Following
 from fronts.targets import Ambiguous, Named, agent_named, named_agents
 
 PREFIX = "/v1/"
@@ -328,10 +328,6 @@ def is_about(event: dict, turn: Turn) -> bool:
     )
 
 
-class ClientGone(Exception):
-    pass
-
-
 async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome:
     """Wait for the agent's reply to the post (or the end of its turn) until the deadline.
     ON_IDLE: called whenever nothing came for KEEPALIVE_SECONDS (a stream's keep-alive)."""
@@ -345,7 +341,7 @@ async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome
             if left <= 0:
                 return outcome
             wait = min(left, KEEPALIVE_SECONDS if on_idle else RECHECK_SECONDS)
-            event = await _next_event(exchange, live, wait)
+            event = await live.next_unless_gone(exchange.gone, wait)
             if event is not None and is_about(event, turn):
                 outcome = await read(turn.agent, turn.post)
                 last_read = loop.time()
@@ -357,24 +353,6 @@ async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome
                     outcome = await read(turn.agent, turn.post)
                     last_read = loop.time()
         return outcome
-
-
-async def _next_event(exchange: Exchange, live: Following, timeout: float) -> dict | None:
-    """The next live event within TIMEOUT, or None; ClientGone as soon as the client leaves."""
-    if exchange.gone.is_set():
-        raise ClientGone()
-    following = asyncio.ensure_future(live.next(timeout))
-    gone = asyncio.ensure_future(exchange.gone.wait())
-    try:
-        await asyncio.wait({following, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not following.done():
-            following.cancel()
-            await asyncio.gather(following, return_exceptions=True)
-    if exchange.gone.is_set():
-        raise ClientGone()
-    return following.result()
 
 
 def estimate_tokens(text: str) -> int:
