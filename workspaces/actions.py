@@ -91,15 +91,15 @@ def create_invitation(
     return invitation, token
 
 
-def invitation_for(token: str) -> Invitation:
+def invitation_for(token: str, *, for_update: bool = False) -> Invitation:
     """The invitation a link's TOKEN stands for, with its workspace and inviter, to show before
-    it is accepted; InvitationInvalid says why it cannot be used."""
+    it is accepted (FOR_UPDATE: locked, to accept it); InvitationInvalid says why it cannot be
+    used."""
+    invitations = Invitation.objects.select_related("workspace", "created_by")
+    if for_update:
+        invitations = invitations.select_for_update(of=("self",))
     invitation = crypto.find_by_secret(
-        lambda token_hash: (
-            Invitation.objects.select_related("workspace", "created_by")
-            .filter(token_hash=token_hash)
-            .first()
-        ),
+        lambda token_hash: invitations.filter(token_hash=token_hash).first(),
         Invitation.objects,
         "token_hash",
         token or "",
@@ -115,23 +115,7 @@ def invitation_for(token: str) -> Invitation:
 
 def accept_invitation(user: User, token: str) -> Membership:
     with transaction.atomic():
-        invitation = crypto.find_by_secret(
-            lambda token_hash: (
-                Invitation.objects.select_for_update()
-                .select_related("workspace")
-                .filter(token_hash=token_hash)
-                .first()
-            ),
-            Invitation.objects,
-            "token_hash",
-            token or "",
-        )
-        if invitation is None or invitation.revoked_at:
-            raise InvitationInvalid("This invitation link is not valid.", status=404)
-        if invitation.accepted_at:
-            raise InvitationInvalid("This invitation has already been used.")
-        if invitation.expires_at <= timezone.now():
-            raise InvitationInvalid("This invitation has expired; ask for a new link.")
+        invitation = invitation_for(token, for_update=True)
         membership = Membership.objects.filter(workspace=invitation.workspace, user=user).first()
         if membership is None:
             membership = Membership.objects.create(
