@@ -171,16 +171,18 @@ async function load() {
     cy.add(graph.nodes.map((node) => ({ group: "nodes", data: node })));
     cy.add(graph.edges.map((edge) => ({ group: "edges", data: { ...edge, strong: STRONG.has(edge.kind) } })));
   });
+  // A narrow screen gets a tighter layout: fitted to its width, the labels stay readable.
+  const narrow = cy.width() < 600;
   cy.layout({
     name: "cose",
     animate: false,
     randomize: true,
-    padding: 30,
-    nodeRepulsion: () => 9000,
-    idealEdgeLength: () => 70,
+    padding: narrow ? 10 : 30,
+    nodeRepulsion: () => (narrow ? 3000 : 9000),
+    idealEdgeLength: () => (narrow ? 40 : 70),
     nodeDimensionsIncludeLabels: true,
   }).run();
-  cy.fit(undefined, 30);
+  cy.fit(undefined, narrow ? 10 : 30);
   if (cy.zoom() > 1.6) cy.zoom({ level: 1.6, position: { x: cy.width() / 2, y: cy.height() / 2 } });
   cy.center();
   const again = selected && cy.getElementById(selected);
