@@ -233,7 +233,7 @@ for (const name of ["agent", "since"]) {
 }
 filters.addEventListener("change", (event) => {
   if (event.target.matches("[data-map-workspace]")) {
-    location.assign(event.target.value);
+    location.assign(`${event.target.value}?since=${filters.elements.since.value}`);
     return;
   }
   const params = query();

@@ -9,7 +9,7 @@ map only what they may read elsewhere, and an edge only between two nodes they s
 
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,7 +18,7 @@ from agents.exceptions import AgentNotFound
 from agents.models import Agent
 from artifacts.access import artifacts_visible_to
 from conversations.access import conversations_visible_to
-from conversations.models import Conversation
+from conversations.models import Conversation, Participant
 from conversations.tasks import tasks_visible_to
 
 # The time windows the map offers; "all" has no cutoff.
@@ -50,7 +50,7 @@ class _Graph:
         key = f"{kind}:{source}>{target}"
         self.edges.setdefault(key, {"id": key, "source": source, "target": target, "kind": kind})
 
-    def result(self, truncated: bool) -> dict:
+    def result(self, *, truncated: bool) -> dict:
         # Only edges whose two ends are on the map (the other end may be hidden or filtered).
         edges = [
             e
@@ -64,8 +64,9 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
     """The map of WORKSPACE as USER may see it: ``{"nodes", "edges", "truncated"}``.
 
     AGENT_ID narrows it to one agent's work (tasks it works on or handed off, conversations and
-    threads it takes part in, artifacts it made); an agent that does not appear in the workspace
-    is not found. WINDOW (a key of WINDOWS) keeps what was created or active since then."""
+    threads it takes part in, artifacts it made or that are in those); an agent that does not
+    appear in the workspace is not found. WINDOW (a key of WINDOWS) keeps what was created or
+    active since then."""
     agent = None
     if agent_id is not None:
         agent = agents_visible_in(workspace.id).filter(pk=agent_id).first()
@@ -73,65 +74,28 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
             raise AgentNotFound()
     cutoff = WINDOWS[window]
     since = None if cutoff is None else (now or timezone.now()) - cutoff
-    ws = workspace.id
-    graph = _Graph()
-    truncated = False
+    conversations = conversations_visible_to(user).filter(workspace_id=workspace.id)
 
-    conversations = conversations_visible_to(user).filter(workspace_id=ws)
-    visible_conversations = set(conversations.values_list("pk", flat=True))
-
-    tasks = tasks_visible_to(user).filter(workspace_id=ws)
-    if since is not None:
-        tasks = tasks.filter(Q(created_at__gte=since) | Q(finished_at__gte=since))
-    if agent is not None:
-        tasks = tasks.filter(Q(agent=agent) | Q(created_by_agent=agent))
-    tasks = list(
-        tasks.select_related("agent", "created_by_agent", "created_by_user").order_by(
-            "-created_at"
-        )[: MAX_PER_KIND + 1]
+    tasks, more_tasks = _newest(_tasks(user, workspace, agent, since), "-created_at")
+    artifacts, more_artifacts = _newest(_artifacts(user, workspace, agent, since), "-created_at")
+    active, more_active = _newest(
+        _active_conversations(conversations, agent, since).values_list("pk", flat=True),
+        F("last_message_at").desc(nulls_last=True),
+        "-created_at",
     )
-    truncated |= len(tasks) > MAX_PER_KIND
-    tasks = tasks[:MAX_PER_KIND]
-
-    artifacts = artifacts_visible_to(user).filter(conversation__workspace_id=ws)
-    if since is not None:
-        artifacts = artifacts.filter(updated_at__gte=since)
-    if agent is not None:
-        artifacts = artifacts.filter(
-            Q(created_by_agent=agent) | Q(conversation__participants__agent=agent)
-        ).distinct()
-    artifacts = list(
-        artifacts.select_related("created_by_agent", "created_by_user").order_by("-created_at")[
-            : MAX_PER_KIND + 1
-        ]
-    )
-    truncated |= len(artifacts) > MAX_PER_KIND
-    artifacts = artifacts[:MAX_PER_KIND]
-
-    # Conversations active in the window (or taking part of this agent), and every conversation a
-    # task or artifact on the map points to, where the person may read it.
-    active = conversations.exclude(kind=Conversation.Kind.TASK)
-    if since is not None:
-        active = active.filter(Q(last_message_at__gte=since) | Q(created_at__gte=since))
-    if agent is not None:
-        active = active.filter(participants__agent=agent)
-    active_ids = list(
-        active.order_by("-last_message_at", "-created_at")
-        .values_list("pk", flat=True)
-        .distinct()[: MAX_PER_KIND + 1]
-    )
-    truncated |= len(active_ids) > MAX_PER_KIND
-    wanted = set(active_ids[:MAX_PER_KIND])
+    # The active conversations, and every one a task or artifact on the map points to, where the
+    # person may read it.
+    wanted = set(active) | {a.conversation_id for a in artifacts}
     for task in tasks:
         wanted |= {task.conversation_id, task.work_conversation_id}
-    wanted |= {a.conversation_id for a in artifacts}
-    wanted = (wanted - {None}) & visible_conversations
-    shown = list(
-        Conversation.objects.filter(pk__in=wanted)
+    shown = (
+        conversations.filter(pk__in=wanted - {None})
         .select_related("parent_message")
         .prefetch_related("participants__user", "participants__agent")
     )
 
+    ws = workspace.id
+    graph = _Graph()
     for conversation in shown:
         _add_conversation(graph, ws, conversation)
     for task in tasks:
@@ -146,7 +110,46 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
         _add_artifact(graph, ws, artifact, by_work_conversation)
     if agent is not None:
         _add_agent(graph, ws, agent)
-    return graph.result(truncated)
+    return graph.result(truncated=more_tasks or more_artifacts or more_active)
+
+
+def _newest(queryset, *order) -> tuple[list, bool]:
+    """The first MAX_PER_KIND rows in ORDER, and whether there were more."""
+    rows = list(queryset.order_by(*order)[: MAX_PER_KIND + 1])
+    return rows[:MAX_PER_KIND], len(rows) > MAX_PER_KIND
+
+
+def _tasks(user, workspace, agent, since):
+    tasks = tasks_visible_to(user).filter(workspace_id=workspace.id)
+    if since is not None:
+        tasks = tasks.filter(Q(created_at__gte=since) | Q(finished_at__gte=since))
+    if agent is not None:
+        tasks = tasks.filter(Q(agent=agent) | Q(created_by_agent=agent))
+    return tasks.select_related("agent", "created_by_agent", "created_by_user")
+
+
+def _artifacts(user, workspace, agent, since):
+    artifacts = artifacts_visible_to(user).filter(conversation__workspace_id=workspace.id)
+    if since is not None:
+        artifacts = artifacts.filter(updated_at__gte=since)
+    if agent is not None:
+        in_its_conversation = Participant.objects.filter(
+            conversation_id=OuterRef("conversation_id"), agent=agent
+        )
+        artifacts = artifacts.filter(Q(created_by_agent=agent) | Exists(in_its_conversation))
+    return artifacts.select_related("created_by_agent", "created_by_user")
+
+
+def _active_conversations(conversations, agent, since):
+    """Conversations created or written in since SINCE (those AGENT takes part in); a task's own
+    conversation comes with its task."""
+    active = conversations.exclude(kind=Conversation.Kind.TASK)
+    if since is not None:
+        active = active.filter(Q(last_message_at__gte=since) | Q(created_at__gte=since))
+    if agent is not None:
+        taking_part = Participant.objects.filter(conversation_id=OuterRef("pk"), agent=agent)
+        active = active.filter(Exists(taking_part))
+    return active
 
 
 def _add_agent(graph: _Graph, ws, agent: Agent) -> None:

@@ -6,6 +6,8 @@ workspace's user. The story is built through the real actions."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents import actions as agent_actions
@@ -170,6 +172,23 @@ def test_a_task_finished_late_stays_in_the_window(alice, team_a, story):
     assert f"task:{task.id}" not in ids(work_map(alice, team_a, window="24h", now=later))
     Task.objects.filter(pk=task.pk).update(status="completed", finished_at=later)
     assert f"task:{task.id}" in ids(work_map(alice, team_a, window="24h", now=later))
+
+
+def test_its_queries_do_not_grow_with_the_work(alice, team_a, nova, channel, story):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            work_map(alice, team_a)
+        return len(captured)
+
+    before, nodes = queries(), len(work_map(alice, team_a)["nodes"])
+    for n in range(3):
+        dm, _ = open_direct(alice, team_a, agent_ids=[story["scout"].id, nova.id], title=f"p{n}")
+        create_task(alice, team_a, story["quill"], f"Proofread part {n}", conversation=dm)
+        publish_artifact(nova, channel, f"Draft {n}", "markdown", "Text.")
+        post_message(nova, channel, f'<dm target="Scout">Question {n}?</dm>')
+    # Three conversations, tasks, artifacts and threads more, in as many queries.
+    assert len(work_map(alice, team_a)["nodes"]) == nodes + 12
+    assert queries() == before
 
 
 # ---- REST ---------------------------------------------------------------------------------
