@@ -17,6 +17,7 @@ api = [
     path("", include("work.memory_api")),
     path("", include("work.skills_api")),
     path("", include("work.directory_api")),
+    path("", include("work.map_api")),
     path("", include("work.hosts_api")),
     path("", include("routines.api")),
     path("", include("integrations.api")),

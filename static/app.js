@@ -585,6 +585,9 @@ const emit = (event) => listeners.forEach((fn) => fn(event));
 let liveState = ["Connecting…", "connecting"];
 let liveSocket = null;
 
+// Scripts of single pages (static/map.js) hear the socket too, as "live:event" on the document.
+onLive((event) => document.dispatchEvent(new CustomEvent("live:event", { detail: event })));
+
 /** Send a frame on the live socket if it is open; false otherwise (nothing is queued). */
 function sendLive(frame) {
   if (liveSocket?.readyState !== WebSocket.OPEN) return false;

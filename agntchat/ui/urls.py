@@ -8,6 +8,7 @@ from agntchat.ui import (
     connection_pages,
     conversation_pages,
     directory_pages,
+    map_pages,
     memory_pages,
     routine_pages,
     skill_pages,
@@ -99,6 +100,7 @@ urlpatterns = [
         name="directory-listing",
     ),
     path("w/<uuid:workspace_id>/tasks/", agent_pages.task_list, name="tasks"),
+    path("w/<uuid:workspace_id>/map/", map_pages.work_map, name="work-map"),
     path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),
     path(
