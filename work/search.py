@@ -214,3 +214,38 @@ def search(
         found += SEARCHES[kind](actor, query, filters, wanted)
     found.sort(key=lambda h: (h.rank, h.time, str(h.id)), reverse=True)
     return found[offset : offset + limit], len(found) > offset + limit
+
+
+def author_data(author) -> dict | None:
+    if author is None:
+        return None
+    if isinstance(author, Agent):
+        return {"type": "agent", "id": author.id, "name": author.name, "handle": author.handle}
+    return {"type": "person", "id": author.id, "name": author.label, "handle": author.username}
+
+
+def hit_data(hit: Hit) -> dict:
+    """A hit as it leaves the server: its excerpt as plain text and where the matched words are
+    in it (``highlights``: [start, end) offsets), so no reader has markup to trust."""
+    text, highlights = "", []
+    for piece, matched in hit.parts():
+        if matched:
+            highlights.append([len(text), len(text) + len(piece)])
+        text += piece
+    conversation = hit.conversation
+    return {
+        "kind": hit.kind,
+        "id": hit.id,
+        "workspace_id": hit.workspace_id,
+        "conversation_id": conversation.id if conversation else None,
+        "conversation": conversation.title if conversation else None,
+        "author": author_data(hit.author),
+        "title": hit.title if hit.kind == "artifact" else None,
+        "version": hit.version if hit.kind == "artifact" else None,
+        "agent": author_data(hit.task_agent) if hit.kind == "task" else None,
+        "status": hit.status if hit.kind == "task" else None,
+        "text": text,
+        "highlights": highlights,
+        "time": hit.time,
+        "rank": round(hit.rank, 6),
+    }
