@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.postgres.search import SearchHeadline
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Replace
 
 from agents.models import Agent
 from agntchat.core import search as fulltext
@@ -25,6 +26,8 @@ MAX_OFFSET = 1000
 # no keyboard types): each reader turns them into its own marks — bold markdown for agents,
 # <mark> for the page (after escaping the text), offsets over REST.
 START, STOP = "\ue000", "\ue001"
+ANGLES = {"<": "\ue002", ">": "\ue003"}
+RESTORE = str.maketrans({v: k for k, v in ANGLES.items()})
 HEADLINE = {
     "config": fulltext.CONFIG, "max_words": 30, "min_words": 10, "start_sel": START,
     "stop_sel": STOP,
@@ -65,12 +68,12 @@ class Hit:
         for char in self.headline:
             if char in (START, STOP):
                 if text:
-                    pieces.append((text, matched))
+                    pieces.append((text.translate(RESTORE), matched))
                 matched, text = char == START, ""
             else:
                 text += char
         if text:
-            pieces.append((text, matched))
+            pieces.append((text.translate(RESTORE), matched))
         return pieces
 
     def plain(self) -> str:
@@ -96,11 +99,20 @@ def _in_time(rows, filters: Filters):
     return rows
 
 
-def _best(rows, vector, query, fields, limit):
-    """ROWS matching QUERY, best first (newest among equals), with rank and headline."""
+def _escaped(field: str):
+    """FIELD with < and > swapped for stand-ins: PostgreSQL's headline drops whatever parses as
+    a tag (a "<draft>" someone wrote). Hit.parts swaps them back."""
+    text = F(field)
+    for char, stand_in in ANGLES.items():
+        text = Replace(text, Value(char), Value(stand_in))
+    return text
+
+
+def _best(rows, vector, query, field, limit):
+    """ROWS matching QUERY, best first (newest among equals), with rank and a headline of FIELD."""
     return list(
         fulltext.matching(rows, vector, query)
-        .annotate(headline=SearchHeadline(*fields, query, **HEADLINE))
+        .annotate(headline=SearchHeadline(_escaped(field), query, **HEADLINE))
         .order_by("-rank", "-created_at", "-id")[:limit]
     )
 
@@ -125,7 +137,7 @@ def _messages(actor, query, filters: Filters, limit) -> list[Hit]:
             conversation=m.conversation,
             author=_author(m, "author_user", "author_agent"),
         )
-        for m in _best(rows, fulltext.vector("body"), query, ["body"], limit)
+        for m in _best(rows, fulltext.vector("body"), query, "body", limit)
     ]
 
 
@@ -164,7 +176,7 @@ def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
             title=v.artifact.title,
             version=v.number,
         )
-        for v in _best(rows, vector, query, ["content"], limit)
+        for v in _best(rows, vector, query, "content", limit)
     ]
 
 
@@ -193,7 +205,7 @@ def _tasks(actor, query, filters: Filters, limit) -> list[Hit]:
             task_agent=t.agent,
             status=t.status,
         )
-        for t in _best(rows, fulltext.vector("instructions"), query, ["instructions"], limit)
+        for t in _best(rows, fulltext.vector("instructions"), query, "instructions", limit)
     ]
 
 
