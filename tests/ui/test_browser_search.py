@@ -125,6 +125,13 @@ def test_search_from_the_header_filter_open_and_export(orm, story, browser, tmp_
         titles = {c["title"] for c in manifest["conversations"]}
         assert titles == {"general", "launch"}
         assert [a["title"] for a in manifest["artifacts"]] == ["Budget 2027"]
+    # The audit log says who took it.
+    alice.reload()
+    audit = alice.locator("[data-audit] tbody tr").first
+    expect(audit).to_contain_text("workspace.exported")
+    expect(audit).to_contain_text("Alice Martin")
+    scroll_to(alice.get_by_role("heading", name="Audit log"))
+    shot(alice, "export-02-audit-log")
 
     # On a phone: the box in the header, the results below.
     phone = log_in(chromium, server, "bob", viewport=PHONE)
