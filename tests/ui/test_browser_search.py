@@ -51,6 +51,9 @@ def story(orm):
             alice, team, kind="channel", title="general", user_ids=[bob.id], agent_ids=[nova.id]
         )
         launch = create_conversation(alice, team, kind="channel", title="launch")
+        post_message(alice, general, "Kickoff: the harbour survey starts on Monday.")
+        for n in range(60):  # the kickoff is older than the conversation page shows at first
+            post_message(bob, general, f"Survey log, line {n}.")
         post_message(alice, general, "Morning all. Coffee is in the kitchen.")
         target = post_message(
             bob, general, "The budget review is Thursday: bring the marketing budget <draft>."
@@ -104,6 +107,15 @@ def test_search_from_the_header_filter_open_and_export(orm, story, browser, tmp_
     expect(found).to_have_class("msg msg--person msg--found", timeout=WAIT)
     expect(found).to_be_in_viewport()
     shot(alice, "search-03-message")
+
+    # A message older than the page first shows: paged back to, then marked.
+    alice.get_by_role("searchbox", name="Search Tide Lab").fill("harbour kickoff")
+    alice.keyboard.press("Enter")
+    expect(hits).to_have_count(1)
+    hits.first.locator(".search-hit__link").click()
+    kickoff = alice.locator(".msg--found")
+    expect(kickoff).to_contain_text("the harbour survey starts on Monday", timeout=WAIT)
+    expect(kickoff).to_be_in_viewport()
 
     # No match: said so.
     alice.goto(f"/w/{team.id}/search/?q=budget&type=task&author={target.author_user_id}")
