@@ -3,7 +3,7 @@ The agents' ``workspace_search`` tool, the search page and ``GET /api/v1/search`
 ``search`` with their own actor, so each sees exactly what the apps' access modules let it see
 (an agent the conversations it takes part in and its own tasks, a person what they may read)."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.postgres.search import SearchHeadline
@@ -60,7 +60,6 @@ class Hit:
     version: int = 0  # an artifact's current version
     task_agent: Agent | None = None
     status: str = ""  # a task's
-    extra: dict = field(default_factory=dict)
 
     def parts(self) -> list[tuple[str, bool]]:
         """The headline as (text, matched) pieces, in order: for readers that mark matches."""
@@ -229,11 +228,12 @@ def search(
 
 
 def author_data(author) -> dict | None:
+    """A person or an agent as messages show their authors (conversations.payloads)."""
     if author is None:
         return None
     if isinstance(author, Agent):
         return {"type": "agent", "id": author.id, "name": author.name, "handle": author.handle}
-    return {"type": "person", "id": author.id, "name": author.label, "handle": author.username}
+    return {"type": "person", "id": author.id, "name": author.label, "username": author.username}
 
 
 def hit_data(hit: Hit) -> dict:
