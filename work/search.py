@@ -152,12 +152,13 @@ def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
     )
     if filters.author_id is not None:
         rows = rows.filter(_by_author(filters.author_id, "author_user", "author_agent"))
-    # Content or title, each served by its own GIN index (artifacts' models); ranked below on
-    # both together, the title counting more.
+    # Content or title, each read through its own GIN index (artifacts' models; a union, since
+    # an OR of the two leaves both unindexed); ranked below on both, the title counting more.
     titled = Artifact.objects.alias(document=fulltext.vector("title")).filter(document=query)
-    rows = rows.alias(content_document=fulltext.vector("content")).filter(
-        Q(content_document=query) | Q(artifact__in=titled.values("pk"))
-    )
+    by_content = ArtifactVersion.objects.alias(document=fulltext.vector("content"))
+    by_content = by_content.filter(document=query).values("pk")
+    by_title = ArtifactVersion.objects.filter(artifact__in=titled.values("pk")).values("pk")
+    rows = rows.filter(pk__in=by_content.union(by_title))
     rows = _in_time(rows, filters).select_related(
         "artifact__conversation", "author_user", "author_agent"
     )

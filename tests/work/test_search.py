@@ -200,3 +200,14 @@ def test_the_tool_and_the_rest_api_give_the_same_hits(alice, team_a, channel, no
     hits, _ = search.search(alice, "budget", search.Filters(workspace_id=team_a.id))
     person = ids(client_for(alice).get("/api/v1/search/", {"q": "budget"}))
     assert [str(h.id) for h in hits] == person
+
+
+def test_an_artifact_is_found_by_its_title_or_its_current_content(alice, nova, channel):
+    titled = artifact_actions.publish_artifact(nova, channel, "Harbour plan", "markdown", "Dates.")
+    written = artifact_actions.publish_artifact(nova, channel, "Notes", "markdown", "Old text.")
+    artifact_actions.update_artifact(alice, written, "The harbour opens in May.")
+    stale = artifact_actions.publish_artifact(nova, channel, "Draft", "markdown", "harbour")
+    artifact_actions.update_artifact(alice, stale, "Nothing about it now.")
+    api = client_for(alice)
+    found = ids(api.get("/api/v1/search/", {"q": "harbour", "type": "artifact"}))
+    assert found == [str(titled.id), str(written.id)]  # the title counts more
