@@ -1,9 +1,12 @@
 """Artifacts with their versions and comments (ART-1…3), and the card template library (CARD-2)."""
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 
 from agents.models import Agent
 from agntchat.core.models import BaseModel
+from agntchat.core.search import CONFIG
 from conversations.models import Conversation, Message
 from workspaces.models import User
 
@@ -69,6 +72,10 @@ class Artifact(BaseModel):
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    class Meta:
+        # Full-text search by title (work/search.py).
+        indexes = [GinIndex(SearchVector("title", config=CONFIG), name="artifact_title_search")]
+
     def __str__(self) -> str:
         return self.title
 
@@ -95,6 +102,8 @@ class ArtifactVersion(BaseModel):
         constraints = [
             models.UniqueConstraint(fields=["artifact", "number"], name="one_artifact_version")
         ]
+        # Full-text search of the content (work/search.py).
+        indexes = [GinIndex(SearchVector("content", config=CONFIG), name="artifact_version_search")]
 
 
 class ArtifactComment(BaseModel):

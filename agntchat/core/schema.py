@@ -96,9 +96,16 @@ class AutoSchema(openapi.AutoSchema):
     def _get_response_bodies(self, direction="response"):
         declared = getattr(self.view, "statuses", {}).get(self.method.lower())
         body = self._ref(PAGE) if self._is_list_view() else RECORD
+        # A download declares its media type: ``files = {"get": "application/zip"}``.
+        download = getattr(self.view, "files", {}).get(self.method.lower())
         responses = {}
         for code in declared or DEFAULT_STATUSES[self.method]:
-            if code == 204:
+            if download:
+                responses[str(code)] = {
+                    "content": {download: {"schema": {"type": "string", "format": "binary"}}},
+                    "description": "A file, as an attachment.",
+                }
+            elif code == 204:
                 responses["204"] = {"description": "No content."}
             else:
                 responses[str(code)] = {

@@ -1,28 +1,22 @@
 """The platform tools that read: a conversation's older history, and full-text search over
-what the agent can see in its workspace. Every row comes from the visibility-checked querysets
-of the apps' access modules: an agent reads only conversations it takes part in."""
+what the agent can see in its workspace (work/search.py, the search people use too). Every row
+comes from the visibility-checked querysets of the apps' access modules: an agent reads only
+conversations it takes part in."""
 
-from django.contrib.postgres.search import SearchHeadline
-from django.db.models import F, Q
+from django.db.models import Q
 
-from agntchat.core import search
-from artifacts.access import artifacts_visible_to
-from artifacts.models import ArtifactVersion
 from conversations import files
 from conversations.access import access_attachment, access_message, messages_visible_to
 from conversations.exceptions import MessageNotFound
 from conversations.models import Message
+from work import search
 from work.directives import HISTORY_TURNS
 from work.models import Risk
-from work.tools.platform import in_conversation, own_tasks
+from work.tools.platform import in_conversation
 from work.tools.registry import ToolContext, tool
 
 MAX_HISTORY = 50
 MAX_RESULTS = 20
-# Excerpts with the matched words in bold, as markdown.
-HEADLINE = {
-    "config": search.CONFIG, "max_words": 30, "min_words": 10, "start_sel": "**", "stop_sel": "**"
-}  # fmt: skip
 
 
 def author_name(message: Message) -> str:
@@ -96,86 +90,24 @@ def conversation_history(context: ToolContext, arguments: dict):
     return {"messages": messages, "more": len(rows) == limit}
 
 
-def _matches(queryset, vector, query, limit, *fields):
-    """QUERYSET's rows matching QUERY, best first, with their rank and a headline of FIELDS."""
-    return list(
-        search.matching(queryset, vector, query)
-        .annotate(headline=SearchHeadline(*fields, query, **HEADLINE))
-        .order_by("-rank", "-created_at")[:limit]
-    )
-
-
-def search_messages(context: ToolContext, query, limit) -> list[dict]:
-    visible = messages_visible_to(context.agent).filter(conversation__workspace=context.workspace)
-    rows = _matches(
-        visible.select_related("conversation", "author_user", "author_agent"),
-        search.vector("body"),
-        query,
-        limit,
-        "body",
-    )
-    return [
-        {
-            "kind": "message",
-            "id": str(m.id),
-            "conversation_id": str(m.conversation_id),
-            "conversation": m.conversation.title,
-            "author": author_name(m),
-            "text": m.headline,
-            "time": m.created_at.isoformat(),
-            "rank": m.rank,
-        }
-        for m in rows
-    ]
-
-
-def search_artifacts(context: ToolContext, query, limit) -> list[dict]:
-    visible = artifacts_visible_to(context.agent).filter(conversation__workspace=context.workspace)
-    # The current version of each: what the artifact says now.
-    versions = ArtifactVersion.objects.filter(
-        artifact__in=visible, number=F("artifact__current_version")
-    ).select_related("artifact")
-    vector = search.vector(artifact__title="A", content="B")
-    rows = _matches(versions, vector, query, limit, "content")
-    return [
-        {
-            "kind": "artifact",
-            "id": str(v.artifact_id),
-            "conversation_id": str(v.artifact.conversation_id),
-            "title": v.artifact.title,
-            "version": v.number,
-            "text": v.headline,
-            "time": v.created_at.isoformat(),
-            "rank": v.rank,
-        }
-        for v in rows
-    ]
-
-
-def search_tasks(context: ToolContext, query, limit) -> list[dict]:
-    visible = own_tasks(context.agent).filter(workspace=context.workspace)
-    rows = _matches(
-        visible.select_related("agent"),
-        search.vector("instructions"),
-        query,
-        limit,
-        "instructions",
-    )
-    return [
-        {
-            "kind": "task",
-            "id": str(t.id),
-            "agent": t.agent.handle,
-            "status": t.status,
-            "text": t.headline,
-            "time": t.created_at.isoformat(),
-            "rank": t.rank,
-        }
-        for t in rows
-    ]
-
-
-SEARCHES = {"message": search_messages, "artifact": search_artifacts, "task": search_tasks}
+def _tool_result(hit: search.Hit) -> dict:
+    """A hit as the agent reads it: its excerpt with the matched words in bold (markdown)."""
+    row = {"kind": hit.kind, "id": str(hit.id)}
+    if hit.kind != "task":
+        row["conversation_id"] = str(hit.conversation.id)
+    if hit.kind == "message":
+        row["conversation"] = hit.conversation.title
+        row["author"] = hit.author.label if hit.author is not None else "system"
+    elif hit.kind == "artifact":
+        row |= {"title": hit.title, "version": hit.version}
+    else:
+        row |= {"agent": hit.task_agent.handle, "status": hit.status}
+    row |= {
+        "text": hit.marked("**", "**"),
+        "time": hit.time.isoformat(),
+        "rank": round(hit.rank, 4),
+    }
+    return row
 
 
 @tool(
@@ -193,7 +125,7 @@ SEARCHES = {"message": search_messages, "artifact": search_artifacts, "task": se
             "query": {"type": "string", "minLength": 1, "maxLength": 200},
             "kinds": {
                 "type": "array",
-                "items": {"type": "string", "enum": list(SEARCHES)},
+                "items": {"type": "string", "enum": list(search.KINDS)},
                 "minItems": 1,
                 "uniqueItems": True,
                 "description": "Only these kinds (default: all).",
@@ -205,16 +137,13 @@ SEARCHES = {"message": search_messages, "artifact": search_artifacts, "task": se
     },
 )
 def workspace_search(context: ToolContext, arguments: dict):
-    query = search.web_query(arguments["query"])
-    limit = arguments.get("limit", 10)
-    found = []
-    for kind in arguments.get("kinds", list(SEARCHES)):
-        found += SEARCHES[kind](context, query, limit)
-    found.sort(key=lambda r: r["rank"], reverse=True)
-    results = found[:limit]
-    for result in results:
-        result["rank"] = round(result["rank"], 4)
-    return {"results": results}
+    filters = search.Filters(
+        kinds=tuple(arguments.get("kinds", search.KINDS)), workspace_id=context.workspace.id
+    )
+    hits, _ = search.search(
+        context.agent, arguments["query"], filters, limit=arguments.get("limit", 10)
+    )
+    return {"results": [_tool_result(hit) for hit in hits]}
 
 
 # What file_read gives of a text file; past it, the text is cut and says so.
