@@ -21,6 +21,7 @@ api = [
     path("", include("routines.api")),
     path("", include("integrations.api")),
     path("", include("conversations.api")),
+    path("", include("conversations.streaming_api")),
     path("", include("artifacts.api")),
     path("", include("integrations.sources_api")),
     path("", include("integrations.telegram_api")),
