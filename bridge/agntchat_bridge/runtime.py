@@ -177,6 +177,9 @@ class Bridge:
         self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
         self.running: dict[str, asyncio.Task] = {}  # item id → its handler
+        # Chat items held, by id: True while the model writes (a person's Stop cancels the turn
+        # then; once the reply is being posted, a late Stop must not interrupt the post or ack).
+        self.chats: dict[str, bool] = {}
         self.stopping = asyncio.Event()
         self.lanes = {
             "message": asyncio.Semaphore(config.chat_lanes),
@@ -337,12 +340,14 @@ class Bridge:
         elif kind == "work":
             self.log_item("work received", frame)
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
+            if frame["kind"] == "message":
+                self.chats[frame["id"]] = False
             self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
         elif kind == "tool.result":
             self.resolve(f"tool:{frame['callId']}", frame)
         elif kind == "cancel":
             task = self.running.get(frame["id"])
-            if task is not None:
+            if task is not None and self.chats.get(frame["id"], True):
                 task.cancel()
         elif kind == "posted":
             self.resolve(frame.get("ref"), frame)
@@ -388,6 +393,7 @@ class Bridge:
             log.exception("work item %s failed; it will be redelivered", frame["id"])
         finally:
             self.running.pop(frame["id"], None)
+            self.chats.pop(frame["id"], None)
 
     @contextlib.asynccontextmanager
     async def conversation_turn(self, frame: dict):
@@ -557,9 +563,13 @@ class Bridge:
             try:
                 # The agent's limit on one turn comes with each item (a hung CLI stops there).
                 turn = self.turn_for(directives, frame)
-                result = await run_to_result(
-                    self.backend, turn, on_event, time_limit=payload.get("timeLimitSeconds")
-                )
+                self.chats[frame["id"]] = True  # Stop may cancel it from here…
+                try:
+                    result = await run_to_result(
+                        self.backend, turn, on_event, time_limit=payload.get("timeLimitSeconds")
+                    )
+                finally:
+                    self.chats[frame["id"]] = False  # …until here, with no await in between
             except BackendError as exc:
                 drafts.close()
                 # Visible, never silent: a short notice in the conversation.

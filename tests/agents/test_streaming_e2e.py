@@ -95,9 +95,18 @@ def test_drafts_grow_before_the_reply_is_posted(
     assert "Traceback" not in output, output
 
 
-def test_stop_posts_what_was_written_once_and_acks(alice, charlie, channel, nova, server, tmp_path):
+STOPPABLE = ["scripted", "anthropic_api", "openai_api", "claude_cli"]
+
+
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=requires(b)) for b in STOPPABLE])
+def test_stop_posts_what_was_written_once_and_acks(
+    backend, alice, charlie, channel, nova, server, model, tmp_path
+):
+    """The model is cut off mid-stream (an API request aborted, a CLI killed): the reply holds
+    what it had written."""
+    model.chunk_seconds = 0.15
     inbox = TopicInbox(f"workspace.{channel.workspace_id}")
-    bridge = start_bridge(server, nova, tmp_path, f'{{"word_ms": 150, "default": "{REPLY}"}}')
+    bridge = bridge_for(backend, nova, server, model, tmp_path, word_ms=150, default=REPLY)
     try:
         question = post_message(alice, channel, "Tell me about the fox")
         draft = {}
