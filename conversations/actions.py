@@ -606,6 +606,8 @@ def regenerate_reply(user, reply: Message) -> None:
         or reply.reply_to_id is None
     ):
         raise CannotRegenerate("Only an agent's reply to a message can be regenerated.")
+    if reply.payload.get("superseded"):
+        raise CannotRegenerate("A newer answer to that message exists: regenerate that one.")
     conversation = reply.conversation
     if conversation.archived_at is not None:
         raise ConversationArchived()

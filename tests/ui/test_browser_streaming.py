@@ -59,7 +59,7 @@ def bridge(orm, story, browser, tmp_path):
     process = orm(start_bridge, server, nova, tmp_path, options)
     yield process
     process.terminate()
-    output = process.communicate(timeout=10)[0]
+    output = process.communicate(timeout=30)[0]
     assert "Traceback" not in output, output
 
 
@@ -73,7 +73,7 @@ def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
     page.locator("#composer-input").fill("How do tides work?")
     page.locator("#composer-input").press("Enter")
     bubble = page.locator(".msg.is-draft")
-    expect(bubble).to_be_visible(timeout=WAIT)
+    expect(bubble).to_be_visible(timeout=2 * WAIT)  # the bridge's first turn (a loaded machine)
     expect(bubble.locator(".msg__author")).to_have_text("Nova")
     expect(bubble.locator("[data-draft-state]")).to_have_text("writing…")
     expect(page.locator("[data-working]")).not_to_contain_text("Nova")  # the bubble says it
@@ -116,11 +116,13 @@ def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
     # Regenerate: a new answer to the same message, streamed again, posted as a new reply.
     stopped.hover()
     stopped.get_by_role("button", name="Regenerate").click()
-    expect(page.locator(".msg.is-draft")).to_be_visible(timeout=WAIT)
+    expect(page.locator(".msg.is-draft")).to_be_visible(timeout=2 * WAIT)
     expect(stopped.locator(".tag--superseded")).to_have_text("Earlier answer", timeout=WAIT)
     regenerated = page.locator("li[data-message-id]").filter(has=page.locator(".tag--regenerated"))
     expect(regenerated).to_have_count(1, timeout=30_000)
     expect(regenerated.locator(".tag--regenerated")).to_be_visible()
+    expect(stopped.get_by_role("button", name="Regenerate")).to_have_count(0)  # the newer one has it
+    expect(regenerated.get_by_role("button", name="Regenerate")).to_have_count(1)
     expect(page.locator(".msg.is-draft")).to_have_count(0)
     expect(regenerated.locator(".msg__text")).to_contain_text("Check the local tables")
     # The final message is rendered like every message: markup sanitised, not run.

@@ -10,6 +10,7 @@ from conversations import actions
 from conversations.models import Delivery, Message
 from tests.conftest import agent_session, client_for
 from tests.socket_helpers import agent_communicator, frames_until, live_socket_for, next_frame
+from tests.waiting import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,7 +133,10 @@ async def test_stop_reaches_the_holder_and_the_stopped_reply_is_posted_once(
     )  # fmt: skip
     assert (await next_frame(comm))["type"] == "posted"
     await comm.send_json_to({"type": "ack", "id": work["id"]})
-    assert await comm.receive_nothing(timeout=0.3)
+    await until(
+        lambda: Delivery.objects.filter(pk=work["id"], acked_at__isnull=False).aexists(),
+        what="the ack",
+    )
     (reply,) = [m async for m in Message.objects.filter(author_agent=nova)]
     assert reply.payload == {"stopped": True} and reply.reply_to_id == question.id
     delivery = await Delivery.objects.aget(pk=work["id"])
@@ -176,6 +180,12 @@ async def test_regenerate_queues_the_same_agent_again_and_marks_both_replies(
     replies = {str(m.id): m async for m in Message.objects.filter(author_agent=nova)}
     assert replies[first_id].payload == {"superseded": True}
     assert replies[second_id].payload == {"regenerated_from": first_id}
-    delivery = await Delivery.objects.aget(pk=first_work["id"])
-    assert delivery.acked_at is not None and delivery.attempts == 2
+    await until(
+        lambda: Delivery.objects.filter(pk=first_work["id"], acked_at__isnull=False).aexists(),
+        what="the second ack",
+    )
+    assert (await Delivery.objects.aget(pk=first_work["id"])).attempts == 2
+    # The earlier answer is not regenerated again: the newer one is.
+    assert (await call(alice, url)).status_code == 409
+    assert await comm.receive_nothing(timeout=0.3)
     await comm.disconnect()
