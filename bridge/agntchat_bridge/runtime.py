@@ -44,6 +44,8 @@ MAX_FRAME_BYTES = 1024 * 1024
 TOOL_ANSWER_SECONDS = 180
 # A chat turn's growing text goes out as a ``draft`` frame at most this often (the latest text).
 DRAFT_SECONDS = 0.08
+# The longest draft the server takes (characters, as a message's body): past it, none is sent.
+DRAFT_LIMIT = 20_000
 
 
 class FrameTooLarge(ValueError):
@@ -154,7 +156,7 @@ class Drafts:
     async def send_after(self, seconds: float) -> None:
         if seconds:
             await asyncio.sleep(seconds)
-        if self.text == self.sent_text:
+        if self.text == self.sent_text or len(self.text) > DRAFT_LIMIT:
             return
         self.sent_at, self.sent_text = time.monotonic(), self.text
         # A lost draft costs nothing (the next carries the whole text, the reply ends it).
