@@ -121,7 +121,9 @@ def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
     regenerated = page.locator("li[data-message-id]").filter(has=page.locator(".tag--regenerated"))
     expect(regenerated).to_have_count(1, timeout=30_000)
     expect(regenerated.locator(".tag--regenerated")).to_be_visible()
-    expect(stopped.get_by_role("button", name="Regenerate")).to_have_count(0)  # the newer one has it
+    expect(stopped.get_by_role("button", name="Regenerate")).to_have_count(
+        0
+    )  # the newer one has it
     expect(regenerated.get_by_role("button", name="Regenerate")).to_have_count(1)
     expect(page.locator(".msg.is-draft")).to_have_count(0)
     expect(regenerated.locator(".msg__text")).to_contain_text("Check the local tables")
