@@ -134,6 +134,10 @@ def outcome_of(answer: dict) -> ToolOutcome:
     return ToolOutcome(False, error=error.get("message") or "the tool call failed")
 
 
+# How a draft can fail to go out (named once: websockets imports its names on first use).
+DRAFT_LOST = (ConnectionError, FrameTooLarge, websockets.WebSocketException)
+
+
 class Drafts:
     """The growing text of one chat turn, sent as ``draft`` frames: at most one every
     DRAFT_SECONDS, always the whole text so far, the latest one last (a trailing send catches
@@ -160,7 +164,7 @@ class Drafts:
             return
         self.sent_at, self.sent_text = time.monotonic(), self.text
         # A lost draft costs nothing (the next carries the whole text, the reply ends it).
-        with contextlib.suppress(ConnectionError, FrameTooLarge, websockets.WebSocketException):
+        with contextlib.suppress(*DRAFT_LOST):
             await self.bridge.send({"type": "draft", "id": self.item_id, "text": self.text})
 
     def close(self) -> None:
