@@ -23,6 +23,7 @@ api = [
     path("", include("routines.api")),
     path("", include("integrations.api")),
     path("", include("conversations.api")),
+    path("", include("conversations.streaming_api")),
     path("", include("artifacts.api")),
     path("", include("artifacts.export_api")),
     path("", include("integrations.sources_api")),

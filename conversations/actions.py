@@ -13,14 +13,15 @@ from agents.access import agent_appears_in, agents_visible_in
 from agents.models import Agent
 from agntchat.core import throttle
 from agntchat.core.compiled import compiled_insert
-from agntchat.core.events import publish_live
-from agntchat.core.exceptions import RateLimited
+from agntchat.core.events import publish, publish_live, wake_agent
+from agntchat.core.exceptions import Conflict, RateLimited
+from agntchat.core.ids import as_uuid
 from agntchat.core.logs import TRACE
 from conversations import deliveries, files, live, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
-from conversations.models import Attachment, Conversation, Message, Participant
+from conversations.models import Attachment, Conversation, Delivery, Message, Participant
 from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
@@ -565,3 +566,69 @@ def update_settings(user, conversation: Conversation, changes: dict) -> Conversa
         conversation.save(update_fields=["settings", "updated_at"])
         live.announce_conversation(conversation, "conversation.updated")
     return conversation
+
+
+# ---- streaming replies: Stop and Regenerate (issue 28) ------------------------------------------
+
+
+class TurnNotRunning(Conflict):
+    code = "turn_not_running"
+    default_message = "That turn is not running any more."
+
+
+class CannotRegenerate(Conflict):
+    code = "cannot_regenerate"
+
+
+def stop_turn(user, conversation: Conversation, work_id) -> None:
+    """A person stops an agent's turn on a message of CONVERSATION (work item WORK_ID, a
+    delivery): the agent's sockets are told; the one holding it stops the bridge, which posts
+    what was written so far, marked stopped, and acks. Nothing is stored here."""
+    delivery = (
+        Delivery.objects.filter(pk=as_uuid(work_id), message__conversation=conversation)
+        .values("agent_id", "acked_at")
+        .first()
+    )
+    if delivery is None or delivery["acked_at"] is not None:
+        raise TurnNotRunning()
+    # No transaction to wait for: published now (the agent socket's turn_stop).
+    publish(f"agent.{delivery['agent_id']}", {"type": "turn.stop", "id": str(work_id)})
+
+
+def regenerate_reply(user, reply: Message) -> None:
+    """A new turn of REPLY's agent on the message REPLY answers: the agent's delivery of that
+    message is queued again and claimed as any other. The earlier reply stays, marked
+    superseded (and gives up its ref, so the new post is a new message); the new one is marked
+    regenerated from it (work.consumers)."""
+    if (
+        reply.author_agent_id is None
+        or reply.kind != Message.Kind.TEXT
+        or reply.reply_to_id is None
+    ):
+        raise CannotRegenerate("Only an agent's reply to a message can be regenerated.")
+    if reply.payload.get("superseded"):
+        raise CannotRegenerate("A newer answer to that message exists: regenerate that one.")
+    conversation = reply.conversation
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update()
+            .filter(agent_id=reply.author_agent_id, message_id=reply.reply_to_id)
+            .first()
+        )
+        if delivery is None or delivery.acked_at is None:
+            raise CannotRegenerate("The agent is still answering that message.")
+        Delivery.objects.filter(pk=delivery.pk).update(
+            acked_at=None, claimed_by=None, claimed_at=None, lease_expires_at=None,
+            answered_at=None, holds_turn=False, updated_at=timezone.now(),
+        )  # fmt: skip
+        prompt = Message.objects.select_for_update().get(pk=reply.reply_to_id)
+        regenerated = prompt.payload.setdefault("regenerated", {})
+        regenerated[str(reply.author_agent_id)] = str(reply.id)
+        prompt.save(update_fields=["payload", "updated_at"])
+        reply.payload = {**reply.payload, "superseded": True}
+        reply.client_ref = ""
+        reply.save(update_fields=["payload", "client_ref", "updated_at"])
+        live.announce_message(reply, "message.updated")
+        wake_agent(reply.author_agent_id, "message")

@@ -848,7 +848,9 @@ class Working {
   }
 
   render() {
-    const lines = [...this.turns].map(([agentId, turn]) =>
+    // An agent whose reply is being written shows in its "writing…" bubble instead.
+    const drafting = (agentId) => $(`.msg.is-draft[data-draft-agent="${CSS.escape(agentId)}"]`);
+    const lines = [...this.turns].filter(([agentId]) => !drafting(agentId)).map(([agentId, turn]) =>
       isOnline(agentId)
         ? `${turn.name} is working…`
         : `${turn.name} will answer when its bridge is online.`,
@@ -1035,6 +1037,111 @@ function fileTray(root, conversationId) {
   };
 }
 
+// ---- streaming replies (issue 28): drafts, Stop, Regenerate -----------------------------------
+
+/** An agent's reply as it is written: a "writing…" bubble per turn whose text grows with each
+ * message.draft event (set as text, never as HTML), with Stop; replaced by the real message
+ * when it is posted. Regenerate on an agent's reply asks for a new answer to the same message. */
+function streamingReplies(list, conversationId, nearBottom, toBottom) {
+  const bubbles = new Map(); // work id → { li, text, agentId, replyTo, timer }
+  const ended = new Set(); // turns just posted: a draft that comes late opens no new bubble
+  const drop = (workId) => {
+    const bubble = bubbles.get(workId);
+    if (!bubble) return;
+    clearTimeout(bubble.timer);
+    bubble.li.remove();
+    bubbles.delete(workId);
+    ended.add(workId);
+    setTimeout(() => ended.delete(workId), 2000);
+  };
+  const bubbleFor = (event) => {
+    const li = document.createElement("li");
+    li.className = "msg msg--agent is-draft";
+    li.dataset.draftWork = event.workId;
+    li.dataset.draftAgent = event.agent.id;
+    const avatar = document.createElement("div");
+    const shown = $(`li[data-author-id="${CSS.escape(event.agent.id)}"] .msg__avatar`, list);
+    avatar.className = shown ? shown.className : "msg__avatar avatar avatar--agent hue-0";
+    avatar.setAttribute("aria-hidden", "true");
+    avatar.textContent = (event.agent.name || "?").slice(0, 2).toUpperCase();
+    const main = document.createElement("div");
+    main.className = "msg__main";
+    const meta = document.createElement("div");
+    meta.className = "msg__meta";
+    const author = document.createElement("span");
+    author.className = "msg__author";
+    author.textContent = event.agent.name;
+    const tag = document.createElement("span");
+    tag.className = "tag tag--agent";
+    tag.textContent = "Agent";
+    const state = document.createElement("span");
+    state.className = "msg__state";
+    state.dataset.draftState = "";
+    state.textContent = "writing…";
+    meta.append(author, tag, state);
+    const text = document.createElement("div");
+    text.className = "msg__text prose";
+    text.dataset.draftText = "";
+    text.setAttribute("aria-live", "off");
+    const actions = document.createElement("div");
+    actions.className = "msg__draft-actions";
+    const stop = document.createElement("button");
+    stop.type = "button";
+    stop.className = "button button--small";
+    stop.dataset.stopTurn = "";
+    stop.textContent = "■ Stop";
+    stop.addEventListener("click", async () => {
+      busy(stop, true, "Stopping…");
+      try {
+        await api("POST", `/api/v1/conversations/${conversationId}/stop/`, { work: event.workId });
+        state.textContent = "stopping…";
+      } catch (error) {
+        state.textContent = error.message;
+        busy(stop, false);
+      }
+    });
+    actions.append(stop);
+    main.append(meta, text, actions);
+    li.append(avatar, main);
+    list.append(li);
+    return { li, text, agentId: event.agent.id, replyTo: event.replyTo };
+  };
+
+  const draft = (event) => {
+    if (event.conversationId !== conversationId || ended.has(event.workId)) return;
+    const stick = nearBottom();
+    const bubble = bubbles.get(event.workId) || bubbleFor(event);
+    bubbles.set(event.workId, bubble);
+    bubble.text.textContent = event.text;
+    // A turn that ended without a post we heard of (a lost event) does not stay for ever.
+    clearTimeout(bubble.timer);
+    bubble.timer = setTimeout(() => drop(event.workId), 60000);
+    if (stick) toBottom();
+  };
+
+  /** A message was posted: the bubble of the turn it ends gives way to it. */
+  const arrived = (message) => {
+    for (const [workId, bubble] of bubbles) {
+      if (bubble.agentId === message.author?.id && bubble.replyTo === message.replyTo) drop(workId);
+    }
+  };
+
+  list.addEventListener("click", async (event) => {
+    const button = event.target.closest("[data-regenerate]");
+    if (!button) return;
+    const li = button.closest("li[data-message-id]");
+    button.disabled = true;
+    try {
+      await api("POST", `/api/v1/messages/${li.dataset.messageId}/regenerate/`);
+      button.textContent = "↻ Regenerating…";
+    } catch (error) {
+      button.textContent = error.message;
+    }
+  });
+
+  return { draft, arrived };
+}
+
 function initConversation() {
   if (page.page !== "conversation") return;
   const conversationId = page.conversationId;
@@ -1168,10 +1275,12 @@ function initConversation() {
       }).catch(() => {});
     }, 400);
 
+  const streaming = streamingReplies(list, conversationId, nearBottom, toBottom);
   const arrive = async (message) => {
     const stick = nearBottom() || message.author?.id === me;
     const [li] = await renderMessages([message.id]).catch(() => []);
     if (!li) return;
+    streaming.arrived(message);
     place(li);
     if (stick) toBottom();
     else jump.hidden = false;
@@ -1515,6 +1624,10 @@ function initConversation() {
         break;
       case "typing":
         if (event.conversationId === conversationId && event.user?.id !== me) typing(event.user, true);
+        break;
+      case "message.draft":
+        streaming.draft(event);
+        working.render();
         break;
       case "task.created":
       case "task.progress":

@@ -23,13 +23,21 @@ from agents.auth import bearer_secret
 from agents.models import Agent
 from agntchat.core import presence
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import apublish_now, group_name, publish_live, wire, work_available
+from agntchat.core.events import (
+    apublish_now,
+    group_name,
+    live_envelope,
+    publish_live,
+    wire,
+    work_available,
+)
 from agntchat.core.logs import traced
 from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import tasks, threads, turns
 from conversations.access import access_conversation, access_message
+from conversations.live import audience_topics
 from conversations.models import Message
 from conversations.usage import record_usage
 from work import directives, frames, gateway
@@ -92,9 +100,25 @@ def _post(agent, data):
         data["body"],
         reply_to=reply_to,
         kind=Message.Kind.NOTICE if data["notice"] else Message.Kind.TEXT,
+        payload=_reply_marks(agent, reply_to, data),
         client_ref=data["ref"],
         attachments=data["attachments"],
     )
+
+
+def _reply_marks(agent, reply_to, data) -> dict | None:
+    """A reply's marks (streaming replies): stopped by a person, and regenerated from an
+    earlier reply to the same message (conversations.actions.regenerate_reply)."""
+    marks = {"stopped": True} if data["stopped"] else {}
+    earlier = (reply_to.payload.get("regenerated") or {}).get(str(agent.id)) if reply_to else None
+    if earlier and not data["notice"]:
+        marks["regenerated_from"] = earlier
+    return marks or None
+
+
+@database_sync_to_async
+def _draft_audience(agent, conversation_id) -> list[str]:
+    return audience_topics(access_conversation(agent, conversation_id))
 
 
 def _announce_presence(agent) -> None:
@@ -147,6 +171,22 @@ def _configured_agent(agent_id) -> Agent:
     return agent
 
 
+# The least time between two drafts of one item passed on to browsers (the bridge sends one
+# every 80 ms at most; a faster client only loses the drafts in between).
+DRAFT_SECONDS = 0.05
+
+
+class DraftState:
+    """Where the drafts of one chat turn go: read from its work frame's payload; the topics
+    are looked up at its first draft."""
+
+    def __init__(self, payload: dict):
+        self.conversation_id = (payload.get("conversation") or {}).get("id")
+        self.reply_to = (payload.get("message") or {}).get("id")
+        self.topics: list[str] | None = None
+        self.sent_at = float("-inf")
+
+
 class AgentSocket(JsonSocket):
     socket_kind = "agent"
     # Frame type → handler, and the serializer that validates the frame before it is used.
@@ -168,6 +208,7 @@ class AgentSocket(JsonSocket):
         "personality.set": ("on_personality_set", frames.PersonalitySetFrame),
         "session.renew": ("on_session_renew", frames.SessionRenewFrame),
         "tool.call": ("on_tool_call", frames.ToolCallFrame),
+        "draft": ("on_draft", frames.DraftFrame),
     }
     frame_rate = ("AGENT_FRAMES_PER_MINUTE", "AGENT_FRAMES_BURST")
 
@@ -195,6 +236,7 @@ class AgentSocket(JsonSocket):
         self.connection_id = connection_id
         self.held: dict[str, str] = {}  # item id → kind
         self.traces: dict[str, str] = {}  # item id → its trace (logs), while held
+        self.drafting: dict[str, DraftState] = {}  # message item id → its draft's audience
         self.recently_acked: OrderedDict[str, str] = OrderedDict()  # id → kind
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1, "permission": PERMISSION_ROOM}
@@ -335,6 +377,8 @@ class AgentSocket(JsonSocket):
             for frame in frames:
                 self.held[frame["id"]] = frame["kind"]
                 self.traces[frame["id"]] = str(frame["trace"])
+                if frame["kind"] == "message":
+                    self.drafting[frame["id"]] = DraftState(frame["payload"])
                 await self.send_json(frame)
         for item_id in not_held:
             # Its lease ran out and another connection has it now; the slot here is free.
@@ -370,6 +414,42 @@ class AgentSocket(JsonSocket):
     async def task_cancel(self, event):
         if self.held.get(event["id"]) == "task":
             await self.send_json({"type": "cancel", "id": event["id"]})
+
+    # ---- streaming replies (issue 28): drafts of a chat turn, and Stop ----------------------
+
+    async def turn_stop(self, event):
+        """A person pressed Stop on a chat turn: the bridge holding it cancels the turn, posts
+        what it has marked stopped, and acks (conversations.actions.stop_turn)."""
+        if self.held.get(event["id"]) == "message":
+            await self.send_json({"type": "cancel", "id": event["id"]})
+
+    async def on_draft(self, data):
+        """The growing text of a chat turn this connection holds, passed on to the browsers
+        that may read the conversation as an ephemeral live event (nothing is stored). At most
+        one every DRAFT_SECONDS per item: each draft carries the whole text so far, so one
+        dropped in between loses nothing."""
+        item_id = data["id"]
+        if self.held.get(item_id) != "message":
+            raise FrameError("This connection does not hold that item.", code="not_held")
+        for stale in [i for i in self.drafting if i not in self.held]:
+            del self.drafting[stale]
+        state = self.drafting.setdefault(item_id, DraftState({}))
+        now = asyncio.get_running_loop().time()
+        if not state.conversation_id or now - state.sent_at < DRAFT_SECONDS:
+            return
+        if state.topics is None:
+            state.topics = await _draft_audience(self.agent, state.conversation_id)
+        state.sent_at = now
+        envelope = live_envelope(
+            "message.draft",
+            conversation_id=state.conversation_id,
+            work_id=item_id,
+            reply_to=state.reply_to,
+            agent={"id": str(self.agent.id), "name": self.agent.name},
+            text=data["text"],
+        )
+        for topic in state.topics:
+            await apublish_now(topic, envelope)
 
     # Frames from the bridge, each validated by its serializer (see ``handlers``).
     async def on_ack(self, data):

@@ -8,6 +8,7 @@ an unknown one is "not found" (or "not held"), as in a REST path.
 from rest_framework import serializers
 
 from agntchat.core.api import StrictSerializer
+from conversations.actions import MAX_BODY
 from conversations.api import MessageInput, ResolveInput
 from conversations.models import Task
 from work.api import PersonalityInput
@@ -68,6 +69,19 @@ class ConversationFrame(StrictSerializer):
 class PostFrame(MessageInput):
     conversation_id = serializers.CharField(**ID)
     notice = serializers.BooleanField(required=False, default=False)
+    # A reply cut short by a person's Stop: what the turn had written so far (may be blank).
+    stopped = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, data):
+        if data.get("stopped") and not data.get("body"):
+            return data
+        return super().validate(data)
+
+
+class DraftFrame(ItemFrame):
+    """The text so far of a chat turn this connection holds (streaming replies)."""
+
+    text = serializers.CharField(max_length=MAX_BODY, allow_blank=True, trim_whitespace=False)
 
 
 class ResolveFrame(ResolveInput):

@@ -146,6 +146,8 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     "message.created": LiveEvent(("message", "conversation_kind")),
     "message.updated": LiveEvent(("message", "conversation_kind")),
     "typing": LiveEvent(("conversation_id", "user")),
+    # An agent's reply as it is written: ephemeral, never stored (work.consumers.on_draft).
+    "message.draft": LiveEvent(("conversation_id", "work_id", "reply_to", "agent", "text")),
     "task.created": LiveEvent(("task",)),
     "task.started": LiveEvent(("task",)),
     "task.progress": LiveEvent(("task_id", "seq", "data")),

@@ -42,6 +42,10 @@ log = logging.getLogger("agntchat.bridge")
 MAX_FRAME_BYTES = 1024 * 1024
 # How long the server may take to answer one tool call (its tools stop well within this).
 TOOL_ANSWER_SECONDS = 180
+# A chat turn's growing text goes out as a ``draft`` frame at most this often (the latest text).
+DRAFT_SECONDS = 0.08
+# The longest draft the server takes (characters, as a message's body): past it, none is sent.
+DRAFT_LIMIT = 20_000
 
 
 class FrameTooLarge(ValueError):
@@ -130,6 +134,44 @@ def outcome_of(answer: dict) -> ToolOutcome:
     return ToolOutcome(False, error=error.get("message") or "the tool call failed")
 
 
+# How a draft can fail to go out (named once: websockets imports its names on first use).
+DRAFT_LOST = (ConnectionError, FrameTooLarge, websockets.WebSocketException)
+
+
+class Drafts:
+    """The growing text of one chat turn, sent as ``draft`` frames: at most one every
+    DRAFT_SECONDS, always the whole text so far, the latest one last (a trailing send catches
+    the deltas that came inside the interval)."""
+
+    def __init__(self, bridge: Bridge, item_id: str):
+        self.bridge = bridge
+        self.item_id = item_id
+        self.text = ""
+        self.sent_at = 0.0
+        self.sent_text = ""
+        self.later: asyncio.Task | None = None
+
+    def add(self, delta: str) -> None:
+        self.text += delta
+        wait = self.sent_at + DRAFT_SECONDS - time.monotonic()
+        if self.later is None or self.later.done():
+            self.later = asyncio.create_task(self.send_after(max(wait, 0)))
+
+    async def send_after(self, seconds: float) -> None:
+        if seconds:
+            await asyncio.sleep(seconds)
+        if self.text == self.sent_text or len(self.text) > DRAFT_LIMIT:
+            return
+        self.sent_at, self.sent_text = time.monotonic(), self.text
+        # A lost draft costs nothing (the next carries the whole text, the reply ends it).
+        with contextlib.suppress(*DRAFT_LOST):
+            await self.bridge.send({"type": "draft", "id": self.item_id, "text": self.text})
+
+    def close(self) -> None:
+        if self.later is not None:
+            self.later.cancel()
+
+
 class Bridge:
     def __init__(self, config: Config, backend: Backend | None = None):
         self.config = config
@@ -141,6 +183,9 @@ class Bridge:
         self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
         self.running: dict[str, asyncio.Task] = {}  # item id → its handler
+        # Chat items held, by id: True while the model writes (a person's Stop cancels the turn
+        # then; once the reply is being posted, a late Stop must not interrupt the post or ack).
+        self.chats: dict[str, bool] = {}
         self.stopping = asyncio.Event()
         self.lanes = {
             "message": asyncio.Semaphore(config.chat_lanes),
@@ -301,12 +346,14 @@ class Bridge:
         elif kind == "work":
             self.log_item("work received", frame)
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
+            if frame["kind"] == "message":
+                self.chats[frame["id"]] = False
             self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
         elif kind == "tool.result":
             self.resolve(f"tool:{frame['callId']}", frame)
         elif kind == "cancel":
             task = self.running.get(frame["id"])
-            if task is not None:
+            if task is not None and self.chats.get(frame["id"], True):
                 task.cancel()
         elif kind == "posted":
             self.resolve(frame.get("ref"), frame)
@@ -352,6 +399,7 @@ class Bridge:
             log.exception("work item %s failed; it will be redelivered", frame["id"])
         finally:
             self.running.pop(frame["id"], None)
+            self.chats.pop(frame["id"], None)
 
     @contextlib.asynccontextmanager
     async def conversation_turn(self, frame: dict):
@@ -511,14 +559,25 @@ class Bridge:
         directives = payload["directives"]
         conversation_id = payload["conversation"]["id"]
         extender = asyncio.create_task(self.keep_alive(frame["id"]))
+        drafts = Drafts(self, frame["id"])
+
+        def on_event(event: Event) -> None:
+            if event.kind == "text_delta":
+                drafts.add(event.data.get("text") or "")
+
         try:
             try:
                 # The agent's limit on one turn comes with each item (a hung CLI stops there).
                 turn = self.turn_for(directives, frame)
-                result = await run_to_result(
-                    self.backend, turn, time_limit=payload.get("timeLimitSeconds")
-                )
+                self.chats[frame["id"]] = True  # Stop may cancel it from here…
+                try:
+                    result = await run_to_result(
+                        self.backend, turn, on_event, time_limit=payload.get("timeLimitSeconds")
+                    )
+                finally:
+                    self.chats[frame["id"]] = False  # …until here, with no await in between
             except BackendError as exc:
+                drafts.close()
                 # Visible, never silent: a short notice in the conversation.
                 await self.post(
                     conversation_id,
@@ -527,7 +586,15 @@ class Bridge:
                     notice=True,
                 )
                 usage = None
+            except asyncio.CancelledError:
+                if self.ws is None or self.stopping.is_set():
+                    raise  # the connection is gone, not a stop request: the server redelivers
+                asyncio.current_task().uncancel()  # a person pressed Stop: keep what was written
+                drafts.close()
+                await self.post(conversation_id, drafts.text, frame, stopped=True)
+                usage = None
             else:
+                drafts.close()
                 self.sessions.put(directives["sessionKey"], result.session_id, result.cli_state)
                 # A turn that only acted (published, said done…) has nothing more to say.
                 if result.text.strip() or not turn.tools:
@@ -538,24 +605,32 @@ class Bridge:
                     "model": self.agent.get("model", ""),
                 }
         finally:
+            drafts.close()
             extender.cancel()
         await self.send({"type": "ack", "id": frame["id"], **({"usage": usage} if usage else {})})
         self.log_item("work acked", frame)
         self.sessions.unpark(frame["id"])
 
     async def post(
-        self, conversation_id: str, body: str, frame: dict, notice: bool = False
+        self,
+        conversation_id: str,
+        body: str,
+        frame: dict,
+        notice: bool = False,
+        stopped: bool = False,
     ) -> None:
         # The ref is derived from the work item: redoing the item after a crash posts the same message.
         ref = f"work:{frame['id']}"
         message = {
             "type": "post",
             "conversationId": conversation_id,
-            "body": body or "(empty reply)",
+            "body": body if stopped else (body or "(empty reply)"),
             "replyTo": frame["payload"]["message"]["id"],
             "ref": ref,
             "notice": notice,
         }
+        if stopped:
+            message["stopped"] = True
         posted = await self.call(message, ref)
         self.log_item("reply posted", frame, message_id=posted.get("messageId"))
 

@@ -153,6 +153,7 @@ class StandinServer:
         self.cache: set[str] = set()  # prefixes seen: the simulated provider prompt cache
         self.tool_script: list[dict] = []
         self.stream_tool_input = True  # stream a call's input in pieces (else in one piece)
+        self.chunk_seconds = 0.0  # a pause before each streamed piece of text: a slow model
         # When set to an Event: a request carrying tool results waits for it (the model "thinks"
         # after a tool ran, long enough for a test to kill the bridge there).
         self.after_tools_gate: threading.Event | None = None
@@ -176,6 +177,11 @@ class StandinServer:
         """TEXT (by default the reply) split the way a model streams it."""
         words = (self.reply if text is None else text).split(" ")
         return [w if i == 0 else " " + w for i, w in enumerate(words)] if words != [""] else []
+
+    def pause(self) -> None:
+        """Before a streamed piece of text: a model that writes slowly."""
+        if self.chunk_seconds:
+            time.sleep(self.chunk_seconds)
 
     def input_pieces(self, arguments: dict) -> list[str]:
         """A call's input as JSON text, in the pieces a model streams it in."""
@@ -367,6 +373,8 @@ class StandinServer:
                             for piece in server.input_pieces(block["input"])
                         ]
                     for n, delta in enumerate(deltas):
+                        if delta["type"] == "text_delta":
+                            server.pause()
                         self._send(
                             "content_block_delta",
                             {"type": "content_block_delta", "index": index, "delta": delta},
@@ -429,6 +437,7 @@ class StandinServer:
 
                 delta({"role": "assistant", "content": ""})
                 for chunk in server.chunks(answer["say"]):
+                    server.pause()
                     delta({"content": chunk})
                 for index, call in enumerate(calls):
                     first = {
@@ -492,6 +501,7 @@ class StandinServer:
                             "role": "assistant", "content": []}  # fmt: skip
                     added(item)
                     for chunk in server.chunks(answer["say"]):
+                        server.pause()
                         delta = {
                             "type": "response.output_text.delta",
                             "item_id": item["id"],

@@ -349,6 +349,9 @@ async def test_anthropic_calls_tools_streamed_and_sums_usage(server):
         ("done", {}),
     ]
     assert result.text == "Publishing.\n\nAll set."
+    # The text streams as it is written, each round's set apart as in the result (a chat
+    # turn's drafts grow into the reply).
+    assert "".join(e.data["text"] for e in events if e.kind == "text_delta") == result.text
     assert [e.data["name"] for e in events if e.kind == "tool"] == [
         "artifact_publish",
         "card_post",

@@ -224,7 +224,7 @@ async def test_claude_backend_end_to_end_with_resume(fake, tmp_path, monkeypatch
     assert first["cwd"] == turn.workdir
     assert first["argv"] == [
         "-p", "VOLATILE\n\nConversation so far:\nAna: Morning\n\n-is the build green?",
-        "--output-format", "stream-json", "--verbose",
+        "--output-format", "stream-json", "--verbose", "--include-partial-messages",
         "--permission-mode", "acceptEdits",
         "--append-system-prompt", "STABLE",
         "--allowedTools", "Read,Bash(git *)",

@@ -198,11 +198,15 @@ async def tool_loop(
         last = number == max_rounds
         if pending is None:
             answer = None
+            apart = bool(texts)  # this round's text follows an earlier round's, as in the Result
             async for item in respond(exchange, last):
                 if isinstance(item, Round):
                     answer = item
-                else:
-                    yield item
+                    continue
+                if apart and item.kind == "text_delta" and item.data.get("text"):
+                    item = Event("text_delta", {**item.data, "text": "\n\n" + item.data["text"]})
+                    apart = False
+                yield item
             add_usage(total, answer.usage)
             if answer.text:
                 texts.append(answer.text)

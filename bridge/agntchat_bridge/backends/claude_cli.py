@@ -30,8 +30,8 @@ MCP_TOOL_TIMEOUT_MS = 24 * 3600 * 1000
 
 def _text_event(text: str, state: dict) -> Event:
     """text_delta for a new chunk, separated from earlier assistant messages of the same turn."""
-    sep = "\n\n" if state.get("texted") and not state.get("streamed") else ""
-    state["texted"] = True
+    sep = "\n\n" if state.get("texted") and state.get("new_message", True) else ""
+    state["texted"], state["new_message"] = True, False
     return Event("text_delta", {"text": sep + text})
 
 
@@ -47,6 +47,8 @@ def parse_claude_line(line: dict, state: dict) -> list[Event | Result]:
     if kind == "stream_event":  # only with --include-partial-messages
         event = line.get("event") or {}
         delta = event.get("delta") or {}
+        if event.get("type") == "message_start":
+            state["new_message"] = True  # its first delta is set apart from the last message's
         if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
             state["streamed"] = (
                 True  # the full assistant message will repeat this text; skip it then
@@ -57,6 +59,7 @@ def parse_claude_line(line: dict, state: dict) -> list[Event | Result]:
         out: list[Event | Result] = []
         for block in (line.get("message") or {}).get("content") or []:
             if block.get("type") == "text" and block.get("text") and not state.get("streamed"):
+                state["new_message"] = True  # without partial messages: each block set apart
                 out.append(_text_event(block["text"], state))
             elif block.get("type") == "tool_use":
                 data = {
@@ -114,7 +117,8 @@ class ClaudeCLIBackend(Backend):
         parts.append(turn.prompt)
         prompt = "\n\n".join(p for p in parts if p) or "(no message)"
         argv = [self.executable, "-p", safe_positional(prompt)]
-        argv += ["--output-format", "stream-json", "--verbose"]
+        # Partial messages: the text streams token by token (a chat turn's draft grows live).
+        argv += ["--output-format", "stream-json", "--verbose", "--include-partial-messages"]
         argv += ["--permission-mode", self.permission_mode]
         if turn.stable:
             argv += ["--append-system-prompt", turn.stable]

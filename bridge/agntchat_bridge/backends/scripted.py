@@ -73,11 +73,13 @@ class ScriptedBackend(Backend):
         default: str = "Echo: {prompt}",
         delay_ms: int = 0,
         rules: list | None = None,
+        word_ms: int = 0,
     ):
         self.replies = {k.strip().casefold(): v for k, v in (replies or {}).items()}
         self.rules = [(re.compile(pattern, re.I), reply) for pattern, reply in (rules or [])]
         self.default = default
         self.delay_ms = delay_ms
+        self.word_ms = word_ms  # a pause before each word: a model that writes slowly
 
     def found(self, prompt: str):
         """The table's reply for PROMPT: exact first, then the first rule that matches."""
@@ -118,8 +120,8 @@ class ScriptedBackend(Backend):
             text = "\n\n".join(p for p in parts if p)
         else:
             text = self.reply(turn.prompt)
-            for i, word in enumerate(text.split(" ")):
-                yield Event("text_delta", {"text": word if i == 0 else " " + word})
+            async for event in self.words(text):
+                yield event
         usage = Usage(
             input_tokens=len(f"{turn.stable} {turn.volatile} {turn.prompt}".split()),
             output_tokens=len(text.split()),
@@ -132,6 +134,13 @@ class ScriptedBackend(Backend):
             session_id=session_id,
             blocks=[{"type": "label", "text": "scripted"}],
         )
+
+    async def words(self, text: str, lead: str = ""):
+        """TEXT as text_delta events, a word at a time (after LEAD), as a model streams."""
+        for i, word in enumerate(text.split(" ")):
+            if self.word_ms:
+                await asyncio.sleep(self.word_ms / 1000)
+            yield Event("text_delta", {"text": (lead if i == 0 else " ") + word})
 
     async def act(self, turn: Turn, steps: list[dict], parts: list[str]):
         """Run STEPS: tool calls through turn.call_tool, texts into PARTS. A turn resumed at
@@ -149,6 +158,8 @@ class ScriptedBackend(Backend):
                 continue
             if "text" in step:
                 parts.append(with_results(step["text"], last))
+                async for event in self.words(parts[-1], "\n\n" if len(parts) > 1 else ""):
+                    yield event
                 continue
             if turn.call_tool is None:
                 raise BackendError(f"scripted step calls {step['tool']} but the agent has no tools")

@@ -1,0 +1,138 @@
+"""Streaming replies in a real browser (issue 28): a real bridge whose scripted model writes a
+word every 200 ms. Alice asks; Nova's answer grows in a "writing…" bubble (shown as text: the
+markup in it stays text); Stop ends the turn with a reply marked stopped, holding what was
+written; Regenerate has Nova answer the same message again, as a new reply marked regenerated,
+the earlier one marked as such."""
+
+import json
+import os
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from agents import actions as agent_actions
+from conversations.actions import create_conversation
+from conversations.models import Delivery, Message
+from tests.socket_helpers import start_bridge
+from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, live, log_in, person
+from tests.ui.browser import shot as save_shot
+from workspaces.actions import create_team_workspace
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+
+REPLY = (
+    "Tides rise and fall twice a day. The <b>moon</b> pulls the water toward it, and the sun "
+    "helps a little. Spring tides come at new and full moon; neap tides come in between. "
+    "Check the local tables before you sail."
+)
+DRAFT_TEXT = "document.querySelector('.msg.is-draft [data-draft-text]')?.textContent || ''"
+
+
+def shot(page, name):
+    save_shot(page, f"streaming-{name}")
+
+
+@pytest.fixture
+def story(orm):
+    def build():
+        alice = person("alice", "Alice Martin")
+        team = create_team_workspace(alice, "Tide Lab")
+        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
+        general = create_conversation(
+            alice, team, kind="channel", title="general", agent_ids=[nova.id]
+        )
+        return team, general, nova
+
+    return orm(build)
+
+
+@pytest.fixture
+def bridge(orm, story, browser, tmp_path):
+    _, _, nova = story
+    _, server = browser
+    options = json.dumps({"word_ms": 200, "default": REPLY})
+    process = orm(start_bridge, server, nova, tmp_path, options)
+    yield process
+    process.terminate()
+    output = process.communicate(timeout=30)[0]
+    assert "Traceback" not in output, output
+
+
+def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
+    team, general, nova = story
+    chromium, server = browser
+    page = log_in(chromium, server, "alice")
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
+
+    page.locator("#composer-input").fill("How do tides work?")
+    page.locator("#composer-input").press("Enter")
+    bubble = page.locator(".msg.is-draft")
+    expect(bubble).to_be_visible(timeout=2 * WAIT)  # the bridge's first turn (a loaded machine)
+    expect(bubble.locator(".msg__author")).to_have_text("Nova")
+    expect(bubble.locator("[data-draft-state]")).to_have_text("writing…")
+    expect(page.locator("[data-working]")).not_to_contain_text("Nova")  # the bubble says it
+
+    # The bubble grows: partial texts, each the reply so far.
+    partial, deadline = [], time.monotonic() + 15
+    while time.monotonic() < deadline and (len(partial) < 3 or "<b>moon</b>" not in partial[-1]):
+        text = page.evaluate(DRAFT_TEXT)
+        if text and (not partial or text != partial[-1]):
+            partial.append(text)
+        time.sleep(0.05)
+    assert len(set(partial)) >= 3, partial
+    assert all(REPLY.startswith(text) for text in partial), partial
+    assert [len(t) for t in partial] == sorted(len(t) for t in partial)
+    # Markup in a draft is text, never HTML.
+    assert "<b>moon</b>" in bubble.locator("[data-draft-text]").text_content()
+    assert bubble.locator("[data-draft-text] b").count() == 0
+    shot(page, "01-writing")
+
+    bubble.get_by_role("button", name="Stop").click()
+    stopped = page.locator("li[data-message-id]").filter(has=page.locator(".tag--stopped"))
+    expect(stopped).to_have_count(1, timeout=WAIT)
+    expect(bubble).to_have_count(0)
+    expect(stopped.locator(".msg__author")).to_have_text("Nova")
+    written = stopped.locator(".msg__text").inner_text()
+    assert written and "moon" in written and "Check the local tables" not in written
+    shot(page, "02-stopped")
+
+    def replies():
+        return list(
+            Message.objects.filter(author_agent=nova)
+            .order_by("created_at")
+            .values("id", "body", "payload")
+        )
+
+    (first,) = orm(replies)
+    assert first["payload"] == {"stopped": True} and REPLY.startswith(first["body"])
+    assert orm(lambda: Delivery.objects.get(agent=nova).attempts) == 1
+
+    # Regenerate: a new answer to the same message, streamed again, posted as a new reply.
+    stopped.hover()
+    stopped.get_by_role("button", name="Regenerate").click()
+    expect(page.locator(".msg.is-draft")).to_be_visible(timeout=2 * WAIT)
+    expect(stopped.locator(".tag--superseded")).to_have_text("Earlier answer", timeout=WAIT)
+    regenerated = page.locator("li[data-message-id]").filter(has=page.locator(".tag--regenerated"))
+    expect(regenerated).to_have_count(1, timeout=30_000)
+    expect(regenerated.locator(".tag--regenerated")).to_be_visible()
+    expect(stopped.get_by_role("button", name="Regenerate")).to_have_count(
+        0
+    )  # the newer one has it
+    expect(regenerated.get_by_role("button", name="Regenerate")).to_have_count(1)
+    expect(page.locator(".msg.is-draft")).to_have_count(0)
+    expect(regenerated.locator(".msg__text")).to_contain_text("Check the local tables")
+    # The final message is rendered like every message: markup sanitised, not run.
+    assert regenerated.locator(".msg__text script, .msg__text [onerror]").count() == 0
+    first_answer, second_answer = orm(replies)
+    assert second_answer["payload"] == {"regenerated_from": str(first_answer["id"])}
+    assert first_answer["payload"] == {"stopped": True, "superseded": True}
+    assert second_answer["body"] == REPLY
+    delivery = orm(lambda: Delivery.objects.get(agent=nova))
+    assert delivery.acked_at is not None and delivery.attempts == 2
+    shot(page, "03-regenerated")

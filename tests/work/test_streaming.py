@@ -1,0 +1,191 @@
+"""Streaming replies on the agent socket and the REST endpoints (issue 28): drafts of a chat
+turn reach the browsers of the conversation and nobody else; Stop reaches the connection that
+holds the turn; the stopped reply is posted once and the item acked, never redelivered;
+Regenerate queues the same agent's delivery again through the claims."""
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from conversations import actions
+from conversations.models import Delivery, Message
+from tests.conftest import agent_session, client_for
+from tests.socket_helpers import agent_communicator, frames_until, live_socket_for, next_frame
+from tests.waiting import until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+post = sync_to_async(actions.post_message)
+
+
+async def connect(agent):
+    token = await sync_to_async(agent_session)(agent)
+    comm = agent_communicator(token)
+    assert (await comm.connect())[0]
+    assert (await next_frame(comm))["type"] == "hello"
+    return comm
+
+
+@sync_to_async
+def call(user, url, data=None):
+    """POST as USER (a person's session), JSON."""
+    return client_for(user).post(url, data, format="json")
+
+
+async def drafts_seen(live, count: int) -> list[dict]:
+    frames = await frames_until(
+        live, lambda f: f["type"] == "message.draft" and f["text"].count(" ") >= count - 1
+    )
+    return [f for f in frames if f["type"] == "message.draft"]
+
+
+async def test_drafts_reach_the_conversations_readers_and_not_another_workspace(
+    alice, charlie, channel, nova
+):
+    comm = await connect(nova)
+    alice_live = await live_socket_for(alice)
+    charlie_live = await live_socket_for(charlie)
+    question = await post(alice, channel, "Tell me a story")
+    work = await next_frame(comm)
+    texts = ["Once", "Once upon", "Once upon a time"]
+    for text in texts:
+        await comm.send_json_to({"type": "draft", "id": work["id"], "text": text})
+        await comm.receive_nothing(timeout=0.1)  # past the server's least interval
+    drafts = await drafts_seen(alice_live, 4)
+    assert [d["text"] for d in drafts] == texts
+    assert drafts[-1] == {
+        "type": "message.draft",
+        "conversationId": str(channel.id),
+        "workId": work["id"],
+        "replyTo": str(question.id),
+        "agent": {"id": str(nova.id), "name": "Nova"},
+        "text": "Once upon a time",
+    }
+    assert await charlie_live.receive_nothing(timeout=0.3)
+    # Nothing was stored.
+    assert await Message.objects.filter(author_agent=nova).acount() == 0
+    for socket in (comm, alice_live, charlie_live):
+        await socket.disconnect()
+
+
+async def test_drafts_faster_than_the_least_interval_are_dropped_not_queued(alice, channel, nova):
+    comm = await connect(nova)
+    live = await live_socket_for(alice)
+    await post(alice, channel, "Quick")
+    work = await next_frame(comm)
+    for n in range(30):  # all at once: a misbehaving client
+        await comm.send_json_to({"type": "draft", "id": work["id"], "text": "w " * n})
+    await comm.receive_nothing(timeout=0.5)
+    drafts = []
+    while not await live.receive_nothing(timeout=0.3):
+        frame = await live.receive_json_from()
+        if frame["type"] == "message.draft":
+            drafts.append(frame)
+    assert 1 <= len(drafts) < 10
+    await comm.disconnect()
+    await live.disconnect()
+
+
+async def test_a_draft_for_an_item_not_held_is_an_error(alice, channel, nova):
+    comm = await connect(nova)
+    await comm.send_json_to(
+        {"type": "draft", "id": "00000000-0000-0000-0000-000000000000", "text": "hi"}
+    )
+    error = await next_frame(comm)
+    assert error["type"] == "error" and error["code"] == "not_held"
+    # An item another connection holds is not held here either.
+    other = await connect(nova)
+    await post(alice, channel, "Hello")
+    work = await next_frame(comm)
+    await other.send_json_to({"type": "draft", "id": work["id"], "text": "hi"})
+    error = await next_frame(other)
+    assert error["type"] == "error" and error["code"] == "not_held"
+    # A draft with no text field is a bad frame.
+    await comm.send_json_to({"type": "draft", "id": work["id"]})
+    error = await next_frame(comm)
+    assert error["type"] == "error" and "text" in error.get("fields", {})
+    await comm.disconnect()
+    await other.disconnect()
+
+
+async def test_stop_reaches_the_holder_and_the_stopped_reply_is_posted_once(
+    alice, charlie, channel, nova
+):
+    comm = await connect(nova)
+    question = await post(alice, channel, "Write a long essay")
+    work = await next_frame(comm)
+    url = f"/api/v1/conversations/{channel.id}/stop/"
+    # Another workspace's person: 404, and nothing reaches the bridge.
+    response = await call(charlie, url, {"work": work["id"]})
+    assert response.status_code == 404
+    assert await comm.receive_nothing(timeout=0.3)
+    # Bad input: 400, nothing sent.
+    for bad in ({}, {"work": "nope"}, {"work": work["id"], "extra": 1}):
+        response = await call(alice, url, bad)
+        assert response.status_code == 400, bad
+    assert await comm.receive_nothing(timeout=0.3)
+    response = await call(alice, url, {"work": work["id"]})
+    assert response.status_code == 202
+    assert await next_frame(comm) == {"type": "cancel", "id": work["id"]}
+    # The bridge posts what it had, marked stopped (blank is allowed then), and acks.
+    await comm.send_json_to(
+        {"type": "post", "conversationId": str(channel.id), "body": "", "stopped": True,
+         "replyTo": str(question.id), "ref": f"work:{work['id']}"}
+    )  # fmt: skip
+    assert (await next_frame(comm))["type"] == "posted"
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    await until(
+        lambda: Delivery.objects.filter(pk=work["id"], acked_at__isnull=False).aexists(),
+        what="the ack",
+    )
+    (reply,) = [m async for m in Message.objects.filter(author_agent=nova)]
+    assert reply.payload == {"stopped": True} and reply.reply_to_id == question.id
+    delivery = await Delivery.objects.aget(pk=work["id"])
+    assert delivery.acked_at is not None and delivery.attempts == 1
+    # The turn ended: a second Stop is refused, nothing is redelivered.
+    response = await call(alice, url, {"work": work["id"]})
+    assert response.status_code == 409
+    assert await comm.receive_nothing(timeout=0.5)
+    await comm.disconnect()
+
+
+async def test_regenerate_queues_the_same_agent_again_and_marks_both_replies(
+    alice, charlie, channel, nova
+):
+    comm = await connect(nova)
+    question = await post(alice, channel, "Name a colour")
+
+    async def answer(body):
+        work = await next_frame(comm)
+        assert work["payload"]["message"]["id"] == str(question.id)
+        await comm.send_json_to(
+            {"type": "post", "conversationId": str(channel.id), "body": body,
+             "replyTo": str(question.id), "ref": f"work:{work['id']}"}
+        )  # fmt: skip
+        posted = await next_frame(comm)
+        await comm.send_json_to({"type": "ack", "id": work["id"]})
+        return work, posted["messageId"]
+
+    first_work, first_id = await answer("Red")
+    url = f"/api/v1/messages/{first_id}/regenerate/"
+    response = await call(charlie, url)
+    assert response.status_code == 404
+    # A person's message is no reply to regenerate.
+    response = await call(alice, f"/api/v1/messages/{question.id}/regenerate/")
+    assert response.status_code == 409
+    assert await comm.receive_nothing(timeout=0.3)
+    response = await call(alice, url)
+    assert response.status_code == 202
+    second_work, second_id = await answer("Blue")
+    assert second_work["id"] == first_work["id"] and second_id != first_id
+    replies = {str(m.id): m async for m in Message.objects.filter(author_agent=nova)}
+    assert replies[first_id].payload == {"superseded": True}
+    assert replies[second_id].payload == {"regenerated_from": first_id}
+    await until(
+        lambda: Delivery.objects.filter(pk=first_work["id"], acked_at__isnull=False).aexists(),
+        what="the second ack",
+    )
+    assert (await Delivery.objects.aget(pk=first_work["id"])).attempts == 2
+    # The earlier answer is not regenerated again: the newer one is.
+    assert (await call(alice, url)).status_code == 409
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
