@@ -16,7 +16,7 @@ from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish_live
 from agntchat.core.exceptions import RateLimited
 from agntchat.core.logs import TRACE
-from conversations import deliveries, files, live, relays, tasks, threads, turns
+from conversations import deliveries, files, live, mentions, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
@@ -25,6 +25,7 @@ from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
+from workspaces.notifications import mark_conversation_notifications_read
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,9 @@ def post_message(
         message, released = _persist_post(plan, wake)
         if message.held_at is None:
             _announce_post(message, released)
+            # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
+            if plan.conversational:
+                mentions.notify_post(message)
     if log.isEnabledFor(logging.INFO):
         _log_post(
             "message held" if message.held_at else "message posted",
@@ -543,6 +547,8 @@ def mark_read(user, conversation: Conversation) -> None:
     Participant.objects.filter(conversation=conversation, user=user).update(
         last_read_at=timezone.now()
     )
+    # ---- inbox: what the conversation brought is read with it ----
+    mark_conversation_notifications_read(user, conversation.pk)
 
 
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:

@@ -9,6 +9,7 @@ from agntchat.ui import (
     conversation_pages,
     directory_pages,
     memory_pages,
+    notification_pages,
     routine_pages,
     skill_pages,
     source_pages,
@@ -101,6 +102,12 @@ urlpatterns = [
     path("w/<uuid:workspace_id>/tasks/", agent_pages.task_list, name="tasks"),
     path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),
+    path("w/<uuid:workspace_id>/inbox/", notification_pages.inbox, name="inbox"),
+    path(
+        "w/<uuid:workspace_id>/inbox/settings/",
+        notification_pages.inbox_settings,
+        name="inbox-settings",
+    ),
     path(
         "w/<uuid:workspace_id>/connections/", connection_pages.connection_list, name="connections"
     ),
