@@ -203,6 +203,11 @@ def test_the_api_refuses_bad_input_and_changes_nothing(alice, bob, channel, api)
         response = client.get(f"/api/v1/notifications/?{query}")
         assert response.status_code == 400, query
         assert response.json()["error"]["code"] == "invalid"
+    item = Notification.objects.get(user=bob)
+    for url in (f"/api/v1/notifications/{item.id}/read/", "/api/v1/notifications/read-all/"):
+        for body in ([None], {"all": True}):
+            response = client.post(url, body, format="json")
+            assert response.status_code == 400, (url, body)
     missing = client.get("/api/v1/notifications/?before=00000000-0000-0000-0000-000000000000")
     assert missing.status_code == 404
     for body in ({}, {"digest": "weekly"}, {"digest": "daily", "extra": 1}, {"digest": 1}):
