@@ -255,8 +255,7 @@ EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agntchat <noreply@localhost>")
-# Where links in emails point: the site as people reach it.
-SITE_URL = os.environ.get("SITE_URL", "http://localhost:8000")
+# Links in emails point at AGNTCHAT_URL (below): the site as people reach it.
 
 # Files attached to messages (INT-4, docs/files.md). On local disk under MEDIA_ROOT; in an
 # S3-compatible bucket when AWS_STORAGE_BUCKET_NAME is set (needs django-storages[s3]; the

@@ -305,10 +305,11 @@ def post_message(
     with nullcontext() if plan.single_write else transaction.atomic():
         message, released = _persist_post(plan, wake)
         if message.held_at is None:
-            _announce_post(message, released)
             # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
+            # Before the post is announced: a reader's "read" must find what it brought.
             if plan.conversational:
                 mentions.notify_post(message)
+            _announce_post(message, released)
     if log.isEnabledFor(logging.INFO):
         _log_post(
             "message held" if message.held_at else "message posted",

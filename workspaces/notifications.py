@@ -207,7 +207,7 @@ def _send_digest(user_id, now) -> bool:
 
 
 def _digest_email(user, items) -> EmailMultiAlternatives:
-    site = settings.SITE_URL.rstrip("/")
+    site = settings.AGNTCHAT_URL.rstrip("/")
     context = {
         "user": user,
         "items": [{"notification": n, "url": site + n.link} for n in items],

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_digest_is_sent_once_with_text_html_and_links(alice, bob, channel, settings):
-    settings.SITE_URL = "https://chat.example.com"
+    settings.AGNTCHAT_URL = "https://chat.example.com"
     message = actions.post_message(alice, channel, "@bob the draft is ready")
     now = timezone.now()
     assert send_digests(now) == 1
