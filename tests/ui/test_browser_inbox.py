@@ -9,7 +9,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from conversations.actions import create_conversation
+from conversations.actions import create_conversation, post_message
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -40,6 +40,20 @@ def story(orm):
         return team, plans, bob
 
     return orm(build)
+
+
+# The Notification API as the page sees it, recording what it is asked to show, and a switch for
+# document.hidden (a headless page is never in the background by itself).
+DESKTOP = """(() => {
+  window.__hidden = false;
+  window.__notices = [];
+  Object.defineProperty(Document.prototype, "hidden", { get: () => window.__hidden });
+  function Recorded(title, options) { window.__notices.push(options.body); }
+  Recorded.prototype.addEventListener = () => {};
+  Recorded.permission = "granted";
+  Recorded.requestPermission = async () => "granted";
+  window.Notification = Recorded;
+})();"""
 
 
 def mention(page, text):
@@ -127,3 +141,24 @@ def test_the_digest_setting_and_desktop_notifications(orm, story, browser):
     expect(bob.get_by_text("Desktop notifications are on for this browser.")).to_be_visible()
     expect(bob.get_by_role("button", name="Enable desktop notifications")).to_be_hidden()
     shot(bob, "inbox-05-settings")
+
+
+def test_a_desktop_notification_only_while_the_tab_is_hidden(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob")
+    bob.context.add_init_script(DESKTOP)
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    alice = orm(lambda: User.objects.get(username="alice"))
+
+    orm(post_message, alice, plans, "@bob while you look")
+    expect(bob.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    assert bob.evaluate("window.__notices") == []  # the tab is in front: the badge is enough
+
+    bob.evaluate("window.__hidden = true")
+    orm(post_message, alice, plans, "@bob while you are away")
+    wait_for_js(bob, "() => window.__notices.length === 1")
+    assert bob.evaluate("window.__notices") == [
+        "Alice Martin mentioned you in #plans: @bob while you are away"
+    ]
