@@ -3,10 +3,13 @@ unread notifications not yet emailed, in one email with plain text and HTML and 
 once per their chosen period; never for someone who turned it off. Django's locmem backend
 keeps what was sent (pytest-django sets it)."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.core import mail
+from django.core.mail.backends import locmem
+from django.db import connection
 from django.utils import timezone
 
 from conversations import actions
@@ -66,3 +69,43 @@ def test_nothing_is_sent_when_off_read_or_without_an_address(alice, bob, charlie
     bob.save(update_fields=["email"])
     assert send_digests(timezone.now()) == 0
     assert mail.outbox == []
+
+
+class HeldBackend(locmem.EmailBackend):
+    """Django's locmem backend that holds each send until the test lets it go."""
+
+    sending = threading.Event()
+    release = threading.Event()
+
+    def send_messages(self, messages):
+        HeldBackend.sending.set()
+        assert HeldBackend.release.wait(10)
+        return super().send_messages(messages)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_at_once_send_one_digest(alice, bob, channel, settings):
+    settings.EMAIL_BACKEND = "tests.workspaces.test_digest.HeldBackend"
+    HeldBackend.sending.clear()
+    HeldBackend.release.clear()
+    actions.post_message(alice, channel, "@bob just once")
+    now = timezone.now()
+    first = []
+
+    def worker():
+        try:
+            first.append(send_digests(now))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert HeldBackend.sending.wait(10)  # the first worker is sending, holding Bob's row
+        assert send_digests(now) == 0  # the second skips it rather than send it twice
+    finally:
+        HeldBackend.release.set()
+        thread.join(10)
+    assert first == [1]
+    assert len(mail.outbox) == 1
+    assert send_digests(now) == 0
