@@ -13,6 +13,7 @@ from conversations.actions import create_conversation, post_message
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
+    PHONE,
     WAIT,
     live,
     log_in,
@@ -70,7 +71,7 @@ def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
     bob = live(log_in(chromium, server, "bob"))
     bob.goto(f"/w/{team.id}/tasks/")
     live(bob)
-    badge = bob.locator("[data-inbox-badge]")
+    badge = bob.locator("#sidebar [data-inbox-badge]")
     expect(badge).to_be_hidden()
     assert not bob.title().startswith("(")
 
@@ -97,7 +98,7 @@ def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
     mention(alice, "@bob and the harbour's opening hours, please")
     expect(items).to_have_count(2, timeout=WAIT)
     expect(items.first).to_contain_text("the harbour's opening hours")
-    expect(bob.locator("[data-inbox-count]")).to_have_text("2")
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("2")
     wait_for_js(bob, "() => document.title.startsWith('(2) ')")
     shot(bob, "inbox-02-list")
 
@@ -108,7 +109,7 @@ def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
     orm(first.refresh_from_db)
     assert first.read_at is not None
     # Having read the conversation, what it brought is read too.
-    expect(bob.locator("[data-inbox-count]")).to_have_text("0", timeout=WAIT)
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("0", timeout=WAIT)
     wait_for_js(bob, "() => !document.title.startsWith('(')")
 
     # Back in the inbox: nothing unread. Another mention, then "Mark all read".
@@ -120,7 +121,7 @@ def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
     shot(bob, "inbox-03-new")
     bob.get_by_role("button", name="Mark all read").click()
     expect(bob.locator(".inbox-item.is-unread")).to_have_count(0, timeout=WAIT)
-    expect(bob.locator("[data-inbox-badge]")).to_be_hidden()
+    expect(bob.locator("#sidebar [data-inbox-badge]")).to_be_hidden()
     assert orm(lambda: Notification.objects.filter(user=bob_user, read_at=None).count()) == 0
     shot(bob, "inbox-04-all-read")
 
@@ -153,7 +154,7 @@ def test_a_desktop_notification_only_while_the_tab_is_hidden(orm, story, browser
     alice = orm(lambda: User.objects.get(username="alice"))
 
     orm(post_message, alice, plans, "@bob while you look")
-    expect(bob.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("1", timeout=WAIT)
     assert bob.evaluate("window.__notices") == []  # the tab is in front: the badge is enough
 
     bob.evaluate("window.__hidden = true")
@@ -162,3 +163,18 @@ def test_a_desktop_notification_only_while_the_tab_is_hidden(orm, story, browser
     assert bob.evaluate("window.__notices") == [
         "Alice Martin mentioned you in #plans: @bob while you are away"
     ]
+
+
+def test_on_a_phone_the_count_rides_on_the_menu_button(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob", viewport=PHONE)
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    toggle = bob.locator("[data-sidebar-toggle]")
+    expect(toggle.locator("[data-inbox-badge]")).to_be_hidden()
+    alice = orm(lambda: User.objects.get(username="alice"))
+    orm(post_message, alice, plans, "@bob are you on the boat?")
+    expect(toggle.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    expect(toggle.locator("[data-inbox-badge]")).to_be_visible()
+    shot(bob, "inbox-06-phone")
