@@ -25,7 +25,7 @@ class DigestInput(StrictSerializer):
     digest = serializers.ChoiceField(choices=notifications.DIGEST_CHOICES)
 
 
-class NoInput(StrictSerializer):
+class ReadInput(StrictSerializer):
     """An action that takes no body: an empty object (or none) only."""
 
 
@@ -63,11 +63,11 @@ class NotificationReadView(APIView):
     """POST: mark one of the person's notifications read (again is fine)."""
 
     statuses = {"post": (200,)}
-    inputs = {"post": NoInput}
+    inputs = {"post": ReadInput}
     permission_classes = [IsPerson]
 
     def post(self, request, notification_id):
-        validated(NoInput, request.data)
+        validated(ReadInput, request.data)
         notification = access_notification(request.user, notification_id)
         notification = notifications.mark_notification_read(request.user, notification)
         return Response(notifications.notification_data(notification))
@@ -77,11 +77,11 @@ class NotificationReadAllView(APIView):
     """POST: mark every notification of the person read."""
 
     statuses = {"post": (200,)}
-    inputs = {"post": NoInput}
+    inputs = {"post": ReadInput}
     permission_classes = [IsPerson]
 
     def post(self, request):
-        validated(NoInput, request.data)
+        validated(ReadInput, request.data)
         marked = notifications.mark_all_notifications_read(request.user)
         return Response({"marked": marked, "unread_count": 0})
 
