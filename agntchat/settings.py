@@ -240,6 +240,23 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 
+# ---- Email: the notification digest (workspaces.notifications.send_digests) ----
+# SMTP when EMAIL_HOST is set (EMAIL_PORT, EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS);
+# otherwise digests are written to the worker's log by the console backend.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "agntchat <noreply@localhost>")
+# Links in emails point at AGNTCHAT_URL (below): the site as people reach it.
+
 # Files attached to messages (INT-4, docs/files.md). On local disk under MEDIA_ROOT; in an
 # S3-compatible bucket when AWS_STORAGE_BUCKET_NAME is set (needs django-storages[s3]; the
 # credentials come from the usual AWS_* environment, docs/files.md). Never served

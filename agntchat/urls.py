@@ -12,6 +12,7 @@ from integrations.telegram_api import webhook_urlpatterns
 
 api = [
     path("", include("workspaces.api")),
+    path("", include("workspaces.notifications_api")),
     path("", include("work.api")),
     path("", include("work.tools.api")),
     path("", include("work.memory_api")),

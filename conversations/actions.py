@@ -17,7 +17,7 @@ from agntchat.core.events import publish, publish_live, wake_agent
 from agntchat.core.exceptions import Conflict, RateLimited
 from agntchat.core.ids import as_uuid
 from agntchat.core.logs import TRACE
-from conversations import deliveries, files, live, relays, tasks, threads, turns
+from conversations import deliveries, files, live, mentions, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
 from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
@@ -26,6 +26,7 @@ from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
+from workspaces.notifications import mark_conversation_notifications_read
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,10 @@ def post_message(
     with nullcontext() if plan.single_write else transaction.atomic():
         message, released = _persist_post(plan, wake)
         if message.held_at is None:
+            # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
+            # Before the post is announced: a reader's "read" must find what it brought.
+            if plan.conversational:
+                mentions.notify_post(message)
             _announce_post(message, released)
     if log.isEnabledFor(logging.INFO):
         _log_post(
@@ -544,6 +549,8 @@ def mark_read(user, conversation: Conversation) -> None:
     Participant.objects.filter(conversation=conversation, user=user).update(
         last_read_at=timezone.now()
     )
+    # ---- inbox: what the conversation brought is read with it ----
+    mark_conversation_notifications_read(user, conversation.pk)
 
 
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:

@@ -14,6 +14,8 @@ from agents.models import Agent
 from agntchat.core.exceptions import AppError
 from conversations.actions import open_direct, post_message
 from routines.models import Reminder
+from workspaces.models import Notification
+from workspaces.notifications import conversation_link, notify_person
 
 MAX_TEXT = 1000
 MAX_AHEAD = timedelta(days=366 * 2)
@@ -112,4 +114,17 @@ def fire_due_reminders(now=None) -> int:
             )
             reminder.status, reminder.sent_at = Reminder.Status.SENT, now
             reminder.save(update_fields=["message", "status", "sent_at", "updated_at"])
+            # ---- inbox: the reminder's person finds it there too ----
+            notify_person(
+                reminder.agent.owner,
+                reminder.workspace_id,
+                Notification.Kind.REMINDER,
+                f"Reminder from {reminder.agent.name}: {reminder.text}",
+                conversation_link(
+                    reminder.workspace_id, reminder.conversation_id, reminder.message.pk
+                ),
+                conversation_id=reminder.conversation_id,
+                message_id=reminder.message.pk,
+                target_id=reminder.pk,
+            )
             sent += 1

@@ -581,7 +581,11 @@ async function decide(button, done) {
 
 const listeners = [];
 const onLive = (fn) => listeners.push(fn);
-const emit = (event) => listeners.forEach((fn) => fn(event));
+const emit = (event) => {
+  listeners.forEach((fn) => fn(event));
+  // Other scripts of the page (static/inbox.js) hear the socket too, without a second one.
+  document.dispatchEvent(new CustomEvent("agntchat:live", { detail: event }));
+};
 let liveState = ["Connecting…", "connecting"];
 let liveSocket = null;
 

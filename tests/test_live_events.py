@@ -14,6 +14,7 @@ from tests.conftest import client_for
 from tests.socket_helpers import TopicInbox
 from work import gateway
 from workspaces import actions as workspace_actions
+from workspaces import notifications
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +40,7 @@ class Browser:
         self.artifacts: dict[str, dict] = {}
         self.comments: dict[str, set] = {}
         self.members = self.read_members()
+        self.notifications, self.unread = self.read_notifications()
 
     # ---- fresh reads --------------------------------------------------------------------
     def get(self, path: str):
@@ -61,6 +63,12 @@ class Browser:
 
     def read_members(self):
         return self.get(f"workspaces/{self.workspace_id}/members/")
+
+    def read_notifications(self) -> tuple[dict, int]:
+        """The inbox, read or not (a browser keeps only whether), and its unread count."""
+        page = self.get("notifications/?limit=200")
+        shown = {n["id"]: {**n, "readAt": n["readAt"] is not None} for n in page["results"]}
+        return shown, page["unreadCount"]
 
     # ---- events -------------------------------------------------------------------------
     def catch_up(self) -> list[dict]:
@@ -121,6 +129,17 @@ class Browser:
             self.artifacts[event["artifact"]["id"]] = event["artifact"]
             if kind == "artifact.commented":
                 self.comments.setdefault(event["artifact"]["id"], set()).add(event["commentId"])
+        elif kind == "notification.created":
+            notification = event["notification"]
+            self.notifications[notification["id"]] = {
+                **notification,
+                "readAt": notification["readAt"] is not None,
+            }
+            self.unread = event["unreadCount"]
+        elif kind == "notification.read":
+            for notification_id in event["notificationIds"]:
+                self.notifications[notification_id]["readAt"] = True
+            self.unread = event["unreadCount"]
         elif LIVE_EVENTS[kind].regroups:
             self.members = self.read_members()  # the event says: read again
         else:
@@ -167,6 +186,7 @@ class Browser:
             comments = self.get(f"artifacts/{artifact_id}/comments/")["results"]
             assert self.comments.get(artifact_id, set()) == {c["id"] for c in comments}
         assert self.members == self.read_members()
+        assert (self.notifications, self.unread) == self.read_notifications()
 
 
 def step(browser: Browser, *expected: str) -> None:
@@ -199,6 +219,10 @@ def test_every_live_event_keeps_a_browser_equal_to_a_fresh_read(alice, bob, char
     step(bob_sees, "message.created", "conversation.capped")
     actions.post_message(bob, channel, "carry on")
     step(bob_sees, "message.created")
+    actions.post_message(alice, channel, "@bob have a look")
+    step(bob_sees, "message.created", "notification.created")
+    notifications.mark_all_notifications_read(bob)
+    step(bob_sees, "notification.read")
 
     orion = agent_actions.create_agent(alice, name="Orion", role="critic", backend="scripted")
     actions.add_agent_to_conversation(alice, channel, orion)

@@ -43,6 +43,7 @@ def test_the_schedules_that_exist_each_name_a_job_that_runs():
         "advance goal loops": ("routines.jobs.advance_loops", 1),
         "delete unposted files": ("conversations.jobs.delete_unposted_files", 60),
         "retry telegram sends": ("integrations.telegram.retry_sends", 1),
+        "email notification digests": ("workspaces.jobs.send_digests", 15),
     }
     for func, _ in found.values():
         module, name = func.rsplit(".", 1)

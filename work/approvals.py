@@ -9,14 +9,18 @@ that agent and tool in that workspace, so the next such call runs at once.
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from agntchat.core.events import wake_agent
 from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
+from conversations.access import conversations_visible_to
 from work import live
 from work.models import Decision, PermissionRequest, ToolCall, ToolPermission
 from workspaces.audit import record_audit
-from workspaces.models import MANAGER_ROLES, Membership
+from workspaces.models import MANAGER_ROLES, Membership, Notification, User
+from workspaces.notifications import conversation_link, notify_person, settle_notifications
 
 DEFAULT_EXPIRY_MINUTES = 15
 
@@ -53,7 +57,36 @@ def request_permission(call: ToolCall) -> PermissionRequest:
     )
     call.request = request
     live.announce_call(call)
+    _notify_deciders(request, call)
     return request
+
+
+# ---- inbox: an approval waits in each decider's inbox until someone decides ----
+def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
+    """Everyone who may decide (may_decide) and may read where the call was made."""
+    managers = Membership.objects.filter(
+        workspace_id=request.workspace_id, role__in=MANAGER_ROLES
+    ).values("user_id")
+    deciders = User.objects.filter(Q(pk=call.agent.owner_id) | Q(pk__in=managers))
+    if call.conversation_id:
+        link = conversation_link(call.workspace_id, call.conversation_id)
+    elif call.task_id:
+        link = reverse("task", args=[call.workspace_id, call.task_id])
+    else:
+        link = reverse("agent", args=[call.workspace_id, call.agent_id])
+    for user in deciders:
+        if call.conversation_id and not (
+            conversations_visible_to(user).filter(pk=call.conversation_id).exists()
+        ):
+            continue
+        notify_person(
+            user,
+            request.workspace_id,
+            Notification.Kind.APPROVAL,
+            f"{call.agent.name} asks to use {call.tool}: approve or deny",
+            link,
+            target_id=request.pk,  # not the conversation's: reading it decides nothing
+        )
 
 
 def may_decide(user, request: PermissionRequest) -> bool:
@@ -107,6 +140,7 @@ def decide_permission(user, request: PermissionRequest, approve: bool, always: b
         request.call.request = request
         live.announce_call(request.call)
         wake_agent(request.agent_id, "permission")
+        settle_notifications(request.pk)  # inbox: nothing waits any more
     return request
 
 
@@ -131,6 +165,7 @@ def expire_permission_requests(now=None) -> int:
             request.call.request = request
             live.announce_call(request.call)
             wake_agent(request.agent_id, "permission")
+            settle_notifications(request.pk)  # inbox: nothing waits any more
             count += 1
     return count
 

@@ -1,17 +1,28 @@
 """Permission-checked fetches of workspaces. Another tenant's id is simply not found."""
 
+from django.db.models import Exists, OuterRef
+
 from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
 from workspaces.exceptions import (
     CredentialNotFound,
     MemberNotFound,
     NotAllowed,
+    NotificationNotFound,
     OwnerRule,
     PersonalWorkspaceRule,
     TokenNotFound,
     WorkspaceNotFound,
 )
-from workspaces.models import ApiToken, Credential, Membership, Role, User, Workspace
+from workspaces.models import (
+    ApiToken,
+    Credential,
+    Membership,
+    Notification,
+    Role,
+    User,
+    Workspace,
+)
 
 
 def workspaces_visible_to(user):
@@ -117,6 +128,20 @@ def access_credential(membership: Membership, credential_id) -> Credential:
     if credential is None:
         raise CredentialNotFound()
     return credential
+
+
+def notifications_visible_to(user):
+    """The person's own notifications, of the workspaces they are still a member of."""
+    member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
+    return Notification.objects.filter(Exists(member), user=user)
+
+
+def access_notification(user, notification_id) -> Notification:
+    """One of the person's own notifications; anyone else's is not found."""
+    notification = notifications_visible_to(user).filter(pk=as_uuid(notification_id)).first()
+    if notification is None:
+        raise NotificationNotFound()
+    return notification
 
 
 class IsPerson:

@@ -21,6 +21,11 @@ class TokenNotFound(NotFound):
     default_message = "Token not found."
 
 
+class NotificationNotFound(NotFound):
+    code = "notification_not_found"
+    default_message = "Notification not found."
+
+
 class PersonalWorkspaceRule(AppError):
     """The personal workspace is never deleted, transferred, left or shared (WS-1)."""
 

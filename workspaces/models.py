@@ -14,6 +14,13 @@ class User(BaseModel, AbstractUser):
     display_name = models.CharField(max_length=80, blank=True)
     # An IANA name: the times a person gives (a reminder's) are read in it.
     timezone = models.CharField(max_length=64, default="UTC")
+    # The inbox by email (workspaces.notifications.send_digests): how often at most, and when last.
+    digest = models.CharField(
+        max_length=10,
+        choices=[("off", "Off"), ("hourly", "Hourly"), ("daily", "Daily")],
+        default="daily",
+    )
+    digest_sent_at = models.DateTimeField(null=True, blank=True)
 
     objects = UserManager()
 
@@ -132,6 +139,36 @@ class Credential(BaseModel):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["workspace", "name"], name="unique_credential_name")
+        ]
+
+
+class Notification(BaseModel):
+    """What needs a person (their inbox): a mention, a DM, an approval to decide, a reminder.
+    Its targets are ids, not keys: the rows live in apps above this one."""
+
+    class Kind(models.TextChoices):
+        MENTION = "mention"
+        DIRECT = "direct"
+        APPROVAL = "approval"
+        REMINDER = "reminder"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="notifications")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    text = models.CharField(max_length=300)
+    link = models.CharField(max_length=300)  # a path on this site: where clicking it goes
+    conversation_id = models.UUIDField(null=True, blank=True)
+    message_id = models.UUIDField(null=True, blank=True)
+    target_id = models.UUIDField(null=True, blank=True)  # the approval request or the reminder
+    read_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["user", "-created_at"], name="notification_inbox"),
+            models.Index(
+                fields=["user"], condition=Q(read_at__isnull=True), name="notification_unread"
+            ),
         ]
 
 

@@ -163,6 +163,9 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     "member.role_changed": LiveEvent(("workspace_id",), regroups=True),
     "member.removed": LiveEvent(("workspace_id",), regroups=True),
     "member.left": LiveEvent(("workspace_id",), regroups=True),
+    # The person's inbox (workspaces.notifications), on their own topic only.
+    "notification.created": LiveEvent(("notification", "unread_count")),
+    "notification.read": LiveEvent(("notification_ids", "unread_count")),
 }
 
 

@@ -33,6 +33,7 @@ from conversations.tasks import tasks_visible_to
 from integrations.models import Connection
 from workspaces.access import access_membership, workspaces_visible_to
 from workspaces.models import Membership
+from workspaces.notifications import unread_count
 
 LAST_WORKSPACE = "ui.last_workspace"
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -183,6 +184,7 @@ def sidebar(user, membership: Membership, current=None) -> dict:
         # Sessions of the OpenAI-compatible front (fronts/openai.py), one per token, agent, key.
         "api_sessions": rows["api"],
         "unread_cap": UNREAD_CAP,  # for the browser, which counts on from the live events
+        "inbox_unread": unread_count(user),  # the Inbox badge (workspaces.notifications)
         "agents": [
             {"agent": a, "online": online[a.id], "mine": is_agent_owner(user, a)} for a in agents
         ],

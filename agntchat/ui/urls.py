@@ -10,6 +10,7 @@ from agntchat.ui import (
     directory_pages,
     map_pages,
     memory_pages,
+    notification_pages,
     routine_pages,
     search_pages,
     skill_pages,
@@ -105,6 +106,12 @@ urlpatterns = [
     path("w/<uuid:workspace_id>/map/", map_pages.work_map, name="work-map"),
     path("w/<uuid:workspace_id>/tasks/<uuid:task_id>/", agent_pages.task_detail, name="task"),
     path("app/w/<uuid:workspace_id>/sidebar/", views.sidebar, name="sidebar"),
+    path("w/<uuid:workspace_id>/inbox/", notification_pages.inbox, name="inbox"),
+    path(
+        "w/<uuid:workspace_id>/inbox/settings/",
+        notification_pages.inbox_settings,
+        name="inbox-settings",
+    ),
     path(
         "w/<uuid:workspace_id>/connections/", connection_pages.connection_list, name="connections"
     ),

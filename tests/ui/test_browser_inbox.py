@@ -1,0 +1,180 @@
+"""The inbox in a real browser: Alice mentions Bob from her page of #plans; on Bob's page, open
+elsewhere, the sidebar's Inbox badge and the tab's title count it at once; his inbox lists it
+(and the next mention arrives there live); a click marks it read and opens the conversation at
+the message; "Mark all read" and the digest setting work from the pages. Database work goes
+through ``orm`` (tests/ui/browser.py)."""
+
+import os
+
+import pytest
+from playwright.sync_api import expect
+
+from conversations.actions import create_conversation, post_message
+from tests.ui.browser import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    PHONE,
+    WAIT,
+    live,
+    log_in,
+    shot,
+    tide_lab_in_lisbon,
+    wait_for_js,
+)
+from workspaces.models import Notification, User
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+
+
+@pytest.fixture
+def story(orm):
+    """Tide Lab with Alice, Bob and Nova, and #plans where Alice and Bob talk."""
+
+    def build():
+        team, nova = tide_lab_in_lisbon()
+        alice, bob = User.objects.get(username="alice"), User.objects.get(username="bob")
+        plans = create_conversation(alice, team, kind="channel", title="plans", user_ids=[bob.id])
+        return team, plans, bob
+
+    return orm(build)
+
+
+# The Notification API as the page sees it, recording what it is asked to show, and a switch for
+# document.hidden (a headless page is never in the background by itself).
+DESKTOP = """(() => {
+  window.__hidden = false;
+  window.__notices = [];
+  Object.defineProperty(Document.prototype, "hidden", { get: () => window.__hidden });
+  function Recorded(title, options) { window.__notices.push(options.body); }
+  Recorded.prototype.addEventListener = () => {};
+  Recorded.permission = "granted";
+  Recorded.requestPermission = async () => "granted";
+  window.Notification = Recorded;
+})();"""
+
+
+def mention(page, text):
+    composer = page.get_by_label("Message #plans")
+    composer.fill(text)
+    composer.press("Enter")
+    expect(composer).to_have_value("")
+
+
+def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+
+    bob = live(log_in(chromium, server, "bob"))
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    badge = bob.locator("#sidebar [data-inbox-badge]")
+    expect(badge).to_be_hidden()
+    assert not bob.title().startswith("(")
+
+    alice = live(log_in(chromium, server, "alice"))
+    alice.goto(f"/w/{team.id}/c/{plans.id}/")
+    live(alice)
+    mention(alice, "@bob can you check the tide tables for Saturday?")
+
+    # Bob's page, elsewhere, counts it without a reload.
+    expect(badge).to_be_visible(timeout=WAIT)
+    expect(badge.locator("[data-inbox-count]")).to_have_text("1")
+    wait_for_js(bob, "() => document.title.startsWith('(1) ')")
+    shot(bob, "inbox-01-badge")
+
+    # His inbox lists it, unread; the next mention arrives there live.
+    bob.locator("#sidebar").get_by_role("link", name="Inbox").click()
+    live(bob)
+    items = bob.locator(".inbox-item")
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_class("inbox-item is-unread")
+    expect(items.first).to_contain_text(
+        "Alice Martin mentioned you in #plans: @bob can you check the tide tables for Saturday?"
+    )
+    mention(alice, "@bob and the harbour's opening hours, please")
+    expect(items).to_have_count(2, timeout=WAIT)
+    expect(items.first).to_contain_text("the harbour's opening hours")
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("2")
+    wait_for_js(bob, "() => document.title.startsWith('(2) ')")
+    shot(bob, "inbox-02-list")
+
+    # A click marks it read and opens the conversation at the message.
+    first = orm(lambda: Notification.objects.get(user=bob_user, text__contains="tide tables"))
+    items.last.get_by_role("link").click()
+    bob.wait_for_url(f"**/c/{plans.id}/#msg-{first.message_id}", timeout=WAIT)
+    orm(first.refresh_from_db)
+    assert first.read_at is not None
+    # Having read the conversation, what it brought is read too.
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("0", timeout=WAIT)
+    wait_for_js(bob, "() => !document.title.startsWith('(')")
+
+    # Back in the inbox: nothing unread. Another mention, then "Mark all read".
+    bob.goto(f"/w/{team.id}/inbox/")
+    live(bob)
+    expect(bob.locator(".inbox-item.is-unread")).to_have_count(0)
+    mention(alice, "@bob one more thing: the boat keys")
+    expect(bob.locator(".inbox-item.is-unread")).to_have_count(1, timeout=WAIT)
+    shot(bob, "inbox-03-new")
+    bob.get_by_role("button", name="Mark all read").click()
+    expect(bob.locator(".inbox-item.is-unread")).to_have_count(0, timeout=WAIT)
+    expect(bob.locator("#sidebar [data-inbox-badge]")).to_be_hidden()
+    assert orm(lambda: Notification.objects.filter(user=bob_user, read_at=None).count()) == 0
+    shot(bob, "inbox-04-all-read")
+
+
+def test_the_digest_setting_and_desktop_notifications(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob")
+    bob.context.grant_permissions(["notifications"], origin=server.url)
+    bob.goto(f"/w/{team.id}/inbox/settings/")
+    expect(bob.get_by_label("Daily")).to_be_checked()
+    bob.get_by_label("Hourly").check()
+    bob.get_by_role("button", name="Save").click()
+    expect(bob.get_by_text("Saved.")).to_be_visible(timeout=WAIT)
+    orm(bob_user.refresh_from_db)
+    assert bob_user.digest == "hourly"
+    # Allowed in this browser: the control says so instead of asking.
+    expect(bob.get_by_text("Desktop notifications are on for this browser.")).to_be_visible()
+    expect(bob.get_by_role("button", name="Enable desktop notifications")).to_be_hidden()
+    shot(bob, "inbox-05-settings")
+
+
+def test_a_desktop_notification_only_while_the_tab_is_hidden(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob")
+    bob.context.add_init_script(DESKTOP)
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    alice = orm(lambda: User.objects.get(username="alice"))
+
+    orm(post_message, alice, plans, "@bob while you look")
+    expect(bob.locator("#sidebar [data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    assert bob.evaluate("window.__notices") == []  # the tab is in front: the badge is enough
+
+    bob.evaluate("window.__hidden = true")
+    orm(post_message, alice, plans, "@bob while you are away")
+    wait_for_js(bob, "() => window.__notices.length === 1")
+    assert bob.evaluate("window.__notices") == [
+        "Alice Martin mentioned you in #plans: @bob while you are away"
+    ]
+
+
+def test_on_a_phone_the_count_rides_on_the_menu_button(orm, story, browser):
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob", viewport=PHONE)
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    toggle = bob.locator("[data-sidebar-toggle]")
+    expect(toggle.locator("[data-inbox-badge]")).to_be_hidden()
+    alice = orm(lambda: User.objects.get(username="alice"))
+    orm(post_message, alice, plans, "@bob are you on the boat?")
+    expect(toggle.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    expect(toggle.locator("[data-inbox-badge]")).to_be_visible()
+    shot(bob, "inbox-06-phone")

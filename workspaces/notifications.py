@@ -1,0 +1,226 @@
+"""The inbox: what needs a person (a mention, a DM, an approval to decide, a reminder).
+
+Here, the lowest layer that knows people, so that conversations, work and routines above can
+write into it where the event happens (``notify_person``). Each change is announced after commit
+on the person's own topic (``user.<id>``), where their browsers listen; and unread ones not yet
+emailed go out in a digest at most once per the person's chosen period (``send_digests``).
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from agntchat.core.events import publish_live
+from workspaces.access import notifications_visible_to
+from workspaces.models import Membership, Notification, User
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 300
+DIGEST_PERIODS = {"hourly": timedelta(hours=1), "daily": timedelta(days=1)}
+DIGEST_CHOICES = ("off", *DIGEST_PERIODS)
+DIGEST_MAX_ITEMS = 50
+
+
+def notification_data(notification: Notification) -> dict:
+    """A notification as REST and live events show it (snake_case; wire() camelCases it)."""
+    return {
+        "id": notification.id,
+        "workspace_id": notification.workspace_id,
+        "kind": notification.kind,
+        "text": notification.text,
+        "link": notification.link,
+        "conversation_id": notification.conversation_id,
+        "message_id": notification.message_id,
+        "target_id": notification.target_id,
+        "created_at": notification.created_at,
+        "read_at": notification.read_at,
+    }
+
+
+def unread_count(user) -> int:
+    return notifications_visible_to(user).filter(read_at__isnull=True).count()
+
+
+def conversation_link(workspace_id, conversation_id, message_id=None) -> str:
+    """The page of a conversation, at the message when one is given."""
+    path = reverse("conversation", args=[workspace_id, conversation_id])
+    return f"{path}#msg-{message_id}" if message_id else path
+
+
+def snippet(text: str, length: int = 140) -> str:
+    """TEXT on one line, cut to LENGTH with an ellipsis."""
+    line = " ".join((text or "").split())
+    return line if len(line) <= length else line[: length - 1] + "…"
+
+
+def notify_person(
+    user,
+    workspace_id,
+    kind: str,
+    text: str,
+    link: str,
+    *,
+    actor=None,
+    conversation_id=None,
+    message_id=None,
+    target_id=None,
+) -> Notification | None:
+    """Put one item in USER's inbox and tell their browsers after commit. Nothing when USER is
+    the ACTOR (nobody is notified of their own doing) or no longer a member of the workspace."""
+    if isinstance(actor, User) and actor.pk == user.pk:
+        return None
+    if not Membership.objects.filter(workspace_id=workspace_id, user=user).exists():
+        return None
+    with transaction.atomic():
+        notification = Notification.objects.create(
+            user=user,
+            workspace_id=workspace_id,
+            kind=kind,
+            text=snippet(text, MAX_TEXT),
+            link=link,
+            conversation_id=conversation_id,
+            message_id=message_id,
+            target_id=target_id,
+        )
+        publish_live(
+            [f"user.{user.pk}"],
+            "notification.created",
+            notification=notification_data(notification),
+            unread_count=unread_count(user),
+        )
+    return notification
+
+
+def _mark_read(user, notifications, now=None) -> list:
+    """Mark the unread ones of NOTIFICATIONS (USER's) read and tell USER's browsers; their ids."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        ids = list(
+            notifications.filter(read_at__isnull=True)
+            .select_for_update()
+            .values_list("pk", flat=True)
+        )
+        if ids:
+            Notification.objects.filter(pk__in=ids).update(read_at=now, updated_at=now)
+            publish_live(
+                [f"user.{user.pk}"],
+                "notification.read",
+                notification_ids=ids,
+                unread_count=unread_count(user),
+            )
+    return ids
+
+
+def mark_notification_read(user, notification: Notification) -> Notification:
+    """USER read NOTIFICATION (one of theirs, from access_notification); idempotent."""
+    _mark_read(user, Notification.objects.filter(pk=notification.pk, user=user))
+    notification.refresh_from_db(fields=["read_at", "updated_at"])
+    return notification
+
+
+def mark_all_notifications_read(user) -> int:
+    """Everything in USER's inbox read; how many were unread."""
+    return len(_mark_read(user, notifications_visible_to(user)))
+
+
+def mark_conversation_notifications_read(user, conversation_id) -> int:
+    """USER has read a conversation: what it brought to their inbox is read too."""
+    return len(
+        _mark_read(user, notifications_visible_to(user).filter(conversation_id=conversation_id))
+    )
+
+
+def settle_notifications(target_id) -> None:
+    """What TARGET_ID (an approval request) asked of people is done: read, for everyone."""
+    unread = Notification.objects.filter(target_id=target_id, read_at__isnull=True)
+    for user in User.objects.filter(Exists(unread.filter(user=OuterRef("pk")))):
+        _mark_read(user, unread.filter(user=user))
+
+
+def set_digest(user, digest: str) -> User:
+    """How often, at most, USER's unread notifications are emailed: off, hourly or daily."""
+    if digest not in DIGEST_CHOICES:
+        raise ValueError(digest)
+    user.digest = digest
+    user.save(update_fields=["digest", "updated_at"])
+    return user
+
+
+# ---- the email digest -------------------------------------------------------------------------
+
+
+def _digest_due(now) -> Q:
+    """People whose period has passed since their last digest (or who never had one)."""
+    due = Q()
+    for period, length in DIGEST_PERIODS.items():
+        due |= Q(digest=period) & (
+            Q(digest_sent_at__isnull=True) | Q(digest_sent_at__lte=now - length)
+        )
+    return due
+
+
+def _waiting(user):
+    return notifications_visible_to(user).filter(read_at__isnull=True, emailed_at__isnull=True)
+
+
+def send_digests(now=None) -> int:
+    """Email each person whose period has passed their unread notifications not emailed yet;
+    how many emails were sent. Safe to run from several workers at once (SKIP LOCKED)."""
+    now = now or timezone.now()
+    waiting = Notification.objects.filter(
+        user=OuterRef("pk"), read_at__isnull=True, emailed_at__isnull=True
+    )
+    candidates = User.objects.filter(_digest_due(now), Exists(waiting), is_active=True).exclude(
+        email=""
+    )
+    return sum(_send_digest(user_id, now) for user_id in candidates.values_list("pk", flat=True))
+
+
+def _send_digest(user_id, now) -> bool:
+    with transaction.atomic():
+        user = (
+            User.objects.select_for_update(skip_locked=True)
+            .filter(_digest_due(now), pk=user_id)
+            .first()
+        )
+        if user is None:  # another worker has it, or sent it meanwhile
+            return False
+        items = list(_waiting(user).order_by("-created_at")[:DIGEST_MAX_ITEMS])
+        if not items:
+            return False
+        # Sent holding this person's row: a failed send rolls the marks back and the next run
+        # tries again; a second worker skips the row rather than send it twice.
+        _digest_email(user, items).send()
+        Notification.objects.filter(pk__in=[n.pk for n in items]).update(emailed_at=now)
+        user.digest_sent_at = now
+        user.save(update_fields=["digest_sent_at", "updated_at"])
+    log.info("digest emailed", extra={"user": str(user.pk), "items": len(items)})
+    return True
+
+
+def _digest_email(user, items) -> EmailMultiAlternatives:
+    site = settings.AGNTCHAT_URL.rstrip("/")
+    context = {
+        "user": user,
+        "items": [{"notification": n, "url": site + n.link} for n in items],
+        "inbox_url": site + reverse("inbox", args=[items[0].workspace_id]),
+        "settings_note": f"You get this {user.digest}; change it in your inbox's settings.",
+    }
+    count = len(items)
+    subject = f"agntchat: {count} unread notification{'s' if count != 1 else ''}"
+    email = EmailMultiAlternatives(
+        subject,
+        render_to_string("workspaces/digest_email.txt", context),
+        settings.DEFAULT_FROM_EMAIL,
+        [user.email],
+    )
+    email.attach_alternative(render_to_string("workspaces/digest_email.html", context), "text/html")
+    return email
