@@ -148,7 +148,10 @@ def history_window(conversation: str) -> Func:
     return Func(
         ArraySubquery(
             Message.objects.filter(
-                conversation_id=OuterRef(conversation), kind=Message.Kind.TEXT, held_at__isnull=True
+                conversation_id=OuterRef(conversation),
+                kind=Message.Kind.TEXT,
+                held_at__isnull=True,
+                deleted_at__isnull=True,  # a deleted message is gone from agents' context too
             )
             # The order of the message_history index, walked backwards in this conversation.
             .order_by("-created_at", "-id")
