@@ -170,6 +170,17 @@ def tools_and_skills(agent: Agent) -> tuple[list, list[dict]]:
     return tools, index
 
 
+def reply_thread_context(thread) -> str:
+    """What a reply thread hangs off (people's "Reply in thread"): the message it answers, which
+    its own history does not hold. One read, only for a thread's messages."""
+    origin = Message.objects.select_related("author_user", "author_agent").get(
+        pk=thread.parent_message_id
+    )
+    author = origin.author.label if origin.author else "system"
+    text = "(deleted)" if origin.deleted_at else origin.body
+    return f"# Thread\nThis is a reply thread under {author}'s message:\n{text}"
+
+
 def for_messages(agent: Agent, messages) -> dict:
     """Directives for answering each of MESSAGES (loaded with their conversation, turn and
     ``history_window``), by message id. Shared reads are done once for the batch."""
@@ -199,6 +210,8 @@ def for_messages(agent: Agent, messages) -> dict:
                     f"# Turn\nYou hold the turn ({mine['reason']})."
                     + (f" Next: {', '.join(after)}." if after else "")
                 )
+        if conversation.is_reply_thread and conversation.parent_message_id:
+            extra.append(reply_thread_context(conversation))  # issue 28
         side_threads = wording(conversation)
         if side_threads:
             extra.append("# Side threads\n" + side_threads)

@@ -2,15 +2,20 @@
 agents hear of an edit to what they answered. Alice and Bob share team A and #general with Nova;
 Charlie, in team B, must see and change nothing."""
 
+import threading
+
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.utils import timezone
 
 from agntchat.core.exceptions import AppError
 from conversations import actions
+from conversations.access import access_message
 from conversations.models import Conversation, Delivery, Message, Participant
-from tests.conftest import directives_for
+from tests.conftest import directives_for, make_person
 from tests.socket_helpers import frames_until, live_socket_for
+from workspaces.models import Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -193,6 +198,11 @@ def test_an_agent_answers_in_a_thread_only_when_named(alice, bob, said, nova):
     ]
     thread = named.conversation
     assert Participant.objects.filter(conversation=thread, agent=nova).exists()
+    # Nova's turn knows what the thread is about: the message it hangs off.
+    assert (
+        "This is a reply thread under alice's message:\nThe launch is on Tuesday"
+        in directives_for(nova, named)["volatile"]
+    )
     # Nova answers there through the same pipeline: the count goes up by one more.
     actions.post_message(nova, thread, "Confirmed.", reply_to=named)
     assert fresh(said).reply_count == 3
@@ -270,3 +280,63 @@ async def test_an_edit_a_reaction_and_a_reply_reach_the_channels_readers_live(
     assert await charlie_live.receive_nothing(timeout=0.3)
     for comm in (bob_live, charlie_live):
         await comm.disconnect()
+
+
+# ---- at once --------------------------------------------------------------------------------
+
+
+def at_once(calls):
+    """Run each of CALLS on its own thread and database connection, released together."""
+    start = threading.Barrier(len(calls))
+    errors = []
+
+    def run(call):
+        try:
+            start.wait()
+            call()
+        except Exception as exc:  # noqa: BLE001 - reported by the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return errors
+
+
+@pytest.mark.django_db(transaction=True)
+def test_people_reacting_at_once_are_all_counted(alice, bob, team_a, channel):
+    said = actions.post_message(alice, channel, "Vote!")
+    people = [alice, bob] + [make_member(team_a, f"voter{i}") for i in range(4)]
+    errors = at_once(
+        [
+            lambda who=who: actions.react_message(who, access_message(who, said.id), "✅")
+            for who in people
+        ]
+    )
+    assert errors == []
+    assert sorted(p["id"] for p in fresh(said).reactions["✅"]) == sorted(str(p.id) for p in people)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_first_replies_at_once_open_one_thread(alice, bob, team_a, channel):
+    said = actions.post_message(alice, channel, "Thoughts?")
+    people = [alice, bob] + [make_member(team_a, f"replier{i}") for i in range(3)]
+    errors = at_once(
+        [
+            lambda who=who: actions.reply_in_thread(who, access_message(who, said.id), "me first")
+            for who in people
+        ]
+    )
+    assert errors == []
+    thread = Conversation.objects.get(parent_message=said)
+    assert thread.messages.count() == 5 and fresh(said).reply_count == 5
+
+
+def make_member(workspace, username):
+    user = make_person(username)
+    Membership.objects.create(workspace=workspace, user=user, role="member")
+    return user
