@@ -15,6 +15,7 @@ from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
     PHONE,
+    SCREENSHOTS,
     WAIT,
     live,
     log_in,
@@ -154,6 +155,9 @@ def test_edit_delete_react_and_reply_show_live_for_others(orm, story, browser):
     doomed = message(alice, "Bring boots and a torch")
     doomed_id = doomed.get_attribute("data-message-id")
     doomed.hover()
+    expect(doomed.locator("[data-msg-actions]")).to_be_visible()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    alice.screenshot(path=str(SCREENSHOTS / "messages-04-hover-actions.png"))  # hovered: no shot()
     doomed.get_by_role("button", name="Delete").click()
     for page in (alice, bob):
         placeholder = page.locator(f'[data-message-id="{doomed_id}"]')
