@@ -6,7 +6,9 @@ import threading
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+from django.test import Client
 from django.utils import timezone
 
 from agntchat.core.exceptions import AppError
@@ -107,6 +109,27 @@ def test_it_deletes_ones_own_message_leaving_a_placeholder(alice, said, api):
     # Once deleted, it can be neither edited nor deleted again.
     again = api(alice).patch(f"/api/v1/messages/{said.id}/", {"body": "back"}, format="json")
     assert again.status_code == 409 and fresh(said).body == ""
+
+
+def test_a_deleted_messages_files_are_no_longer_shown_or_served(
+    alice, bob, channel, api, settings, tmp_path
+):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    sent = api(alice).post(
+        f"/api/v1/conversations/{channel.id}/files/",
+        {"file": SimpleUploadedFile("tides.csv", b"date,high\n", content_type="text/csv")},
+        format="multipart",
+    )
+    file_id = sent.json()["id"]
+    message = actions.post_message(alice, channel, "the table", attachments=[file_id])
+    shown = api(bob).get(f"/api/v1/files/{file_id}/")
+    assert shown.status_code == 200
+    link = shown.json()["url"]
+    assert Client().get(link).status_code == 200
+    deleted = api(alice).delete(f"/api/v1/messages/{message.id}/").json()
+    assert deleted["attachments"] == []
+    assert api(bob).get(f"/api/v1/files/{file_id}/").status_code == 404
+    assert Client().get(link).status_code == 404  # a link given out before goes too
 
 
 def test_it_refuses_to_delete_someone_elses_message(bob, said, api):
