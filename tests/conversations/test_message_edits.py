@@ -239,8 +239,9 @@ def test_a_reply_in_a_thread_has_no_thread_of_its_own(alice, bob, said, api):
     assert response.status_code == 409 and fresh(reply).reply_count == 0
 
 
-def test_a_blank_reply_is_refused_and_opens_no_thread(bob, said, api):
-    response = api(bob).post(f"/api/v1/messages/{said.id}/replies/", {"body": " "}, format="json")
+@pytest.mark.parametrize("body", [{"body": " "}, {}, {"body": "hi", "replyTo": None}])
+def test_a_bad_reply_is_refused_and_opens_no_thread(bob, said, api, body):
+    response = api(bob).post(f"/api/v1/messages/{said.id}/replies/", body, format="json")
     assert response.status_code == 400
     assert not Conversation.objects.filter(parent_message=said).exists()
 
