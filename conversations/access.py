@@ -123,7 +123,8 @@ def _uploaded_by(actor) -> Q:
 def attachments_visible_to(actor):
     """Files of the messages ACTOR may read, and ACTOR's own uploads not posted yet."""
     return Attachment.objects.filter(conversation__in=conversations_visible_to(actor)).filter(
-        Q(message__isnull=False, message__held_at__isnull=True)
+        # A deleted message's files go with its text (actions.delete_message).
+        Q(message__isnull=False, message__held_at__isnull=True, message__deleted_at__isnull=True)
         | Q(message__isnull=True) & _uploaded_by(actor)
     )
 
@@ -162,3 +163,13 @@ def audience_user_ids(conversation: Conversation) -> list:
             user__memberships__workspace_id=conversation.workspace_id,
         ).values_list("user_id", flat=True)
     )
+
+
+def reply_thread_of(actor, message_id) -> tuple[Message, Conversation | None]:
+    """The message ACTOR may read (else MessageNotFound) and its reply thread, if it has one
+    yet (readable by whoever reads the message: conversations_visible_to)."""
+    message = access_message(actor, message_id)
+    thread = Conversation.objects.filter(
+        parent_message=message, kind=Conversation.Kind.THREAD, thread_status=""
+    ).first()
+    return message, thread

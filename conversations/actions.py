@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
@@ -20,7 +20,13 @@ from agntchat.core.logs import TRACE
 from conversations import deliveries, files, live, mentions, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
-from conversations.exceptions import ChannelNameTaken, ConversationArchived, ConversationRule
+from conversations.exceptions import (
+    ChannelNameTaken,
+    ConversationArchived,
+    ConversationRule,
+    MessageNotEditable,
+    NotYourMessage,
+)
 from conversations.models import Attachment, Conversation, Delivery, Message, Participant
 from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
@@ -256,6 +262,8 @@ class PostPlan:
             and self.delegation is None
             and not self.planned_threads
             and not self.attachments
+            # A reply thread's post also counts itself on its origin (_count_reply).
+            and not self.conversation.is_reply_thread
         )
 
 
@@ -506,6 +514,8 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
     )
     _attach(message, plan.attachments)
     deliveries.wake_agents(queued)
+    if conversation.is_reply_thread:
+        _count_reply(message)
     # What needs the message stored: threads hang off it.
     if plan.planned_threads:
         threads.open_threads(message, plan.planned_threads)
@@ -639,3 +649,177 @@ def regenerate_reply(user, reply: Message) -> None:
         reply.save(update_fields=["payload", "client_ref", "updated_at"])
         live.announce_message(reply, "message.updated")
         wake_agent(reply.author_agent_id, "message")
+
+
+# ---- edits, deletions, reactions and reply threads (issue 28) -------------------------------
+
+# The emoji people react with: a small fixed set, as the composer's picker offers.
+REACTIONS = ("👍", "❤️", "😄", "🎉", "👀", "✅")
+# How much of an edited text the agents that already answered it are shown in the notice.
+EDIT_NOTICE_QUOTE = 2000
+
+
+def _own_text_message(user, message: Message) -> Message:
+    """MESSAGE locked for a change by USER: people change only their own text messages, still
+    there, in a conversation that takes posts. Call inside a transaction."""
+    if _is_agent(user) or user is None:
+        raise NotYourMessage("Agents' messages cannot be changed by people, nor by agents here.")
+    message = Message.objects.select_for_update().select_related("conversation").get(pk=message.pk)
+    if message.author_user_id != user.id or (message.payload or {}).get("external_author"):
+        raise NotYourMessage()
+    if message.kind != Message.Kind.TEXT:
+        raise MessageNotEditable("Only text messages can be changed.")
+    if message.deleted_at is not None:
+        raise MessageNotEditable("This message was deleted.")
+    if message.conversation.archived_at is not None:
+        raise ConversationArchived()
+    return message
+
+
+def edit_message(user, message: Message, body: str) -> Message:
+    """A person changes the text of their own message: shown "(edited)" to everyone, live. The
+    agents' next turns read the new text (their history is read fresh each turn), and each agent
+    that already answered the old text is told of the change by a notice queued for it alone,
+    through the normal pipeline (``post_message`` with WAKE), so it may correct itself."""
+    body = (body or "").strip()
+    with transaction.atomic():
+        message = _own_text_message(user, message)
+        if not body and not (message.payload or {}).get("attachments"):
+            raise ConversationRule(
+                "A message needs a body.", fields={"body": "This field may not be blank."}
+            )
+        if len(body) > MAX_BODY:
+            raise ConversationRule(
+                f"A message can be at most {MAX_BODY} characters.", fields={"body": "Too long."}
+            )
+        if body == message.body:
+            return message  # nothing changed: no "(edited)", nobody told
+        message.body = body
+        message.edited_at = timezone.now()
+        message.save(update_fields=["body", "edited_at", "updated_at"])
+        live.announce_message(message, "message.updated")
+        answered = list(
+            message.deliveries.filter(Q(acked_at__isnull=False) | Q(answered_at__isnull=False))
+            .order_by("agent_id")
+            .values_list("agent_id", flat=True)
+        )
+        if answered:
+            quote = body if len(body) <= EDIT_NOTICE_QUOTE else body[:EDIT_NOTICE_QUOTE] + "…"
+            post_message(
+                None,
+                message.conversation,
+                f"{user.label} edited their message: {quote}",
+                kind=Message.Kind.NOTICE,
+                payload={"edit_of": str(message.id)},
+                reply_to=message,
+                wake=answered,
+            )
+    return message
+
+
+def delete_message(user, message: Message) -> Message:
+    """A person deletes their own message: its row stays as a "message deleted" placeholder (a
+    reply thread under it stays too), its text is cleared and its files are no longer shown or
+    served (``attachments_visible_to``)."""
+    with transaction.atomic():
+        message = _own_text_message(user, message)
+        message.body = ""
+        message.deleted_at = timezone.now()
+        message.reactions = {}
+        message.payload = {k: v for k, v in (message.payload or {}).items() if k != "attachments"}
+        message.save(update_fields=["body", "deleted_at", "reactions", "payload", "updated_at"])
+        live.announce_message(message, "message.updated")
+    return message
+
+
+def react_message(user, message: Message, emoji: str, *, on: bool = True) -> Message:
+    """A person's EMOJI on a message, on or off (ON): each person counts once per emoji.
+    Written under the message row's lock, so people reacting at once are all counted."""
+    if _is_agent(user) or user is None:
+        raise NotYourMessage("Only people react to messages.")
+    if emoji not in REACTIONS:
+        raise ConversationRule(
+            "Not one of the reactions offered.", fields={"emoji": f"One of {' '.join(REACTIONS)}."}
+        )
+    with transaction.atomic():
+        message = (
+            Message.objects.select_for_update().select_related("conversation").get(pk=message.pk)
+        )
+        if message.deleted_at is not None:
+            raise MessageNotEditable("This message was deleted.")
+        if message.conversation.archived_at is not None:
+            raise ConversationArchived()
+        people = [p for p in message.reactions.get(emoji, []) if p["id"] != str(user.id)]
+        if on:
+            people.append({"id": str(user.id), "name": user.label})
+        before = message.reactions.get(emoji, [])
+        if len(people) == len(before):
+            return message  # already so: nothing to write or announce
+        reactions = {e: p for e, p in message.reactions.items() if e != emoji}
+        if people:
+            reactions[emoji] = people
+        # Kept in the offered order, whatever order they were first used in.
+        message.reactions = {e: reactions[e] for e in REACTIONS if e in reactions}
+        message.save(update_fields=["reactions", "updated_at"])
+        live.announce_message(message, "message.updated")
+    return message
+
+
+def reply_in_thread(
+    user, message: Message, body: str, *, client_ref: str = "", attachments=()
+) -> Message:
+    """A person's reply under MESSAGE, in its reply thread (opened by the first reply): a thread
+    conversation hanging off the message like a side thread, readable by whoever reads the
+    message's conversation. Agents named in a reply join the thread and answer there through
+    the normal pipeline; unnamed, none answers (turns.decide)."""
+    if _is_agent(user) or user is None:
+        raise NotYourMessage("Only people reply in threads here.")
+    origin = message.conversation
+    if origin.kind == Conversation.Kind.THREAD:
+        raise MessageNotEditable("A reply in a thread cannot have a thread of its own.")
+    if message.held_at is not None or message.kind != Message.Kind.TEXT:
+        raise MessageNotEditable("Only a text message can be replied to in a thread.")
+    if origin.archived_at is not None:
+        raise ConversationArchived()
+    with transaction.atomic():
+        # The message row's lock: two first replies at once open one thread, not two.
+        Message.objects.select_for_update().filter(pk=message.pk).first()
+        thread = Conversation.objects.filter(
+            parent_message=message, kind=Conversation.Kind.THREAD, thread_status=""
+        ).first()
+        if thread is None:
+            thread = Conversation.objects.create(
+                workspace_id=origin.workspace_id,
+                kind=Conversation.Kind.THREAD,
+                title=f"Thread in {origin.title or 'conversation'}",
+                parent_message=message,
+                created_by=user,
+            )
+        named = turns.mentioned(body or "", agents_in(origin))
+        for agent in named:
+            Participant.objects.get_or_create(conversation=thread, agent=agent)
+        thread.takes_part = Participant.objects.filter(conversation=thread, user=user).exists()
+        reply = post_message(user, thread, body, client_ref=client_ref, attachments=attachments)
+    return reply
+
+
+def agents_in(conversation: Conversation) -> list:
+    """The agents taking part in CONVERSATION (and appearing in its workspace)."""
+    return list(
+        agents_visible_in(conversation.workspace_id).filter(
+            participations__conversation=conversation
+        )
+    )
+
+
+def _count_reply(message: Message) -> None:
+    """One more reply in the reply thread MESSAGE (a thread's post) is in: its origin counts it
+    and shows the new count, live. Inside the post's transaction."""
+    thread = message.conversation
+    Message.objects.filter(pk=thread.parent_message_id).update(
+        reply_count=F("reply_count") + 1, updated_at=timezone.now()
+    )
+    origin = Message.objects.select_related("conversation", "author_user", "author_agent").get(
+        pk=thread.parent_message_id
+    )
+    live.announce_message(origin, "message.updated")

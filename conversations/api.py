@@ -16,6 +16,7 @@ from conversations.access import (
     access_conversation,
     access_message,
     conversations_visible_to,
+    reply_thread_of,
 )
 from conversations.models import Conversation, Message
 from conversations.payloads import (
@@ -365,4 +366,123 @@ urlpatterns = [
     path("conversations/<uuid:conversation_id>/messages/", MessageListView.as_view()),
     path("conversations/<uuid:conversation_id>/files/", FileUploadView.as_view()),
     path("files/<uuid:attachment_id>/", FileDetailView.as_view()),
+]
+
+
+# ---- edits, deletions, reactions and reply threads (issue 28) -------------------------------
+
+
+class MessageChange(StrictSerializer):
+    body = serializers.CharField(max_length=actions.MAX_BODY, trim_whitespace=True)
+
+
+class ReactionInput(StrictSerializer):
+    emoji = serializers.ChoiceField(choices=actions.REACTIONS)
+
+
+class ReactionQuery(serializers.Serializer):
+    """Query parameters: text by nature, so not a StrictSerializer."""
+
+    emoji = serializers.ChoiceField(choices=actions.REACTIONS)
+
+
+class ReplyInput(MessageInput):
+    reply_to = None  # a reply's place is its thread
+
+
+def _person_only(request, view, what: str) -> None:
+    if not IsPerson().has_permission(request, view):
+        view.permission_denied(request, f"Only people {what}.")
+
+
+class MessageDetailView(APIView):
+    """PATCH: a person edits the text of their own message ("(edited)"); DELETE: deletes it,
+    leaving a placeholder (200 with the placeholder). Another's message: 403; one that cannot
+    be read: 404."""
+
+    inputs = {"patch": MessageChange}
+    statuses = {"delete": (200,)}
+
+    def get(self, request, message_id):
+        message = access_message(request.user, message_id)
+        return Response(message_data(message))
+
+    def patch(self, request, message_id):
+        _person_only(request, self, "edit messages here")
+        message = access_message(request.user, message_id)
+        data = validated(MessageChange, request.data)
+        return Response(message_data(actions.edit_message(request.user, message, data["body"])))
+
+    def delete(self, request, message_id):
+        _person_only(request, self, "delete messages here")
+        message = access_message(request.user, message_id)
+        return Response(message_data(actions.delete_message(request.user, message)))
+
+
+class ReactionView(APIView):
+    """POST adds the person's reaction (one of the offered emoji), DELETE ``?emoji=`` takes it
+    back; both answer the message with its reactions, and are no-ops when already so."""
+
+    inputs = {"post": ReactionInput}
+    queries = {"delete": ReactionQuery}
+    statuses = {"post": (200,), "delete": (200,)}
+
+    def post(self, request, message_id):
+        _person_only(request, self, "react to messages")
+        message = access_message(request.user, message_id)
+        data = validated(ReactionInput, request.data)
+        return Response(message_data(actions.react_message(request.user, message, data["emoji"])))
+
+    def delete(self, request, message_id):
+        _person_only(request, self, "react to messages")
+        message = access_message(request.user, message_id)
+        data = validated(ReactionQuery, request.query_params.dict())
+        message = actions.react_message(request.user, message, data["emoji"], on=False)
+        return Response(message_data(message))
+
+
+class ReplyListView(APIView):
+    """GET: the replies in a message's reply thread, oldest first (``thread`` is null before the
+    first); POST: a person replies there (201), opening the thread with the first reply."""
+
+    inputs = {"post": ReplyInput}
+    queries = {"get": HistoryQuery}
+
+    def get(self, request, message_id):
+        message, thread = reply_thread_of(request.user, message_id)
+        query = validated(HistoryQuery, request.query_params.dict())
+        replies = []
+        if thread is not None:
+            replies = list(
+                Message.objects.filter(conversation=thread, held_at__isnull=True)
+                .select_related("author_user", "author_agent")
+                .defer("updated_at", *AUTHOR_UNSHOWN)
+                .order_by("created_at", "id")[: query["limit"]]
+            )
+        return Response(
+            {
+                "message_id": message.id,
+                "thread": thread.id if thread else None,
+                "results": [message_data(m) for m in with_thread_cards(replies)],
+            }
+        )
+
+    def post(self, request, message_id):
+        _person_only(request, self, "reply in threads here")
+        message = access_message(request.user, message_id)
+        data = validated(ReplyInput, request.data)
+        reply = actions.reply_in_thread(
+            request.user,
+            message,
+            data["body"],
+            client_ref=data["ref"],
+            attachments=data["attachments"],
+        )
+        return Response(message_data(reply), status=201)
+
+
+urlpatterns += [
+    path("messages/<uuid:message_id>/", MessageDetailView.as_view()),
+    path("messages/<uuid:message_id>/reactions/", ReactionView.as_view()),
+    path("messages/<uuid:message_id>/replies/", ReplyListView.as_view()),
 ]

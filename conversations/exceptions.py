@@ -1,4 +1,4 @@
-from agntchat.core.exceptions import AppError, Conflict, NotFound
+from agntchat.core.exceptions import AppError, Conflict, NotFound, PermissionDenied
 
 
 class ConversationNotFound(NotFound):
@@ -27,3 +27,16 @@ class ChannelNameTaken(Conflict):
 class ConversationArchived(Conflict):
     code = "conversation_archived"
     default_message = "This channel is archived: nothing can be posted in it."
+
+
+# ---- edits, reactions, reply threads (issue 28) ----
+
+
+class NotYourMessage(PermissionDenied):
+    code = "not_your_message"
+    default_message = "Only its author can change or delete a message."
+
+
+class MessageNotEditable(Conflict):
+    code = "message_not_editable"
+    default_message = "This message cannot be changed."

@@ -144,7 +144,12 @@ def download(request, attachment_id, name):
         raise Http404
     # The signature is the permission; the row must still exist and belong to a message (or be
     # its uploader's, still to be posted: the uploader was given this link by the upload).
-    attachment = Attachment.objects.filter(pk=attachment_id).first()
+    # A deleted message's files go with it (actions.delete_message), links given out before too.
+    attachment = (
+        Attachment.objects.filter(pk=attachment_id)
+        .exclude(message__deleted_at__isnull=False)
+        .first()
+    )
     if attachment is None or not attachment.file.storage.exists(attachment.file.name):
         raise Http404
     if settings.AWS_STORAGE_BUCKET_NAME:

@@ -69,6 +69,12 @@ class Conversation(BaseModel):
     def __str__(self) -> str:
         return self.title or f"{self.kind} {self.id}"
 
+    @property
+    def is_reply_thread(self) -> bool:
+        """People's "Reply in thread" under a message: a thread without a side thread's status
+        (those open with one: conversations/threads.py)."""
+        return self.kind == self.Kind.THREAD and not self.thread_status
+
 
 class Participant(BaseModel):
     """A person or an agent taking part in a conversation (exactly one of the two)."""
@@ -136,6 +142,15 @@ class Message(BaseModel):
     held_at = models.DateTimeField(null=True, blank=True)
     # The sender's own id for this post: a retried post with the same ref is the same message.
     client_ref = models.CharField(max_length=64, blank=True)
+    # A person changed or removed their own message (conversations/edits.py): a deleted one keeps
+    # its row, as a placeholder, with its text and files no longer shown.
+    edited_at = models.DateTimeField(null=True, blank=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    # Replies in its reply thread ("N replies"), counted as they are posted: no query to show it.
+    reply_count = models.PositiveIntegerField(default=0)
+    # People's emoji, {emoji: [{"id", "name"}, …]} in the order they reacted: written under the
+    # row's lock (actions.react_message), read with the message at no extra query.
+    reactions = models.JSONField(default=dict, blank=True)
 
     class Meta:
         indexes = [

@@ -95,8 +95,16 @@ def message_data(message) -> dict:
         "ref": message.client_ref or None,
         "held": message.held_at is not None,
         "created_at": message.created_at,
-        # Side threads opened by this message, as cards (THR-2).
-        "threads": [thread_card(t) for t in message.threads.all()],
+        # Side threads opened by this message, as cards (THR-2); its reply thread is not one.
+        "threads": [thread_card(t) for t in message.threads.all() if t.thread_status],
+        # Edits, deletion, reactions and reply threads (issue 28).
+        "edited_at": message.edited_at,
+        "deleted": message.deleted_at is not None,
+        "reactions": [
+            {"emoji": emoji, "count": len(people), "people": people}
+            for emoji, people in (message.reactions or {}).items()
+        ],
+        "reply_count": message.reply_count,
     }
     payload = message.payload or {}
     # Its files (INT-4), each with a fresh signed link, from what the post stored: no query.

@@ -112,6 +112,9 @@ def decide(message: Message, agents: list, done: set) -> dict:
             "queue": [(a, "mentioned by name") for a in named],
             "explanation": {},
         }
+    if conversation.is_reply_thread:
+        # People's reply threads: an agent answers there only when named (issue 28).
+        return {"rule": "none", "queue": [], "explanation": {}}
     awake = [a for a in everyone if a.id not in done]
     message_words = set(words(message.body))
     hits = {a.id: {c: capability_hits(c, message_words) for c in a.capabilities} for a in awake}

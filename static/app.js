@@ -1146,6 +1146,260 @@ function streamingReplies(list, conversationId, nearBottom, toBottom) {
   return { draft, arrived };
 }
 
+// ---- message actions: edit, delete, reactions, reply threads, "/" commands (issue 28) ---------
+
+/** "/" at the start of the composer: the commands the server understands, filtered as typed
+ * (an ARIA listbox like the @mention one). Returns the composer's keydown hook. */
+function slashBox(input, listbox, commands) {
+  let matches = [];
+  let active = 0;
+  const close = () => {
+    listbox.hidden = true;
+    matches = [];
+    input.removeAttribute("aria-activedescendant");
+  };
+  const render = () => {
+    listbox.replaceChildren(
+      ...matches.map((command, i) => {
+        const option = document.createElement("li");
+        option.id = `slash-${i}`;
+        option.className = "mention-option slash-option";
+        option.setAttribute("role", "option");
+        option.setAttribute("aria-selected", String(i === active));
+        const name = document.createElement("strong");
+        name.textContent = command.command;
+        const description = document.createElement("span");
+        description.className = "muted";
+        description.textContent = command.description;
+        option.append(name, description);
+        option.addEventListener("mousedown", (event) => {
+          event.preventDefault();
+          choose(i);
+        });
+        return option;
+      }),
+    );
+    listbox.hidden = false;
+    input.setAttribute("aria-activedescendant", `slash-${active}`);
+    // "/task @n" would also suggest @mentions: the commands' list speaks for both.
+    const mentions = $("#mention-list");
+    if (mentions) mentions.hidden = true;
+  };
+  const update = () => {
+    const typed = input.value.slice(0, input.selectionStart);
+    if (!/^\/[\w-]*(\s+@[\w.-]*)?$/.test(typed)) return close();
+    const query = typed.toLowerCase().replace(/\s+/g, " ");
+    matches = commands.filter((c) => c.command.toLowerCase().startsWith(query) && c.insert !== input.value).slice(0, 8);
+    active = 0;
+    matches.length ? render() : close();
+  };
+  const choose = (i) => {
+    input.value = matches[i].insert;
+    input.setSelectionRange(input.value.length, input.value.length);
+    close();
+    input.focus();
+    update(); // "/task " goes on to offer "/task @agent"
+  };
+  input.addEventListener("input", update);
+  input.addEventListener("blur", () => setTimeout(close, 150));
+  return (event) => {
+    if (listbox.hidden || !matches.length) return false;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
+      render();
+    } else if (event.key === "Enter" || event.key === "Tab") {
+      choose(active);
+    } else if (event.key === "Escape") {
+      close();
+    } else {
+      return false;
+    }
+    event.preventDefault();
+    return true;
+  };
+}
+
+/** Edit, delete, react and reply in thread on the conversation's messages, and the thread panel.
+ * PLACE(li, root) puts a rendered message in a list; INPUT is the composer, focused after. */
+function messageActions({ list, input, place }) {
+  const panel = $("[data-thread-panel]");
+  const origin = $("[data-thread-origin]", panel);
+  const replies = $("[data-replies]", panel);
+  const replyInput = $("[data-reply-input]", panel);
+  const replyError = $("[data-reply-error]", panel);
+  const roots = [list, origin, replies];
+  const idOf = (li) => li.dataset.messageId;
+
+  /** Fetch a message again and put it wherever it shows (the list, the panel). */
+  const refreshAll = async (id) => {
+    const showing = roots.filter((root) => $(`:scope > [data-message-id="${id}"]`, root));
+    if (!showing.length) return;
+    const [li] = await renderMessages([id]).catch(() => []);
+    if (!li) return;
+    showing.forEach((root, i) => place(i ? li.cloneNode(true) : li, root));
+    if (showing.includes(origin)) showCount(li);
+  };
+  const showCount = (li) => {
+    const count = $("[data-open-replies]", li)?.textContent || "";
+    $("[data-thread-count]", panel).textContent = count || "No replies yet";
+  };
+
+  // Inline edit: the message's own text in a box; Enter saves, Shift+Enter a new line, Esc cancels.
+  const startEdit = async (li) => {
+    if (!li || $("[data-edit-box]", li)) return;
+    const root = li.parentElement;
+    const message = await api("GET", `/api/v1/messages/${idOf(li)}/`).catch(() => null);
+    if (!message) return;
+    // Rendered again meanwhile (its own arrival, a reaction): the edit goes into what shows now.
+    li = $(`:scope > [data-message-id="${message.id}"]`, root) || li;
+    if ($("[data-edit-box]", li)) return;
+    const box = document.createElement("div");
+    box.className = "msg__edit";
+    box.dataset.editBox = "";
+    box.innerHTML = `<textarea class="msg__edit-input" rows="2" maxlength="20000" aria-label="Edit message"></textarea>
+      <p class="msg__edit-hint"><kbd>Enter</kbd> to save · <kbd>Esc</kbd> to cancel</p><p class="form-error" data-edit-error role="alert" hidden></p>`;
+    const area = $("textarea", box);
+    area.value = message.body;
+    const text = $(".msg__text", li);
+    if (text) text.hidden = true;
+    (text || $(".msg__meta", li)).after(box);
+    li.classList.add("is-editing");
+    const finish = () => {
+      const host = box.closest("li") || li; // the message may have been rendered again since
+      box.remove();
+      const shown = $(".msg__text", host);
+      if (shown) shown.hidden = false;
+      host.classList.remove("is-editing");
+      (li.closest("[data-thread-panel]") ? replyInput : input).focus();
+    };
+    area.addEventListener("keydown", async (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        finish();
+      } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        try {
+          await api("PATCH", `/api/v1/messages/${idOf(li)}/`, { body: area.value });
+          finish();
+          await refreshAll(idOf(li));
+        } catch (error) {
+          $("[data-edit-error]", box).textContent = error.message;
+          $("[data-edit-error]", box).hidden = false;
+        }
+      }
+    });
+    area.focus();
+    area.setSelectionRange(area.value.length, area.value.length);
+    area.style.height = `${Math.min(area.scrollHeight + 2, 240)}px`;
+  };
+
+  /** My last message still there, in ROOT: what the Up arrow edits. */
+  const lastMine = (root) => $$(':scope > li.msg--mine[data-kind="text"]:not(.is-deleted):not(.is-local)', root).at(-1);
+
+  const react = async (button, li) => {
+    const emoji = button.dataset.react;
+    const mine = button.getAttribute("aria-pressed") === "true";
+    button.closest("details")?.removeAttribute("open");
+    const url = `/api/v1/messages/${idOf(li)}/reactions/`;
+    await (mine ? api("DELETE", `${url}?emoji=${encodeURIComponent(emoji)}`) : api("POST", url, { emoji })).catch(() => null);
+    await refreshAll(idOf(li));
+  };
+
+  // The thread panel: the message, its replies, a box to reply. Live replies land in the list
+  // marked data-thread-of (initConversation places them), the count comes with message.updated.
+  let openId = null;
+  const openThread = async (li) => {
+    openId = idOf(li);
+    panel.hidden = false;
+    document.body.classList.add("thread-open");
+    origin.replaceChildren();
+    replies.replaceChildren();
+    delete replies.dataset.threadOf;
+    delete replies.dataset.loaded;
+    const [copy] = await renderMessages([openId]).catch(() => []);
+    if (copy) {
+      place(copy, origin);
+      showCount(copy);
+    }
+    const found = await api("GET", `/api/v1/messages/${openId}/replies/?limit=200`).catch(() => null);
+    if (found?.thread) {
+      replies.dataset.threadOf = found.thread;
+      for (const reply of await renderMessages(found.results.map((m) => m.id))) place(reply, replies);
+    }
+    replies.dataset.loaded = "1";
+    replyInput.focus();
+  };
+  const closeThread = () => {
+    panel.hidden = true;
+    openId = null;
+    document.body.classList.remove("thread-open");
+    input.focus();
+  };
+  const sendReply = async () => {
+    const body = replyInput.value.trim();
+    if (!body || !openId) return;
+    replyError.hidden = true;
+    try {
+      const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef() });
+      replyInput.value = "";
+      replies.dataset.threadOf = reply.conversationId;
+      const [li] = await renderMessages([reply.id]).catch(() => []);
+      if (li) place(li, replies);
+    } catch (error) {
+      replyError.textContent = error.message;
+      replyError.hidden = false;
+    }
+  };
+  $("[data-thread-close]", panel).addEventListener("click", closeThread);
+  $("[data-reply-composer]", panel).addEventListener("submit", (event) => {
+    event.preventDefault();
+    sendReply();
+  });
+  replyInput.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      sendReply();
+    } else if (event.key === "ArrowUp" && !replyInput.value) {
+      const mine = lastMine(replies);
+      if (mine) {
+        event.preventDefault();
+        startEdit(mine);
+      }
+    } else if (event.key === "Escape") {
+      closeThread();
+    }
+  });
+
+  const onClick = async (event) => {
+    const li = event.target.closest("li[data-message-id]");
+    if (!li || li.classList.contains("is-local")) return;
+    const button = event.target.closest("[data-react], [data-edit], [data-delete], [data-reply-thread], [data-open-replies]");
+    if (!button) return;
+    if (button.matches("[data-react]")) react(button, li);
+    else if (button.matches("[data-edit]")) startEdit(li);
+    else if (button.matches("[data-reply-thread], [data-open-replies]")) openThread(li);
+    else if (button.matches("[data-delete]") && confirm("Delete this message? Everyone will see “message deleted” instead.")) {
+      await api("DELETE", `/api/v1/messages/${idOf(li)}/`).catch(() => null);
+      await refreshAll(idOf(li));
+    }
+  };
+  list.addEventListener("click", onClick);
+  panel.addEventListener("click", onClick);
+
+  return {
+    refreshAll,
+    /** The composer's Up arrow in an empty box: edit my last message. */
+    upArrow(event) {
+      if (event.key !== "ArrowUp" || input.value) return false;
+      const mine = lastMine(list);
+      if (!mine) return false;
+      event.preventDefault();
+      startEdit(mine);
+      return true;
+    },
+  };
+}
+
 function initConversation() {
   if (page.page !== "conversation") return;
   const conversationId = page.conversationId;
@@ -1193,7 +1447,17 @@ function initConversation() {
     if (existing) {
       const open = $$('[data-thread-toggle][aria-expanded="true"]', existing).map((b) => b.closest("[data-thread-id]").dataset.threadId);
       const openCalls = $$("details[data-call-details][open]", existing).map((d) => d.dataset.callDetails);
+      // Issue 28: an edit under way moves into the fresh rendering, focus and all.
+      const editing = $("[data-edit-box]", existing);
+      const typing = editing?.contains(document.activeElement);
       existing.replaceWith(li);
+      if (editing) {
+        const text = $(".msg__text", li);
+        if (text) text.hidden = true;
+        (text || $(".msg__meta", li)).after(editing);
+        li.classList.add("is-editing");
+        if (typing) $("textarea", editing).focus();
+      }
       for (const id of open) toggleThread($(`[data-thread-id="${id}"]`, li), true);
       for (const id of openCalls) $(`details[data-call-details="${id}"]`, li)?.setAttribute("open", "");
     } else if (pending) {
@@ -1494,6 +1758,9 @@ function initConversation() {
 
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
+  // Issue 28: "/" commands, and edit/delete/react/reply on the messages.
+  const slashKeys = slashBox(input, $("[data-slash-list]"), JSON.parse($("#slash-data").textContent));
+  const actions = messageActions({ list, input, place });
   const autosize = () => {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
@@ -1509,7 +1776,9 @@ function initConversation() {
   };
   input.addEventListener("input", autosize);
   input.addEventListener("keydown", (event) => {
+    if (slashKeys(event)) return; // issue 28: before @mentions, whose list it hides
     if (mentionKeys(event)) return;
+    if (actions.upArrow(event)) return; // issue 28
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       submit();
@@ -1611,7 +1880,7 @@ function initConversation() {
         break;
       }
       case "message.updated":
-        if (stored(event.message.id)) refresh(event.message.id);
+        actions.refreshAll(event.message.id); // the list and the thread panel (issue 28)
         break;
       case "conversation.capped":
         if (event.conversationId === conversationId) {

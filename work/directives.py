@@ -148,7 +148,10 @@ def history_window(conversation: str) -> Func:
     return Func(
         ArraySubquery(
             Message.objects.filter(
-                conversation_id=OuterRef(conversation), kind=Message.Kind.TEXT, held_at__isnull=True
+                conversation_id=OuterRef(conversation),
+                kind=Message.Kind.TEXT,
+                held_at__isnull=True,
+                deleted_at__isnull=True,  # a deleted message is gone from agents' context too
             )
             # The order of the message_history index, walked backwards in this conversation.
             .order_by("-created_at", "-id")
@@ -165,6 +168,17 @@ def tools_and_skills(agent: Agent) -> tuple[list, list[dict]]:
     index = skills.agent_index(agent)
     tools = [t for t in agent_tools(agent) if index or t.name != "skill_load"]
     return tools, index
+
+
+def reply_thread_context(thread) -> str:
+    """What a reply thread hangs off (people's "Reply in thread"): the message it answers, which
+    its own history does not hold. One read, only for a thread's messages."""
+    origin = Message.objects.select_related("author_user", "author_agent").get(
+        pk=thread.parent_message_id
+    )
+    author = origin.author.label if origin.author else "system"
+    text = "(deleted)" if origin.deleted_at else origin.body
+    return f"# Thread\nThis is a reply thread under {author}'s message:\n{text}"
 
 
 def for_messages(agent: Agent, messages) -> dict:
@@ -196,6 +210,8 @@ def for_messages(agent: Agent, messages) -> dict:
                     f"# Turn\nYou hold the turn ({mine['reason']})."
                     + (f" Next: {', '.join(after)}." if after else "")
                 )
+        if conversation.is_reply_thread and conversation.parent_message_id:
+            extra.append(reply_thread_context(conversation))  # issue 28
         side_threads = wording(conversation)
         if side_threads:
             extra.append("# Side threads\n" + side_threads)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.access import access_agent, agent_appears_in, agents_visible_in
 from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
-from agntchat.ui.messages import message_rows, visible_messages
+from agntchat.ui.messages import message_rows, slash_commands, visible_messages
 from agntchat.ui.shell import (
     agent_presence,
     conversation_label,
@@ -89,6 +89,7 @@ def conversation(request, membership, conversation_id):
         cap=cap_for(conversation),
         can_configure=may_configure(membership, conversation),
         mentions=mention_targets(membership.workspace),
+        slash_commands=slash_commands([row["agent"] for row in participants["agents"]]),
         parent=conversation.parent_message,
         attach_accept=",".join(f".{e}" for e in settings.FILE_UPLOAD_EXTENSIONS),
     )

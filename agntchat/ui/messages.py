@@ -13,6 +13,7 @@ from agntchat.ui.shell import is_scripted
 from agntchat.ui.tool_calls import tool_calls_by_message
 from artifacts.rendering import render_markdown
 from conversations.access import messages_visible_to
+from conversations.actions import REACTIONS
 from conversations.models import Participant
 from conversations.payloads import message_data, with_thread_cards
 
@@ -77,5 +78,33 @@ def message_rows(messages, viewer) -> list[dict]:
             call["by_another"] = call["agent_id"] != message.author_agent_id
         for card in row["threads"]:
             card["can_open"] = card["id"] in taking_part
+        # Reactions and the message's own actions (issue 28).
+        for reaction in row["reactions"]:
+            reaction["mine"] = any(p["id"] == str(viewer.id) for p in reaction["people"])
+            reaction["names"] = ", ".join(p["name"] for p in reaction["people"])
+        row["reaction_choices"] = REACTIONS
+        row["in_thread"] = message.conversation.kind == "thread"
         rows.append(row)
     return rows
+
+
+def slash_commands(agents) -> list[dict]:
+    """The composer's "/" popup: the commands the server understands at the start of a message
+    (today only ``/task``, conversations.turns.DELEGATION), and a ready ``/task @agent`` for each
+    agent taking part here."""
+    commands = [
+        {
+            "command": "/task",
+            "insert": "/task ",
+            "description": "Hand a job to an agent as a task (the best-suited one)",
+        }
+    ]
+    commands += [
+        {
+            "command": f"/task @{agent.handle}",
+            "insert": f"/task @{agent.handle} ",
+            "description": f"Give {agent.name} a task",
+        }
+        for agent in agents
+    ]
+    return commands

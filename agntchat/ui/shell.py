@@ -148,7 +148,9 @@ def listed_in_sidebar(user, workspace):
     listed = Func(
         F("pk"), ids, template="%(expressions)s)", arg_joiner=" = ANY(", output_field=BooleanField()
     )
-    return Conversation.objects.filter(listed, archived_at__isnull=True)
+    # People's reply threads (issue 28) open from their message, not from the sidebar.
+    reply_thread = Q(kind=Conversation.Kind.THREAD, thread_status="")
+    return Conversation.objects.filter(listed, archived_at__isnull=True).exclude(reply_thread)
 
 
 def sidebar(user, membership: Membership, current=None) -> dict:

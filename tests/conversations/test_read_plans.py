@@ -127,7 +127,11 @@ def test_the_sidebar_reads_what_it_lists(client, busy, plan_cache_mode):
         bob, channel.workspace, kind="direct", agent_ids=[nova.id]
     )
     bobs_thread = Conversation.objects.create(
-        workspace=channel.workspace, kind="thread", title="Bob's side thread"
+        workspace=channel.workspace,
+        kind="thread",
+        title="Bob's side thread",
+        # As threads.open_threads opens them: a thread without a status is a reply thread.
+        thread_status="in_progress",
     )
     Participant.objects.create(conversation=bobs_thread, user=bob)
     client.force_login(bob)

@@ -1,0 +1,222 @@
+"""Issue 28 in a real browser: Alice edits her message and Bob's page shows "(edited)" live; she
+deletes one and both see the placeholder; Bob's reaction counts on Alice's page live, with who
+reacted on hover; Bob replies in a thread and Alice's message shows "1 reply"; the Up arrow in
+an empty composer edits one's last message; "/" opens the commands, filtered as typed."""
+
+import os
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from conversations.actions import create_conversation, post_message
+from conversations.models import Message
+from tests.ui.browser import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    PHONE,
+    SCREENSHOTS,
+    WAIT,
+    live,
+    log_in,
+    person,
+    shot,
+)
+from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+
+
+@pytest.fixture
+def story(orm):
+    def build():
+        from agents.actions import create_agent
+
+        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
+        team = create_team_workspace(alice, "Tide Lab")
+        _, token = create_invitation(team.memberships.get(user=alice))
+        accept_invitation(bob, token)
+        nova = create_agent(alice, name="Nova", handle="nova", backend="scripted")
+        general = create_conversation(
+            alice, team, kind="channel", title="general", agent_ids=[nova.id]
+        )
+        post_message(bob, general, "Morning! Tide tables are up on the board.")
+        return team, general
+
+    return orm(build)
+
+
+def open_general(chromium, server, team, general, who, **kwargs):
+    page = live(log_in(chromium, server, who, **kwargs))
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    return live(page)
+
+
+def message(page, text):
+    return page.locator("[data-messages] > li", has_text=text).last
+
+
+def test_edit_delete_react_and_reply_show_live_for_others(orm, story, browser):
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    bob = open_general(chromium, server, team, general, "bob")
+    alice.on("dialog", lambda dialog: dialog.accept())
+
+    composer = alice.get_by_label("Message #general")
+    composer.fill("High tide at 14:02 today")
+    composer.press("Enter")
+    expect(message(bob, "High tide at 14:02")).to_be_visible(timeout=WAIT)
+
+    # Edit through the message's own button: Bob sees the new text and "(edited)" live.
+    mine = message(alice, "High tide at 14:02")
+    mine.hover()
+    mine.get_by_role("button", name="Edit").click()
+    box = mine.get_by_label("Edit message")
+    expect(box).to_have_value("High tide at 14:02 today")
+    box.fill("High tide at 14:49 today")
+    box.press("Enter")
+    edited = message(bob, "High tide at 14:49")
+    expect(edited.locator("[data-edited]")).to_have_text("(edited)", timeout=WAIT)
+    expect(bob.locator("[data-messages]")).not_to_contain_text("14:02")
+
+    # Esc cancels an edit, leaving the text as it was.
+    mine = message(alice, "High tide at 14:49")
+    mine.hover()
+    mine.get_by_role("button", name="Edit").click()
+    mine.get_by_label("Edit message").fill("never saved")
+    mine.get_by_label("Edit message").press("Escape")
+    expect(mine.get_by_label("Edit message")).to_have_count(0)
+    expect(mine.locator(".msg__text")).to_have_text("High tide at 14:49 today")
+
+    # The Up arrow in the empty composer edits Alice's last message.
+    composer.fill("Bring boots")
+    composer.press("Enter")
+    expect(message(alice, "Bring boots")).not_to_have_class("is-local", timeout=WAIT)
+    expect(message(alice, "Bring boots")).to_have_attribute(
+        "data-message-id", re.compile(".+"), timeout=WAIT
+    )
+    composer.press("ArrowUp")
+    box = message(alice, "Bring boots").get_by_label("Edit message")
+    expect(box).to_be_focused(timeout=WAIT)
+    box.fill("Bring boots and a torch")
+    box.press("Enter")
+    expect(message(bob, "Bring boots and a torch").locator("[data-edited]")).to_be_visible(
+        timeout=WAIT
+    )
+
+    # Bob reacts to Alice's message: the count shows on Alice's page live, with his name.
+    theirs = message(bob, "High tide at 14:49")
+    theirs.hover()
+    theirs.get_by_title("Add a reaction").click()
+    theirs.get_by_title("React with 👍").click()
+    chip = message(alice, "High tide at 14:49").locator(".reaction", has_text="👍")
+    expect(chip.locator("[data-react-count]")).to_have_text("1", timeout=WAIT)
+    expect(chip).to_have_attribute("title", "Bob Okafor")
+    # Alice adds hers by clicking the chip: two, hers pressed.
+    chip.click()
+    expect(chip.locator("[data-react-count]")).to_have_text("2", timeout=WAIT)
+    expect(chip).to_have_attribute("aria-pressed", "true")
+    expect(message(bob, "High tide at 14:49").locator(".reaction [data-react-count]")).to_have_text(
+        "2", timeout=WAIT
+    )
+
+    # Bob replies in a thread: the panel opens, his reply is in it, Alice sees "1 reply".
+    theirs = message(bob, "High tide at 14:49")
+    theirs.hover()
+    theirs.get_by_role("button", name="Reply in thread").click()
+    panel = bob.locator("[data-thread-panel]")
+    expect(panel).to_be_visible()
+    expect(panel.locator("[data-thread-origin]")).to_contain_text("High tide at 14:49")
+    panel.get_by_label("Reply in thread").fill("I'll be there at 14:30")
+    panel.get_by_label("Reply in thread").press("Enter")
+    expect(panel.locator("[data-replies] > li")).to_contain_text("I'll be there", timeout=WAIT)
+    replies = message(alice, "High tide at 14:49").locator("[data-open-replies]")
+    expect(replies).to_have_text("1 reply", timeout=WAIT)
+    # The reply stays out of the channel's own list.
+    expect(alice.locator("[data-messages]")).not_to_contain_text("I'll be there")
+    replies.click()
+    alice_panel = alice.locator("[data-thread-panel]")
+    expect(alice_panel.locator("[data-replies] > li")).to_contain_text("I'll be there")
+    # A second reply from Bob arrives live in Alice's open panel.
+    panel.get_by_label("Reply in thread").fill("Boots ready")
+    panel.get_by_label("Reply in thread").press("Enter")
+    expect(alice_panel.locator("[data-replies]")).to_contain_text("Boots ready", timeout=WAIT)
+    expect(alice_panel.locator("[data-thread-count]")).to_have_text("2 replies", timeout=WAIT)
+    shot(alice, "messages-01-thread-reactions")
+    alice_panel.get_by_role("button", name="Close thread").click()
+    expect(alice_panel).to_be_hidden()
+
+    # Alice deletes "Bring boots…": both pages show the placeholder, the text is gone.
+    doomed = message(alice, "Bring boots and a torch")
+    doomed_id = doomed.get_attribute("data-message-id")
+    doomed.hover()
+    expect(doomed.locator("[data-msg-actions]")).to_be_visible()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    alice.screenshot(path=str(SCREENSHOTS / "messages-04-hover-actions.png"))  # hovered: no shot()
+    doomed.get_by_role("button", name="Delete").click()
+    for page in (alice, bob):
+        placeholder = page.locator(f'[data-message-id="{doomed_id}"]')
+        expect(placeholder.locator("[data-deleted]")).to_have_text("message deleted", timeout=WAIT)
+        expect(page.locator("[data-messages]")).not_to_contain_text("Bring boots and a torch")
+    shot(alice, "messages-00-edited-deleted-reactions")
+    assert orm(lambda: Message.objects.get(pk=doomed_id).body) == ""
+
+
+def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    composer = alice.get_by_label("Message #general")
+    popup = alice.locator("[data-slash-list]")
+    composer.press_sequentially("/")
+    expect(popup).to_be_visible()
+    expect(popup.locator("[role=option]")).to_have_count(2)  # /task and /task @nova
+    expect(popup).to_contain_text("Hand a job to an agent")
+    shot(alice, "messages-02-slash-commands")
+    composer.press_sequentially("task @n")
+    expect(popup.locator("[role=option]")).to_have_count(1)
+    expect(popup.locator("[role=option]")).to_contain_text("/task @nova")
+    composer.press("Enter")  # picks, does not send
+    expect(composer).to_have_value("/task @nova ")
+    expect(popup).to_be_hidden()
+    # Esc closes it; arrows walk the options.
+    composer.fill("")
+    composer.press_sequentially("/t")
+    expect(popup).to_be_visible()
+    composer.press("ArrowDown")
+    expect(popup.locator("[aria-selected=true]")).to_contain_text("/task @nova")
+    composer.press("Tab")
+    expect(composer).to_have_value("/task @nova ")
+    composer.fill("")
+    composer.press_sequentially("/")
+    composer.press("Escape")
+    expect(popup).to_be_hidden()
+    expect(composer).to_have_value("/")
+    # Nothing was sent meanwhile.
+    assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+
+
+def test_on_a_phone_the_thread_takes_the_screen(orm, story, browser):
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice", viewport=PHONE)
+    morning = message(alice, "Morning!")
+    morning.click()  # a tap: the message's actions show
+    morning.get_by_title("Add a reaction").click()
+    morning.get_by_title("React with 🎉").click()
+    expect(morning.locator(".reaction [data-react-count]")).to_have_text("1", timeout=WAIT)
+    morning = message(alice, "Morning!")
+    morning.click()
+    morning.get_by_role("button", name="Reply in thread").click()
+    panel = alice.locator("[data-thread-panel]")
+    panel.get_by_label("Reply in thread").fill("Thanks Bob!")
+    panel.get_by_label("Reply in thread").press("Enter")
+    expect(panel.locator("[data-replies]")).to_contain_text("Thanks Bob!", timeout=WAIT)
+    box = panel.bounding_box()
+    assert box["width"] == PHONE["width"]
+    shot(alice, "messages-03-phone-thread")
