@@ -1,6 +1,8 @@
 """Conversations, participants, messages, and the agents' two queues: deliveries of messages and
 tasks (work asked in a conversation, or outside any), with what each turn cost."""
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
@@ -142,7 +144,7 @@ class Message(BaseModel):
     held_at = models.DateTimeField(null=True, blank=True)
     # The sender's own id for this post: a retried post with the same ref is the same message.
     client_ref = models.CharField(max_length=64, blank=True)
-    # A person changed or removed their own message (conversations/edits.py): a deleted one keeps
+    # A person changed or removed their own message (actions.edit_message): a deleted one keeps
     # its row, as a placeholder, with its text and files no longer shown.
     edited_at = models.DateTimeField(null=True, blank=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -162,6 +164,8 @@ class Message(BaseModel):
                 condition=Q(held_at__isnull=False),
                 name="message_held",
             ),
+            # Full-text search (work/search.py) reads this expression, as core/search.py writes it.
+            GinIndex(SearchVector("body", config="english"), name="message_body_search"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -289,7 +293,10 @@ class Task(Claimable, BaseModel):
     tools = models.JSONField(default=list, blank=True)
 
     class Meta(Claimable.Meta):
-        pass
+        indexes = [
+            *Claimable.Meta.indexes,
+            GinIndex(SearchVector("instructions", config="english"), name="task_instructions_search"),
+        ]
 
     @property
     def is_terminal(self) -> bool:
