@@ -295,7 +295,9 @@ class Task(Claimable, BaseModel):
     class Meta(Claimable.Meta):
         indexes = [
             *Claimable.Meta.indexes,
-            GinIndex(SearchVector("instructions", config="english"), name="task_instructions_search"),
+            GinIndex(
+                SearchVector("instructions", config="english"), name="task_instructions_search"
+            ),
         ]
 
     @property
