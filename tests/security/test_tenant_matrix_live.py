@@ -105,6 +105,7 @@ def test_no_agent_socket_without_a_live_session(world, checksum_sql):
         assert (await comm.connect())[0]
         refusal = await next_frame(comm)
         closed = await comm.receive_output(timeout=3)
+        await comm.wait(timeout=3)  # the refused socket's application has ended
         after = await database(checksum)(checksum_sql)
         return refusal, closed, changed(before, after)
 
