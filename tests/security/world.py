@@ -14,12 +14,17 @@ from agents.models import AgentSession
 from artifacts.actions import publish_artifact
 from conversations import tasks
 from conversations.actions import create_conversation, post_message, upload_attachment
+from integrations import sources
 from routines import actions as routine_actions
 from routines import loops, reminders
 from tests.conftest import make_cast, make_person
 from tests.integrations.google_github_standin import connect
+from tests.work.test_tool_frames import NOTE, note
+from tests.work.tooling import held_message
 from work import memory, skills
 from work.actions import set_workspace_permission
+from work.models import PermissionRequest
+from work.tools.registry import REGISTRY, Tool, register
 from workspaces import actions as workspace_actions
 
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -70,6 +75,10 @@ def build_world() -> SimpleNamespace:
         "name": "artifact_publish",
         "provider": "google",
     }
+    ids["source_id"] = sources.add_source(
+        owner, kind="mcp", name="crm", url="https://crm.example.com/mcp"
+    ).id
+    ids["request_id"], ids["call_id"] = pending_approval(nova, channel, cast.bob)
     invitation, invitation_token = workspace_actions.create_invitation(owner)
     ids["invitation_id"] = invitation.id
 
@@ -108,6 +117,17 @@ def build_world() -> SimpleNamespace:
             "placement_token": agent_hosting.issue_host_token(hosted_host, nova),
         },
     )
+
+
+def pending_approval(agent, conversation, author) -> tuple:
+    """A tool call of AGENT's waiting for a person's decision: (its request's id, its id)."""
+    tool = register(Tool("matrix_outside", "Post a note, from outside.", NOTE, "external", note))
+    try:
+        answer = held_message(agent, conversation, author).call(tool.name, {"text": "x"})
+    finally:
+        REGISTRY.pop(tool.name, None)  # the rows stay; the tool is no one else's
+    request = PermissionRequest.objects.get(pk=answer.pending["request_id"])
+    return request.id, request.call_id
 
 
 def tables_checksum_sql() -> str:
