@@ -21,6 +21,7 @@ from agents.models import Agent, AgentSession, Host, HostToken
 from agntchat.core import crypto
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import AppError
+from workspaces.audit import personal_workspace_id, record_audit
 
 
 class HostFull(AppError):
@@ -45,28 +46,44 @@ def laptop_topic(person_id) -> str:
     return f"person_hosts.{person_id}"
 
 
-def create_host(*, workspace=None, ssh_key: str, **fields) -> Host:
+def audit_host(action: str, host: Host, *, by=None, agent: Agent | None = None, **details):
+    """An audit row about HOST's keys or tokens, in its workspace (a shared host's: the agent's
+    owner's own, or the acting person's; a platform host with neither is staff's, unlogged)."""
+    owner = agent.owner if agent is not None else by
+    workspace = host.workspace_id or (personal_workspace_id(owner) if owner else None)
+    if workspace is not None:
+        record_audit(action, actor=by, workspace=workspace, target=host, label=host.name, **details)
+
+
+def create_host(*, workspace=None, ssh_key: str, by=None, **fields) -> Host:
     """A host to provision; its SSH private key is stored encrypted."""
-    return Host.objects.create(
-        workspace=workspace, ssh_key_ciphertext=crypto.encrypt(ssh_key), **fields
-    )
-
-
-def update_host(host: Host, *, ssh_key: str | None = None, **fields) -> Host:
-    """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted."""
-    for name, value in fields.items():
-        setattr(host, name, value)
-    if ssh_key:
-        host.ssh_key_ciphertext = crypto.encrypt(ssh_key)
-    host.save()
+    with transaction.atomic():
+        host = Host.objects.create(
+            workspace=workspace, ssh_key_ciphertext=crypto.encrypt(ssh_key), **fields
+        )
+        audit_host("host.ssh_key_set", host, by=by)
     return host
 
 
-def clear_host_key(host: Host) -> None:
+def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) -> Host:
+    """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted."""
+    for name, value in fields.items():
+        setattr(host, name, value)
+    with transaction.atomic():
+        if ssh_key:
+            host.ssh_key_ciphertext = crypto.encrypt(ssh_key)
+            audit_host("host.ssh_key_set", host, by=by)
+        host.save()
+    return host
+
+
+def clear_host_key(host: Host, by=None) -> None:
     """Forget the pinned SSH host key: the next connection pins whatever the host shows. The
     one way to accept a rebuilt host, done on purpose by a person."""
-    host.host_key = ""
-    host.save(update_fields=["host_key", "updated_at"])
+    with transaction.atomic():
+        host.host_key = ""
+        host.save(update_fields=["host_key", "updated_at"])
+        audit_host("host.host_key_cleared", host, by=by)
 
 
 def delete_host(host: Host) -> None:
@@ -157,7 +174,8 @@ def _forget_placement(agent: Agent) -> None:
     sessions = AgentSession.objects.filter(host_token__in=tokens)
     topics = [session_topic(s) for s in sessions.values_list("id", flat=True)]
     sessions.delete()
-    tokens.update(revoked_at=timezone.now())
+    if tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now()):
+        audit_host("host_token.revoked", agent.host, agent=agent, kind="placement")
     if topics:
         publish_many(topics, {"type": "session.ended", "reason": "revoked"})
     publish(
@@ -175,11 +193,19 @@ def issue_host_token(host: Host, agent: Agent | None = None) -> str:
         HostToken.objects.filter(host=host, agent=agent, revoked_at__isnull=True).update(
             revoked_at=timezone.now()
         )
-        HostToken.objects.create(
+        token = HostToken.objects.create(
             host=host,
             agent=agent,
             prefix=crypto.lookup_prefix(secret),
             token_hash=crypto.hash_secret(secret),
+        )
+        audit_host(
+            "host_token.issued",
+            host,
+            agent=agent,
+            kind="placement" if agent is not None else "supervisor",
+            agent_name=agent.name if agent is not None else None,
+            prefix=token.prefix,
         )
     return secret
 

@@ -36,6 +36,7 @@ from agntchat.core.exceptions import AppError
 from integrations.models import Connection, OAuthFlow, Provider
 from work.tools.registry import ToolContext
 from workspaces.access import access_membership, require_manager
+from workspaces.audit import personal_workspace_id, record_audit
 from workspaces.models import User, Workspace
 
 # How long a started authorization may take to come back.
@@ -173,6 +174,10 @@ def finish_authorization(
         connection.account = account
         _keep_token(connection, token)
         connection.save()
+        record_audit(
+            "connection.connected", actor=user, workspace=flow.workspace_id, target=connection,
+            label=f"{label(provider)}: {account}", provider=provider,
+        )  # fmt: skip
     return connection
 
 
@@ -226,7 +231,13 @@ def disconnect(user: User, connection: Connection) -> None:
             _client(connection.provider).revoke_token(found["revoke_url"], token=token)
     except (httpx.HTTPError, AuthlibBaseError, ProviderNotConfigured):
         pass  # forgotten here all the same; the person can also revoke at the provider
-    connection.delete()
+    with transaction.atomic():
+        record_audit(
+            "connection.disconnected", actor=user, workspace=connection.workspace_id,
+            target=connection, label=f"{label(connection.provider)}: {connection.account}",
+            provider=connection.provider,
+        )  # fmt: skip
+        connection.delete()
 
 
 # ---- which account a call uses, and calling the provider with it -----------------------------
@@ -350,6 +361,7 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
             row.problem = (
                 f"{label(row.provider)} refused to renew access: {exc.description or exc.error}"
             )
+            record_refresh_failed(row)
         except httpx.HTTPError as exc:
             raise ProviderUnreachable(
                 f"Could not reach {label(row.provider)} to renew access ({exc}); nothing was done."
@@ -362,8 +374,27 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
 
 
 def _mark_reconnect(connection_id, problem: str) -> None:
-    Connection.objects.filter(pk=connection_id).update(
-        status=Connection.Status.RECONNECT, problem=problem, updated_at=timezone.now()
+    with transaction.atomic():
+        row = Connection.objects.select_for_update().filter(pk=connection_id).first()
+        if row is None:
+            return
+        was_active = row.status == Connection.Status.ACTIVE
+        row.status, row.problem = Connection.Status.RECONNECT, problem
+        row.save(update_fields=["status", "problem", "updated_at"])
+        if was_active:  # recorded once, when it stops working
+            record_refresh_failed(row)
+
+
+def record_refresh_failed(connection: Connection) -> None:
+    """The provider no longer honours the connection: someone must connect it again. Written by
+    the system, in the owner's workspace (or the person's own)."""
+    record_audit(
+        "connection.refresh_failed",
+        actor=None,
+        workspace=connection.workspace_id or personal_workspace_id(connection.user),
+        target=connection,
+        label=f"{label(connection.provider)}: {connection.account}",
+        problem=connection.problem[:200],
     )
 
 

@@ -47,6 +47,7 @@ from conversations.exceptions import ConversationArchived
 from conversations.models import Conversation, Message
 from integrations.models import TelegramBot, TelegramLink, TelegramSend
 from workspaces.access import access_membership, require_manager
+from workspaces.audit import record_audit
 from workspaces.exceptions import NotAllowed
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,10 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
         secret = secrets.token_urlsafe(32) if settings.TELEGRAM_WEBHOOK_BASE else ""
         row.webhook_secret_hash = crypto.hash_secret(secret) if secret else ""
         row.save()
+        record_audit(
+            "telegram_bot.set", actor=user, workspace=membership.workspace, target=row,
+            label=f"@{row.username}" if row.username else row.name,
+        )  # fmt: skip
         # Inside the transaction: a webhook Telegram refused leaves the old settings as they were.
         if secret:
             _checked(
@@ -193,6 +198,10 @@ def clear_bot(user, workspace_id) -> None:
     token = _token(row)
     with transaction.atomic():
         _forget_links(row)
+        record_audit(
+            "telegram_bot.removed", actor=user, workspace=membership.workspace, target=row,
+            label=f"@{row.username}" if row.username else row.name,
+        )  # fmt: skip
         row.delete()
     if settings.TELEGRAM_WEBHOOK_BASE:
         try:

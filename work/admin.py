@@ -56,7 +56,7 @@ def rolling_restart(modeladmin, request, queryset):
 @admin.action(description="Clear the pinned host key (accept a rebuilt host's new key)")
 def clear_host_key(modeladmin, request, queryset):
     for host in queryset:
-        hosting.clear_host_key(host)
+        hosting.clear_host_key(host, by=request.user)
 
 
 @admin.register(Host)
@@ -75,9 +75,9 @@ class HostAdmin(admin.ModelAdmin):
         data = {f: form.cleaned_data[f] for f in (*EDITABLE, "root", "python")}
         key = form.cleaned_data["ssh_key"]
         if change:
-            hosting.update_host(obj, ssh_key=key or None, **data)
+            hosting.update_host(obj, ssh_key=key or None, by=request.user, **data)
         else:
-            created = hosting.create_host(ssh_key=key, **data)
+            created = hosting.create_host(ssh_key=key, by=request.user, **data)
             obj.pk = created.pk
 
     def delete_model(self, request, obj):

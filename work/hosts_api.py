@@ -123,7 +123,9 @@ class HostListView(APIView):
     def post(self, request, workspace_id):
         membership, _ = _managed(request, workspace_id)
         data = validated(HostInput, request.data)
-        host = _named_once(lambda: hosting.create_host(workspace=membership.workspace, **data))
+        host = _named_once(
+            lambda: hosting.create_host(workspace=membership.workspace, by=request.user, **data)
+        )
         return Response(host_out(host, 0), status=201)
 
 
@@ -138,7 +140,7 @@ class HostDetailView(APIView):
     def patch(self, request, workspace_id, host_id):
         _, host = _managed(request, workspace_id, host_id)
         data = validated(HostUpdate, request.data)
-        host = _named_once(lambda: hosting.update_host(host, **data))
+        host = _named_once(lambda: hosting.update_host(host, by=request.user, **data))
         return Response(host_out(host))
 
     def delete(self, request, workspace_id, host_id):
@@ -169,7 +171,7 @@ class HostKeyView(APIView):
     def delete(self, request, workspace_id, host_id):
         """Forget the pinned SSH host key: the way to accept a rebuilt host's new one."""
         _, host = _managed(request, workspace_id, host_id)
-        hosting.clear_host_key(host)
+        hosting.clear_host_key(host, by=request.user)
         return Response(status=204)
 
 

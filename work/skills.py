@@ -31,6 +31,7 @@ from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
 from work.tools import platform_web
 from work.tools.registry import REGISTRY, agent_tools, forget_tools
+from workspaces.audit import record_audit
 
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_PACKAGE_BYTES = 256 * 1024  # a whole package, unpacked
@@ -361,6 +362,10 @@ def update_skill(
                 setattr(skill, name, value)
         if published is not None and published != (skill.published_at is not None):
             skill.published_at = timezone.now() if published else None
+            record_audit(
+                "skill.published" if published else "skill.unpublished",
+                actor=user, target=skill, label=skill.name,
+            )  # fmt: skip
         skill.save()
         if package is not None and skill.agent_id:
             skill.granted_tools = _grant_tools(user, skill.agent, skill)

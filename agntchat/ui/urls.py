@@ -35,6 +35,7 @@ urlpatterns = [
     path("w/new/", workspace_pages.new_workspace, name="new-workspace"),
     path("w/<uuid:workspace_id>/", workspace_pages.workspace_home, name="workspace"),
     path("w/<uuid:workspace_id>/members/", workspace_pages.members, name="members"),
+    path("w/<uuid:workspace_id>/audit/", workspace_pages.audit_log, name="audit-log"),
     path("w/<uuid:workspace_id>/tool-sources/", source_pages.tool_sources, name="tool-sources"),
     path(
         "w/<uuid:workspace_id>/c/<uuid:conversation_id>/",

@@ -4,11 +4,14 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, F
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
+from rest_framework.exceptions import ValidationError
 
 from agents.models import Host, HostRestart
+from agntchat.core.api import validated
 from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
@@ -25,6 +28,7 @@ from workspaces.access import (
     role_change_refusal,
     workspaces_visible_to,
 )
+from workspaces.api import AuditQuery, audit_page
 from workspaces.forms import SignupForm, WorkspaceForm
 from workspaces.models import AuditEntry, Invitation, Role
 
@@ -136,6 +140,37 @@ def members(request, membership):
         ),
     )
     return render(request, "workspaces/members.html", context)
+
+
+@workspace_page
+def audit_log(request, membership):
+    """The whole audit log, newest first, a page at a time (``before``: the last entry seen) and
+    by action: for whom the REST log is (the owner and admins); anyone else finds no page."""
+    if not membership.is_manager:
+        raise Http404
+    query = request.GET.dict()
+    try:
+        query = validated(AuditQuery, {k: v for k, v in query.items() if k in ("action", "before")})
+        entries, has_more = audit_page(membership, query)
+    except (AppError, ValidationError):
+        raise Http404 from None  # a malformed or unknown entry to page from: no such page
+    actions_here = (
+        AuditEntry.objects.filter(workspace=membership.workspace)
+        .order_by("action")
+        .values_list("action", flat=True)
+        .distinct()
+    )
+    context = shell(
+        request,
+        membership,
+        section="members",
+        entries=entries,
+        older=entries[-1].id if has_more else None,
+        action=query.get("action", ""),
+        actions=list(actions_here),
+        first_page=not query.get("before"),
+    )
+    return render(request, "workspaces/audit.html", context)
 
 
 def _hosts(membership) -> dict:

@@ -319,3 +319,46 @@ def test_a_connection_is_forgotten_even_once_its_app_is_gone(alice, standin):
         answer = browser_for(alice).delete(f"/api/v1/connections/{connection.id}/")
     assert answer.status_code == 204 and not Connection.objects.exists()
     assert standin.revoked == []  # nothing to call: the server no longer has the app
+
+
+# ---- the audit log (issue 27) -------------------------------------------------------------------
+
+
+def audit_rows(**filters) -> list[tuple]:
+    from workspaces.models import AuditEntry
+
+    rows = AuditEntry.objects.filter(action__startswith="connection.", **filters)
+    return list(rows.order_by("created_at").values_list("action", "actor_user", "target_label"))
+
+
+def test_connecting_refusing_and_disconnecting_are_in_the_audit_log(alice, team_a, standin):
+    personal = alice.owned_workspaces.get(kind="personal")
+    connect(alice, standin)
+    connect(alice, standin, workspace=team_a, provider="github")
+    standin.revoke_all()
+    mine = Connection.objects.get(user=alice)
+    with pytest.raises(connections.ReconnectNeeded):
+        ping(mine)
+    with pytest.raises(connections.ReconnectNeeded):
+        ping(mine)  # refused again: no second row
+    team = Connection.objects.get(workspace=team_a)
+    assert browser_for(alice).delete(f"/api/v1/connections/{team.id}/").status_code == 204
+    google, github = "Google: alice@example.com", f"GitHub: {team.account}"
+    assert audit_rows(workspace=personal) == [
+        ("connection.connected", alice.id, google),
+        ("connection.refresh_failed", None, google),
+    ]
+    assert audit_rows(workspace=team_a) == [
+        ("connection.connected", alice.id, github),
+        ("connection.disconnected", alice.id, github),
+    ]
+
+
+def test_a_refused_consent_leaves_no_audit_row(alice, standin):
+    from workspaces.models import AuditEntry
+
+    client = browser_for(alice)
+    started = client.post("/api/v1/connections/", {"provider": "google"}, "application/json")
+    state = parse_qs(urlparse(started.json()["authorizeUrl"]).query)["state"][0]
+    client.get("/oauth/google/callback", {"state": state, "error": "access_denied"})
+    assert not AuditEntry.objects.filter(action__startswith="connection.").exists()

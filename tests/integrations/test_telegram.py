@@ -377,3 +377,17 @@ def test_another_workspaces_people_get_404_on_every_endpoint(linked, api, charli
     assert [a.status_code for a in answers] == [404] * 7
     assert all("error" in a.json() for a in answers)
     assert TelegramBot.objects.count() == 1 and TelegramLink.objects.get().chat_id == GROUP
+
+
+def test_setting_and_removing_the_bot_token_are_in_the_audit_log(tg, api, alice, bob, team_a):
+    from workspaces.models import AuditEntry
+
+    assert set_bot(api, bob, team_a).status_code == 403  # a member may not: no row
+    assert set_bot(api, alice, team_a).status_code == 200
+    assert api(alice).delete(bot_url(team_a)).status_code == 204
+    rows = AuditEntry.objects.filter(action__startswith="telegram_bot.").order_by("created_at")
+    assert [(r.action, r.actor_user_id, r.workspace_id) for r in rows] == [
+        ("telegram_bot.set", alice.id, team_a.id),
+        ("telegram_bot.removed", alice.id, team_a.id),
+    ]
+    assert TOKEN not in str(list(rows.values()))

@@ -128,3 +128,67 @@ def test_the_settings_page_shows_the_log_to_owners_only(alice, bob, team_a):
     page = owner.get(url).content.decode()
     assert "Audit log" in page and "credential.created" in page and "model-key" in page
     assert "Audit log" not in member.get(url).content.decode()
+
+
+def test_skills_published_and_unpublished_are_recorded(alice):
+    from work import skills
+
+    personal = alice.owned_workspaces.get(kind="personal")
+    md = "---\nname: inbox-sort\ndescription: Sort an inbox. Use for email.\n---\n# Steps\n"
+    skill = skills.create_skill(alice, skills.parse_skill_md(md))
+    AuditEntry.objects.all().delete()
+    skills.update_skill(alice, skill, published=True)
+    skills.update_skill(alice, skill, published=True)  # already published: nothing new
+    skills.update_skill(alice, skill, published=False)
+    assert rows(workspace=personal) == ["skill.published", "skill.unpublished"]
+    assert AuditEntry.objects.filter(target_label="inbox-sort", actor_user=alice).count() == 2
+
+
+def test_host_keys_and_tokens_are_recorded(alice, team_a, nova):
+    from agents import hosting
+
+    key = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-key-text\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
+    AuditEntry.objects.all().delete()
+    host = hosting.create_host(
+        workspace=team_a, name="edge-1", address="10.0.0.5", ssh_key=key, by=alice
+    )
+    hosting.update_host(host, ssh_key=key, by=alice)
+    hosting.update_host(host, capacity=3, by=alice)  # not a key: not recorded
+    hosting.clear_host_key(host, by=alice)
+    hosting.issue_host_token(host)
+    hosting.place_agent(nova, host)
+    hosting.issue_host_token(host, nova)
+    hosting.make_agent_local(nova)
+    assert rows(workspace=team_a) == [
+        "host.ssh_key_set",
+        "host.ssh_key_set",
+        "host.host_key_cleared",
+        "host_token.issued",
+        "host_token.issued",
+        "host_token.revoked",
+    ]
+    issued = AuditEntry.objects.filter(action="host_token.issued").order_by("created_at")
+    assert [e.details["kind"] for e in issued] == ["supervisor", "placement"]
+    assert issued[1].details["agent_name"] == "Nova"
+    assert "secret-key-text" not in str(list(AuditEntry.objects.values()))
+
+
+def test_host_keys_through_the_api_name_who_set_them(alice, team_a, api, tmp_path):
+    from tests.work.sshd import keygen
+
+    keygen(tmp_path / "k")
+    key = (tmp_path / "k").read_text()
+    AuditEntry.objects.all().delete()
+    url = f"/api/v1/workspaces/{team_a.id}/hosts/"
+    body = {"name": "edge-2", "address": "10.0.0.6", "sshKey": key}
+    created = api(alice).post(url, body, format="json")
+    assert created.status_code == 201, created.content
+    host_url = f"{url}{created.json()['id']}/"
+    assert api(alice).delete(f"{host_url}host-key/").status_code in (200, 204)
+    entries = AuditEntry.objects.filter(workspace=team_a).order_by("created_at")
+    assert [(e.action, e.actor_user_id, e.target_label) for e in entries] == [
+        ("host.ssh_key_set", alice.id, "edge-2"),
+        ("host.host_key_cleared", alice.id, "edge-2"),
+    ]
