@@ -12,6 +12,7 @@ Django is never imported here: the stack is read through SQL, and data is made b
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -327,9 +328,17 @@ class Stack:
         client = redis.Redis.from_url(self.redis_url, socket_timeout=2)
         return client.zcount(key, time.time(), "+inf")
 
-    def stop(self) -> None:
+    def stop_bridges(self) -> None:
+        """All at once: each takes a moment to close its socket."""
+        for bridge in self.bridges:
+            if bridge.alive():
+                bridge.proc.terminate()
         for bridge in self.bridges:
             bridge.stop()
+        self.bridges.clear()
+
+    def stop(self) -> None:
+        self.stop_bridges()
         if self.daphne is not None:
             self.daphne.stop()
         if self.redis is not None:
@@ -340,6 +349,18 @@ class Stack:
             embedded.stop_postgres(self.pg)
 
     # --- what the agent answered -----------------------------------------------------------
+
+    def redelivered(self, scene: Scene) -> int:
+        """Deliveries of the scene's messages handed out more than once (work that came back)."""
+        rows = self.psql(
+            """
+            SELECT count(*) FROM conversations_delivery d
+              JOIN conversations_message m ON m.id = d.message_id
+             WHERE m.conversation_id = %s AND d.attempts > 1
+            """,
+            (scene.conversation_id,),
+        )
+        return rows[0][0]
 
     def answers(self, scene: Scene) -> dict:
         """The person's messages in the scene's channel by ref → how many agent replies each."""
@@ -368,6 +389,7 @@ class Outcome:
     refused: dict = field(default_factory=dict)  # status (or error) → how many first tries
     notes: dict = field(default_factory=dict)
     bad: list = field(default_factory=list)  # refusals that were not a clear JSON error
+    redelivered: int = 0  # items handed out again (their first holder vanished)
     dropped_after: float | None = None  # stall: when the server closed the silent socket
     stalled_bridge_alive: bool = True
 
@@ -451,7 +473,10 @@ async def settle(stack: Stack, scene: Scene, flow: Flow, healed_at: float, timeo
 
 def outcome(name: str, flow: Flow, answers: dict, recovery: float) -> Outcome:
     refs = {f"{flow.name}-{n}" for n in range(flow.count)}
+    redelivered = flow.stack.redelivered(flow.scene)
     return Outcome(
+        redelivered=redelivered,
+        notes={"redelivered": redelivered},
         name=name,
         posted=flow.count,
         lost=sum(1 for ref in refs if not answers.get(ref)),
@@ -465,9 +490,24 @@ async def in_thread(func, *args):
     return await asyncio.get_running_loop().run_in_executor(None, func, *args)
 
 
+def scenario(run):
+    """A scenario's bridges stop with it: left running, they would reconnect through the next
+    scenario's faults and load the machine."""
+
+    @functools.wraps(run)
+    async def wrapped(stack: Stack, *args, **kwargs) -> Outcome:
+        try:
+            return await run(stack, *args, **kwargs)
+        finally:
+            await in_thread(stack.stop_bridges)
+
+    return wrapped
+
+
 # --- scenarios: each runs COUNT messages through a fault and returns its Outcome --------------
 
 
+@scenario
 async def kill_bridges(stack: Stack, count: int, rate: float, kills: int = 6) -> Outcome:
     """kill -9 a random bridge now and then while messages flow; a new one starts each time."""
     scene = await in_thread(stack.scene, "killbridges")
@@ -489,6 +529,7 @@ async def kill_bridges(stack: Stack, count: int, rate: float, kills: int = 6) ->
     return result
 
 
+@scenario
 async def restart_daphne(stack: Stack, count: int, rate: float) -> Outcome:
     """Stop the server mid-flow and start it again on its port: bridges and posts come back."""
     scene = await in_thread(stack.scene, "restartdaphne")
@@ -507,6 +548,7 @@ async def restart_daphne(stack: Stack, count: int, rate: float) -> Outcome:
     return result
 
 
+@scenario
 async def restart_postgres(stack: Stack, count: int, rate: float, down: float = 3) -> Outcome:
     """Stop PostgreSQL (fast shutdown: every connection cut) for DOWN seconds mid-flow."""
     scene = await in_thread(stack.scene, "restartpg")
@@ -527,6 +569,7 @@ async def restart_postgres(stack: Stack, count: int, rate: float, down: float = 
     return result
 
 
+@scenario
 async def stop_redis(stack: Stack, count: int, rate: float, down: float = 10) -> Outcome:
     """Stop Redis (channel layer, presence, rate limits) for DOWN seconds mid-flow."""
     scene = await in_thread(stack.scene, "stopredis")
@@ -547,6 +590,7 @@ async def stop_redis(stack: Stack, count: int, rate: float, down: float = 10) ->
     return result
 
 
+@scenario
 async def stall_bridge(stack: Stack, count: int, rate: float) -> Outcome:
     """One of three bridges reaches the server through a proxy that goes silent both ways
     mid-flow, closing nothing. Its held work must come back when its lease runs out, the
