@@ -490,6 +490,12 @@ async def in_thread(func, *args):
     return await asyncio.get_running_loop().run_in_executor(None, func, *args)
 
 
+async def connected(stack: Stack, scene: Scene, count: int) -> None:
+    """Wait until COUNT bridges are on (a bridge takes seconds to start on a busy machine):
+    the fault must find them at work."""
+    await in_thread(wait_until, lambda: stack.connections(scene) >= count, 90, "bridges on")
+
+
 def scenario(run):
     """A scenario's bridges stop with it: left running, they would reconnect through the next
     scenario's faults and load the machine."""
@@ -512,6 +518,7 @@ async def kill_bridges(stack: Stack, count: int, rate: float, kills: int = 6) ->
     """kill -9 a random bridge now and then while messages flow; a new one starts each time."""
     scene = await in_thread(stack.scene, "killbridges")
     bridges = [stack.start_bridge(scene) for _ in range(3)]
+    await connected(stack, scene, 3)
     flow = Flow(stack, scene, count, rate, "kill")
     running = asyncio.create_task(flow.run())
     every = count / rate / (kills + 1)
@@ -535,6 +542,7 @@ async def restart_daphne(stack: Stack, count: int, rate: float) -> Outcome:
     scene = await in_thread(stack.scene, "restartdaphne")
     for _ in range(2):
         stack.start_bridge(scene)
+    await connected(stack, scene, 2)
     flow = Flow(stack, scene, count, rate, "daphne")
     running = asyncio.create_task(flow.run())
     await asyncio.sleep(count / rate / 3)
@@ -554,6 +562,7 @@ async def restart_postgres(stack: Stack, count: int, rate: float, down: float = 
     scene = await in_thread(stack.scene, "restartpg")
     for _ in range(2):
         stack.start_bridge(scene)
+    await connected(stack, scene, 2)
     flow = Flow(stack, scene, count, rate, "pg")
     running = asyncio.create_task(flow.run())
     await asyncio.sleep(count / rate / 3)
@@ -575,6 +584,7 @@ async def stop_redis(stack: Stack, count: int, rate: float, down: float = 10) ->
     scene = await in_thread(stack.scene, "stopredis")
     for _ in range(2):
         stack.start_bridge(scene)
+    await connected(stack, scene, 2)
     flow = Flow(stack, scene, count, rate, "redis")
     running = asyncio.create_task(flow.run())
     await asyncio.sleep(min(3, count / rate / 4))
@@ -602,7 +612,7 @@ async def stall_bridge(stack: Stack, count: int, rate: float) -> Outcome:
     for _ in range(2):
         stack.start_bridge(scene, delay_ms=200)
     stalled = stack.start_bridge(scene, url=f"http://127.0.0.1:{proxy.port}", delay_ms=200)
-    await in_thread(wait_until, lambda: stack.connections(scene) >= 3, 60, "the bridges on")
+    await connected(stack, scene, 3)
     flow = Flow(stack, scene, count, rate, "stall")
     running = asyncio.create_task(flow.run())
     await asyncio.sleep(count / rate / 3)

@@ -23,7 +23,7 @@ from bench import faults
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1000, help="per scenario")
-    parser.add_argument("--rate", type=float, default=40, help="messages posted a second")
+    parser.add_argument("--rate", type=float, default=25, help="messages posted a second")
     parser.add_argument("--only", default=",".join(faults.SCENARIOS), help="comma-separated")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs)")
     args = parser.parse_args()
