@@ -386,7 +386,7 @@ class Outcome:
     lost: int = 0
     twice: int = 0
     recovery_seconds: float = 0.0
-    refused: dict = field(default_factory=dict)  # status (or error) → how many first tries
+    refused: dict = field(default_factory=dict)  # status (or error) → how many tries refused
     notes: dict = field(default_factory=dict)
     bad: list = field(default_factory=list)  # refusals that were not a clear JSON error
     redelivered: int = 0  # items handed out again (their first holder vanished)
@@ -405,7 +405,7 @@ class Outcome:
 
 class Flow:
     """COUNT messages posted at RATE a second, each retried under its ref until accepted (as
-    the browser's outbox does); ``first_refusals`` counts how posts were turned away."""
+    the browser's outbox does); ``refusals`` counts the tries turned away, by status or error."""
 
     def __init__(self, stack: Stack, scene: Scene, count: int, rate: float, name: str):
         self.stack, self.scene = stack, scene
