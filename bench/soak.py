@@ -1,4 +1,5 @@
-"""Soak under faults (issue 27): 1,000 messages through each fault, bounded (a few minutes).
+"""Soak under faults (issue 27): 1,000 messages through each fault, bounded: about 1½ to 2
+minutes a fault here (its flow, then at most 2 minutes of retries and 2 of waiting for answers).
 
     .venv/bin/python -m bench.soak                      # every scenario, 1,000 messages each
     .venv/bin/python -m bench.soak --messages 300 --only kill,stall
