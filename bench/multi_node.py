@@ -225,6 +225,8 @@ class Layout:
                 str(4 * 1024 * 1024),
                 "--websocket-max-frame-size",
                 str(4 * 1024 * 1024),
+                "--websocket_connect_timeout",
+                "20",
                 "agntchat.asgi:application",
             ],
             env=self.app_env(),
