@@ -49,6 +49,7 @@ def agent_frames(world) -> dict:
         },
         "artifact.update": {"artifactId": ids["artifact_id"], "content": "# overwritten"},
         "card.post": {"conversationId": conversation, "card": {"title": "x"}},
+        "draft": {"id": message, "text": "a stranger's draft"},
     }
 
 
@@ -64,6 +65,7 @@ AGENT_FRAME_TYPES = [
     "artifact.publish",
     "artifact.update",
     "card.post",
+    "draft",
 ]
 
 

@@ -26,6 +26,7 @@ from work.actions import set_workspace_permission
 from work.models import PermissionRequest
 from work.tools.registry import REGISTRY, Tool, register
 from workspaces import actions as workspace_actions
+from workspaces.models import Notification
 
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used\n-----END OPENSSH PRIVATE KEY-----\n"
 SKILL_MD = "---\nname: inbox-sort\ndescription: Sort an inbox. Use for email.\n---\n# Steps\n"
@@ -81,6 +82,8 @@ def build_world() -> SimpleNamespace:
     ids["request_id"], ids["call_id"] = pending_approval(nova, channel, cast.bob)
     invitation, invitation_token = workspace_actions.create_invitation(owner)
     ids["invitation_id"] = invitation.id
+    post_message(alice, channel, f"@{cast.bob.username} have a look")  # Bob's inbox gets it
+    ids["notification_id"] = Notification.objects.filter(user=cast.bob).latest("created_at").id
 
     charlie = make_person("charlie")
     team_b = workspace_actions.create_team_workspace(charlie, "Team B")
