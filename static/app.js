@@ -1755,6 +1755,28 @@ function initConversation() {
     picker.value = "";
     input.focus();
   });
+  // Dropped on the composer or pasted into it (a screenshot from the clipboard): the same tray.
+  const composerForm = $("[data-composer]");
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  composerForm.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    composerForm.classList.add("is-dropping");
+  });
+  composerForm.addEventListener("dragleave", () => composerForm.classList.remove("is-dropping"));
+  composerForm.addEventListener("drop", (event) => {
+    composerForm.classList.remove("is-dropping");
+    if (!event.dataTransfer?.files.length) return;
+    event.preventDefault();
+    for (const file of event.dataTransfer.files) tray.add(file);
+    input.focus();
+  });
+  input.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData?.files || [])];
+    if (!files.length) return; // text pastes as text
+    event.preventDefault();
+    for (const file of files) tray.add(file);
+  });
 
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);

@@ -135,3 +135,38 @@ def test_a_picture_attached_shows_inline_and_a_table_as_a_chip(orm, story, brows
     names = orm(lambda: sorted(Attachment.objects.values_list("name", flat=True)))
     assert names == ["tide-chart.png", "tides.csv"]
     assert sorted(p.name for p in media.rglob("*") if p.is_file()) == names
+
+
+def test_files_dropped_on_the_composer_or_pasted_into_it_land_in_the_tray(orm, story, browser):
+    team, general = story
+    chromium, server = browser
+    alice = live(log_in(chromium, server, "alice"))
+    alice.goto(f"/w/{team.id}/c/{general.id}/")
+    live(alice)
+    tray = alice.locator("[data-attachments]")
+    composer = alice.get_by_label("Message #general")
+    # A drop: the DataTransfer a file dragged from the desktop carries.
+    dropped = alice.evaluate_handle(
+        """() => {
+          const data = new DataTransfer();
+          data.items.add(new File(["month,total\\n6,14\\n"], "dropped.csv", { type: "text/csv" }));
+          return data;
+        }"""
+    )
+    alice.locator("[data-composer]").dispatch_event("drop", {"dataTransfer": dropped})
+    expect(tray.locator(".file-chip.is-ready")).to_contain_text("dropped.csv", timeout=WAIT)
+    # A paste: a picture on the clipboard (a screenshot), pasted into the message box.
+    composer.evaluate(
+        """(box) => {
+          const data = new DataTransfer();
+          data.items.add(new File(["low,high\\n"], "pasted.csv", { type: "text/csv" }));
+          box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+        }"""
+    )
+    expect(tray.locator(".file-chip.is-ready")).to_have_count(2, timeout=WAIT)
+    expect(composer).to_have_value("")  # the files went to the tray, not as text into the box
+    composer.fill("Both tables.")
+    composer.press("Enter")
+    expect(tray).to_be_hidden(timeout=WAIT)
+    names = orm(lambda: sorted(Attachment.objects.values_list("name", flat=True)))
+    assert names == ["dropped.csv", "pasted.csv"]
