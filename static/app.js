@@ -1790,6 +1790,13 @@ function initConversation() {
   const submit = async () => {
     await tray.idle(); // files still uploading go with this message, once stored
     const text = input.value.trim();
+    const searched = text.match(/^\/search\s+(.+)$/s);
+    if (searched) {
+      // Not a message: the workspace's search page, for the words after it.
+      const workspaceId = $(".app").dataset.workspaceId;
+      location.assign(`/w/${workspaceId}/search/?q=${encodeURIComponent(searched[1])}`);
+      return;
+    }
     const files = tray.take();
     if (!text && !files.length) return;
     input.value = "";

@@ -89,15 +89,20 @@ def message_rows(messages, viewer) -> list[dict]:
 
 
 def slash_commands(agents) -> list[dict]:
-    """The composer's "/" popup: the commands the server understands at the start of a message
-    (today only ``/task``, conversations.turns.DELEGATION), and a ready ``/task @agent`` for each
-    agent taking part here."""
+    """The composer's "/" popup: the commands understood at the start of a message (``/task``,
+    conversations.turns.DELEGATION; ``/search``, which the page itself turns into a search), and
+    a ready ``/task @agent`` for each agent taking part here."""
     commands = [
         {
             "command": "/task",
             "insert": "/task ",
             "description": "Hand a job to an agent as a task (the best-suited one)",
-        }
+        },
+        {
+            "command": "/search",
+            "insert": "/search ",
+            "description": "Search messages, artifacts and tasks in this workspace",
+        },
     ]
     commands += [
         {

@@ -175,7 +175,7 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     popup = alice.locator("[data-slash-list]")
     composer.press_sequentially("/")
     expect(popup).to_be_visible()
-    expect(popup.locator("[role=option]")).to_have_count(2)  # /task and /task @nova
+    expect(popup.locator("[role=option]")).to_have_count(3)  # /task, /search, /task @nova
     expect(popup).to_contain_text("Hand a job to an agent")
     shot(alice, "messages-02-slash-commands")
     composer.press_sequentially("task @n")
@@ -198,6 +198,12 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     expect(popup).to_be_hidden()
     expect(composer).to_have_value("/")
     # Nothing was sent meanwhile.
+    assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+    # "/search words" is no message: it opens the workspace's search for the words.
+    composer.fill("/search tide tables")
+    composer.press("Enter")
+    expect(alice).to_have_url(re.compile(rf"/w/{team.id}/search/\?q=tide%20tables$"))
+    expect(alice.get_by_role("searchbox").first).to_have_value("tide tables")
     assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
 
 
