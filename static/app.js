@@ -1787,6 +1787,38 @@ function initConversation() {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
   };
+  // "/remind @agent in 30 minutes what": a reminder for one's own agent (routines' REST), said
+  // under the box; not a message.
+  const composerStatus = $("[data-composer-status]");
+  const UNIT_MS = { m: 60e3, h: 3600e3, d: 86400e3 }; // by the unit's first letter
+  const remind = async (text) => {
+    const say = (sentence, failed) => {
+      composerStatus.textContent = sentence;
+      composerStatus.classList.toggle("is-failed", failed);
+      composerStatus.hidden = false;
+    };
+    const parts = text.match(/^\/remind\s+@(\S+)\s+in\s+(\d+)\s*(m|min|mins?|minutes?|h|hours?|d|days?)\s+(.+)$/is);
+    if (!parts) {
+      say("Write it as: /remind @agent in 30 minutes what to remind.", true);
+      return false;
+    }
+    const [, handle, count, unit, what] = parts;
+    const agent = targets.find((t) => t.kind === "agent" && t.handle === handle.toLowerCase());
+    if (!agent) {
+      say(`No agent @${handle} here.`, true);
+      return false;
+    }
+    const at = new Date(Date.now() + Number(count) * UNIT_MS[unit[0].toLowerCase()]);
+    try {
+      await api("POST", "/api/v1/reminders/", { agent: agent.id, workspace: $(".app").dataset.workspaceId, text: what.trim(), at: at.toISOString() });
+    } catch (error) {
+      say(error.message, true);
+      return false;
+    }
+    say(`Reminder set: ${agent.name} will remind you at ${at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`, false);
+    return true;
+  };
+
   const submit = async () => {
     await tray.idle(); // files still uploading go with this message, once stored
     const text = input.value.trim();
@@ -1795,6 +1827,13 @@ function initConversation() {
       // Not a message: the workspace's search page, for the words after it.
       const workspaceId = $(".app").dataset.workspaceId;
       location.assign(`/w/${workspaceId}/search/?q=${encodeURIComponent(searched[1])}`);
+      return;
+    }
+    if (/^\/remind(\s|$)/i.test(text)) {
+      if (await remind(text)) {
+        input.value = "";
+        autosize();
+      }
       return;
     }
     const files = tray.take();

@@ -90,13 +90,19 @@ def message_rows(messages, viewer) -> list[dict]:
 
 def slash_commands(agents) -> list[dict]:
     """The composer's "/" popup: the commands understood at the start of a message (``/task``,
-    conversations.turns.DELEGATION; ``/search``, which the page itself turns into a search), and
+    conversations.turns.DELEGATION; ``/search`` and
+    ``/remind``, which the page itself turns into a search or a reminder), and
     a ready ``/task @agent`` for each agent taking part here."""
     commands = [
         {
             "command": "/task",
             "insert": "/task ",
             "description": "Hand a job to an agent as a task (the best-suited one)",
+        },
+        {
+            "command": "/remind",
+            "insert": "/remind @",
+            "description": "Have one of your agents remind you: /remind @agent in 30 minutes …",
         },
         {
             "command": "/search",

@@ -5,12 +5,14 @@ an empty composer edits one's last message; "/" opens the commands, filtered as 
 
 import os
 import re
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import expect
 
 from conversations.actions import create_conversation, post_message
 from conversations.models import Message
+from routines.models import Reminder
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -175,7 +177,7 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     popup = alice.locator("[data-slash-list]")
     composer.press_sequentially("/")
     expect(popup).to_be_visible()
-    expect(popup.locator("[role=option]")).to_have_count(3)  # /task, /search, /task @nova
+    expect(popup.locator("[role=option]")).to_have_count(4)  # /task, /remind, /search, /task @nova
     expect(popup).to_contain_text("Hand a job to an agent")
     shot(alice, "messages-02-slash-commands")
     composer.press_sequentially("task @n")
@@ -199,6 +201,20 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     expect(composer).to_have_value("/")
     # Nothing was sent meanwhile.
     assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+    # "/remind @nova in 30 minutes …": a reminder for Alice's own agent, said under the box.
+    composer.fill("/remind @nova in 30 minutes check the high water")
+    composer.press("Enter")
+    status = alice.locator("[data-composer-status]")
+    expect(status).to_contain_text("Reminder set: Nova will remind you", timeout=WAIT)
+    expect(composer).to_have_value("")
+    reminder = orm(lambda: Reminder.objects.get())
+    assert reminder.text == "check the high water"
+    assert timedelta(minutes=29) < reminder.due_at - reminder.created_at < timedelta(minutes=31)
+    composer.fill("/remind @nova tomorrow")
+    composer.press("Enter")
+    expect(status).to_contain_text("Write it as: /remind @agent in 30 minutes")
+    expect(composer).to_have_value("/remind @nova tomorrow")  # kept, to be fixed
+    assert orm(lambda: Reminder.objects.count()) == 1
     # "/search words" is no message: it opens the workspace's search for the words.
     composer.fill("/search tide tables")
     composer.press("Enter")
