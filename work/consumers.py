@@ -80,7 +80,7 @@ ARTIFACT_FRAMES = {
 }
 
 
-@in_pool  # as the two reads of a connect below: a burst of connects is not queued on one thread
+@database_sync_to_async
 def _session_for(secret):
     return session_for_token(secret) if secret and secret.startswith("ags_") else None
 
@@ -221,7 +221,9 @@ class AgentSocket(JsonSocket):
             return
         connection_id = uuid.uuid4().hex
         cap = settings.AGENT_MAX_CONNECTIONS
-        if not await in_pool(presence.join)(self.session.agent_id, connection_id, cap):
+        if not await database_sync_to_async(presence.join)(
+            self.session.agent_id, connection_id, cap
+        ):
             await self.refuse(
                 f"This agent has {cap} open connections already, the most allowed "
                 "(AGENT_MAX_CONNECTIONS); close one first.",
@@ -229,7 +231,7 @@ class AgentSocket(JsonSocket):
                 4429,
             )
             return
-        self.agent = await in_pool(_configured_agent)(self.session.agent_id)
+        self.agent = await database_sync_to_async(_configured_agent)(self.session.agent_id)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = connection_id
         self.held: dict[str, str] = {}  # item id → kind
@@ -309,14 +311,13 @@ class AgentSocket(JsonSocket):
             LOCAL_CONNECTIONS[self.agent.id] -= 1
             if LOCAL_CONNECTIONS[self.agent.id] <= 0:
                 del LOCAL_CONNECTIONS[self.agent.id]
-        # In the pool, as a connect's reads: a mass disconnect is not queued on one thread.
-        released = await in_pool(gateway.release_work)(
+        released = await database_sync_to_async(gateway.release_work)(
             self.agent.id, self.connection_id, dict(self.held)
         )
         self.held.clear()
         self.traces.clear()
-        await in_pool(presence.leave)(self.agent.id, self.connection_id)
-        await in_pool(_announce_presence)(self.agent)
+        await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
+        await database_sync_to_async(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", work_available(self.agent.id))
