@@ -241,7 +241,10 @@ class AgentSocket(JsonSocket):
         # Separate room per lane (RUN-7): chat messages never wait behind long tasks.
         self.capacity = {"message": 1, "task": 1, "permission": PERMISSION_ROOM}
         self.starved: set[str] = set()  # lanes that may have work this connection had no room for
-        self.acking: list[str] = []  # bare acks received, not yet written
+        # Bare acks received and not yet written: the bridge is done with those items, so no
+        # frame may act on them any more. ``acking`` holds those waiting for the next trip.
+        self.acked: set[str] = set()
+        self.acking: list[str] = []
         self.acker: asyncio.Task | None = None  # writes them, a batch per trip
         self.claiming = asyncio.Lock()  # one claim at a time, or two could overfill the window
         self.tool_runs: set[asyncio.Task] = set()  # tool calls under way (they run beside frames)
@@ -429,7 +432,7 @@ class AgentSocket(JsonSocket):
         one every DRAFT_SECONDS per item: each draft carries the whole text so far, so one
         dropped in between loses nothing."""
         item_id = data["id"]
-        if self.held.get(item_id) != "message":
+        if self.holds(item_id) != "message":
             raise FrameError("This connection does not hold that item.", code="not_held")
         for stale in [i for i in self.drafting if i not in self.held]:
             del self.drafting[stale]
@@ -451,12 +454,16 @@ class AgentSocket(JsonSocket):
         for topic in state.topics:
             await apublish_now(topic, envelope)
 
+    def holds(self, item_id: str) -> str | None:
+        """The kind of ITEM_ID if the bridge may still act on it here (held, not acked)."""
+        return None if item_id in self.acked else self.held.get(item_id)
+
     # Frames from the bridge, each validated by its serializer (see ``handlers``).
     async def on_ack(self, data):
         item_id = data["id"]
         kind = self.held.get(item_id)
-        if kind is None:
-            if item_id in self.recently_acked:
+        if kind is None or item_id in self.acked:
+            if item_id in self.recently_acked or item_id in self.acked:
                 return  # acks are idempotent
             raise FrameError("This connection does not hold that item.", code="not_held")
         if kind == "task":
@@ -467,10 +474,9 @@ class AgentSocket(JsonSocket):
         if data["done"] or data["usage"] is not None:
             await self.ack_reporting(item_id, data)
             return
-        if item_id in self.acking:
-            return
         # Bare acks are written by one task, a batch per trip: those that arrive while a trip
         # is under way go together in the next, with the refill they make room for.
+        self.acked.add(item_id)
         self.acking.append(item_id)
         if self.acker is None or self.acker.done():
             self.acker = asyncio.create_task(self.write_acks())
@@ -481,12 +487,14 @@ class AgentSocket(JsonSocket):
             try:
                 await self.fill("message", acks=acks, claim=self.wants_refill(freed=len(acks)))
             except Exception:
+                self.acked.clear()
                 # Not a bad frame: the database failed. Hang up as a crashed handler would; the
                 # bridge reconnects and whatever was not acked is offered again.
                 log.exception("writing acks failed")
                 self.acking.clear()
                 await self.hang_up(1011)
                 return
+            self.acked.difference_update(acks)
 
     async def ack_reporting(self, item_id: str, data: dict):
         """An ack with the turn's usage or "done": written on its own, with what it reports."""
@@ -548,7 +556,7 @@ class AgentSocket(JsonSocket):
     async def on_event(self, data):
         """Progress of an item; it also extends the item's lease (the run is alive)."""
         item_id = data["id"]
-        kind = self.held.get(item_id)
+        kind = self.holds(item_id)
         if kind is None and self.recently_acked.get(item_id) == "task":
             # An event after the terminal result breaks the contract: recorded, refused.
             await database_sync_to_async(tasks.record_event)(item_id, data["event"])
@@ -610,7 +618,7 @@ class AgentSocket(JsonSocket):
         """A tool call of a turn this connection holds. It runs beside the socket's other
         frames (a tool may take a while; acks, extends and heartbeats must not wait behind it)
         and is answered with one ``tool.result``."""
-        kind = self.held.get(data["id"])
+        kind = self.holds(data["id"])
         if kind not in ("message", "task"):
             raise FrameError("This connection does not hold that item.", code="not_held")
         run = asyncio.create_task(self.run_tool_call(kind, data))
@@ -659,7 +667,7 @@ class AgentSocket(JsonSocket):
 
     async def on_extend(self, data):
         item_id = data["id"]
-        kind = self.held.get(item_id)
+        kind = self.holds(item_id)
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
         try:

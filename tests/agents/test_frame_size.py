@@ -67,8 +67,9 @@ async def test_the_bridge_sends_a_legal_non_ascii_artifact_within_the_limit(
     running = asyncio.create_task(bridge.run_forever())
     try:
         online = sync_to_async(presence.is_online)
+        # The server marks the agent online before the bridge's handshake returns.
         await until(lambda: online(nova.id), timeout=15, what="the bridge online")
-        socket = bridge.ws
+        socket = await until(lambda: bridge.ws, timeout=15, what="the bridge's socket")
         # The largest content an artifact may have, all of it two-byte characters: escaped as
         # \uXXXX (six bytes each) it would be half as large again as the frame limit.
         content = "é" * (MAX_CONTENT_BYTES // 2)

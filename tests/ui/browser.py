@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from artifacts.card_library import SEED_TEMPLATES
-from tests.socket_helpers import LoggedProcess, free_port
+from tests.socket_helpers import LoggedProcess
 from tests.waiting import wait_until
 from workspaces.actions import (
     accept_invitation,
@@ -109,7 +109,10 @@ LIVE_SWITCH = """(() => {
   const live = (window.__live = { blocked: false, sockets: [] });
   window.WebSocket = class extends Native {
     constructor(url, protocols) {
-      super(live.blocked && String(url).includes("/ws/live/") ? "ws://127.0.0.1:%d/" : url, protocols);
+      // Blocked: the same origin (as the CSP requires) but the bridges' socket, which turns a
+      // browser away (no bearer token), so the page sees its live socket fail.
+      const away = `ws://${location.host}/ws/agent/`;
+      super(live.blocked && String(url).includes("/ws/live/") ? away : url, protocols);
       live.sockets.push(this);
     }
   };
@@ -118,7 +121,7 @@ LIVE_SWITCH = """(() => {
 
 def with_live_switch(page):
     """PAGE's context, its next pages and navigations with the switch of LIVE_SWITCH."""
-    page.context.add_init_script(LIVE_SWITCH % free_port())
+    page.context.add_init_script(LIVE_SWITCH)
     return page
 
 

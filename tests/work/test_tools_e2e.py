@@ -120,11 +120,13 @@ def test_a_bridge_killed_while_its_call_waits_finishes_the_turn_after_a_restart(
     bridge = start_bridge(server, nova, tmp_path, SCRIPT)
     post_message(alice, channel, "wrap up")
     request = pending_request()
+    # The request is written before the bridge hears of it and parks the turn on disk.
+    def parked_keys():
+        files = list(tmp_path.glob("*/sessions.json"))
+        return files and [k for k in json.loads(files[0].read_text()) if k.startswith("parked:")]
+
+    parked = wait_until(parked_keys, what="the turn parked on disk")
     sessions = next(tmp_path.glob("*/sessions.json"))
-    parked = wait_until(
-        lambda: [k for k in json.loads(sessions.read_text()) if k.startswith("parked:")],
-        what="the turn parked on disk",
-    )
     os.kill(bridge.pid, signal.SIGKILL)
     bridge.wait()
     response = api(alice).post(
