@@ -30,4 +30,4 @@ USER 1000:1000
 EXPOSE 8000
 VOLUME ["/var/lib/agntchat/media"]
 # The Procfile's web process, behind a proxy (it sets X-Forwarded-For and -Proto).
-CMD ["sh", "-c", "exec daphne -b \"$HOST\" -p \"$PORT\" --proxy-headers --websocket-max-message-size 4194304 --websocket-max-frame-size 4194304 agntchat.asgi:application"]
+CMD ["sh", "-c", "exec daphne -b \"$HOST\" -p \"$PORT\" --proxy-headers --websocket-max-message-size 4194304 --websocket-max-frame-size 4194304 --websocket_connect_timeout 20 agntchat.asgi:application"]

@@ -173,11 +173,22 @@ REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
 )
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels_redis with a pool that queues for a free connection (core/channel_layer.py).
+        "BACKEND": "agntchat.core.channel_layer.WaitingRedisChannelLayer",
         "CONFIG": {
-            # redis-py 8 reads with a 5 s socket timeout by default, the same as the layer's
-            # blocking pop: idle sockets would die every 5 s. Give reads room beyond the pop.
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    # redis-py 8 reads with a 5 s socket timeout by default, the same as the
+                    # layer's blocking pop: idle sockets would die every 5 s. Give reads room
+                    # beyond the pop.
+                    "socket_timeout": 15,
+                    # Connections per process (event loop); a call beyond them waits up to
+                    # `timeout` seconds for one to be free, then fails.
+                    "max_connections": env_int("CHANNEL_LAYER_MAX_CONNECTIONS", 50),
+                    "timeout": 20,
+                }
+            ],
             "prefix": f"{REDIS_PREFIX}:asgi",
             "capacity": 1000,
             "expiry": 30,

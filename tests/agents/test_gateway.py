@@ -528,7 +528,7 @@ async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offer
     monkeypatch.setattr(gateway, "ack_and_claim", database_down)
     await comm.send_json_to({"type": "ack", "id": work["id"]})
     closed = await comm.receive_output(timeout=3)
-    assert closed == {"type": "websocket.close", "code": 1011}
+    assert closed == {"type": "websocket.close", "code": 4500}
     monkeypatch.undo()
     await comm.disconnect()  # the bridge's side of the hang-up: its item is released
     again, _ = await connect(token)

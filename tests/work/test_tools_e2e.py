@@ -120,6 +120,7 @@ def test_a_bridge_killed_while_its_call_waits_finishes_the_turn_after_a_restart(
     bridge = start_bridge(server, nova, tmp_path, SCRIPT)
     post_message(alice, channel, "wrap up")
     request = pending_request()
+
     # The request is written before the bridge hears of it and parks the turn on disk.
     def parked_keys():
         files = list(tmp_path.glob("*/sessions.json"))
