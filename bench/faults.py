@@ -486,6 +486,7 @@ def outcome(name: str, flow: Flow, answers: dict, recovery: float) -> Outcome:
         twice=sum(1 for ref in refs if answers.get(ref, 0) > 1),
         recovery_seconds=round(recovery, 1),
         refused=dict(flow.refusals),
+        bad=flow.bad_refusals,
     )
 
 
@@ -535,71 +536,67 @@ async def kill_bridges(stack: Stack, count: int, rate: float, kills: int = 6) ->
     answers, recovery = await settle(stack, scene, flow, healed_at, 120)
     result = outcome("kill -9 bridges", flow, answers, recovery)
     result.notes["kills"] = kills
-    result.bad = flow.bad_refusals
     return result
+
+
+async def through_outage(
+    stack: Stack, scene_name: str, name: str, count: int, rate: float, lead: float, outage
+) -> Outcome:
+    """COUNT messages at RATE to two bridges of SCENE_NAME; LEAD seconds in, OUTAGE (a
+    coroutine function) takes a part down and brings it back."""
+    scene = await in_thread(stack.scene, scene_name)
+    for _ in range(2):
+        stack.start_bridge(scene)
+    await connected(stack, scene, 2)
+    flow = Flow(stack, scene, count, rate, scene_name)
+    running = asyncio.create_task(flow.run())
+    await asyncio.sleep(lead)
+    await outage()
+    healed_at = time.monotonic()
+    await running
+    answers, recovery = await settle(stack, scene, flow, healed_at, 120)
+    return outcome(name, flow, answers, recovery)
 
 
 @scenario
 async def restart_daphne(stack: Stack, count: int, rate: float) -> Outcome:
     """Stop the server mid-flow and start it again on its port: bridges and posts come back."""
-    scene = await in_thread(stack.scene, "restartdaphne")
-    for _ in range(2):
-        stack.start_bridge(scene)
-    await connected(stack, scene, 2)
-    flow = Flow(stack, scene, count, rate, "daphne")
-    running = asyncio.create_task(flow.run())
-    await asyncio.sleep(count / rate / 3)
-    await in_thread(stack.daphne.kill)
-    await in_thread(stack.start_daphne)
-    healed_at = time.monotonic()
-    await running
-    answers, recovery = await settle(stack, scene, flow, healed_at, 120)
-    result = outcome("restart daphne", flow, answers, recovery)
-    result.bad = flow.bad_refusals
-    return result
+
+    async def outage():
+        await in_thread(stack.daphne.kill)
+        await in_thread(stack.start_daphne)
+
+    lead = count / rate / 3
+    return await through_outage(stack, "restartdaphne", "restart daphne", count, rate, lead, outage)
 
 
 @scenario
 async def restart_postgres(stack: Stack, count: int, rate: float, down: float = 3) -> Outcome:
     """Stop PostgreSQL (fast shutdown: every connection cut) for DOWN seconds mid-flow."""
-    scene = await in_thread(stack.scene, "restartpg")
-    for _ in range(2):
-        stack.start_bridge(scene)
-    await connected(stack, scene, 2)
-    flow = Flow(stack, scene, count, rate, "pg")
-    running = asyncio.create_task(flow.run())
-    await asyncio.sleep(count / rate / 3)
-    await in_thread(stack.stop_postgres)
-    await asyncio.sleep(down)
-    await in_thread(stack.start_postgres)
-    healed_at = time.monotonic()
-    await running
-    answers, recovery = await settle(stack, scene, flow, healed_at, 120)
-    result = outcome("restart postgres", flow, answers, recovery)
+
+    async def outage():
+        await in_thread(stack.stop_postgres)
+        await asyncio.sleep(down)
+        await in_thread(stack.start_postgres)
+
+    lead = count / rate / 3
+    result = await through_outage(stack, "restartpg", "restart postgres", count, rate, lead, outage)
     result.notes["down"] = f"{down:g} s"
-    result.bad = flow.bad_refusals
     return result
 
 
 @scenario
 async def stop_redis(stack: Stack, count: int, rate: float, down: float = 10) -> Outcome:
     """Stop Redis (channel layer, presence, rate limits) for DOWN seconds mid-flow."""
-    scene = await in_thread(stack.scene, "stopredis")
-    for _ in range(2):
-        stack.start_bridge(scene)
-    await connected(stack, scene, 2)
-    flow = Flow(stack, scene, count, rate, "redis")
-    running = asyncio.create_task(flow.run())
-    await asyncio.sleep(min(3, count / rate / 4))
-    await in_thread(stack.stop_redis)
-    await asyncio.sleep(down)
-    await in_thread(stack.start_redis)
-    healed_at = time.monotonic()
-    await running
-    answers, recovery = await settle(stack, scene, flow, healed_at, 120)
-    result = outcome("stop redis", flow, answers, recovery)
+
+    async def outage():
+        await in_thread(stack.stop_redis)
+        await asyncio.sleep(down)
+        await in_thread(stack.start_redis)
+
+    lead = min(3, count / rate / 4)
+    result = await through_outage(stack, "stopredis", "stop redis", count, rate, lead, outage)
     result.notes["down"] = f"{down:g} s"
-    result.bad = flow.bad_refusals
     return result
 
 
@@ -633,7 +630,6 @@ async def stall_bridge(stack: Stack, count: int, rate: float) -> Outcome:
     result.notes["server dropped the silent socket after"] = f"{dropped_after} s"
     result.dropped_after = dropped_after
     result.stalled_bridge_alive = stalled.alive()
-    result.bad = flow.bad_refusals
     return result
 
 

@@ -82,8 +82,10 @@ async function renderMessages(ids) {
   return [...fragment(await fetchHtml(`/app/messages/?ids=${ids.join(",")}`)).children];
 }
 
-/** True while REGION holds something the person typed and has not sent: replacing it would lose it. */
+/** True while REGION holds something the person typed and has not sent, or a field they are in:
+ * replacing it would lose it (or their place). */
 const hasDraft = (region) =>
+  (region.contains(document.activeElement) && document.activeElement.matches("textarea, input")) ||
   $$("textarea, input", region).some((field) =>
     ["checkbox", "radio"].includes(field.type)
       ? field.checked !== field.defaultChecked // a box's value is "on" whatever its attribute

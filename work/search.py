@@ -90,6 +90,15 @@ def _by_author(author_id, user_field: str, agent_field: str) -> Q:
     return Q(**{f"{user_field}_id": author_id}) | Q(**{f"{agent_field}_id": author_id})
 
 
+def _in_place(rows, filters: Filters, workspace: str = "conversation__workspace_id"):
+    """ROWS in the filters' workspace and conversation (WORKSPACE: the path to its id)."""
+    if filters.workspace_id is not None:
+        rows = rows.filter(**{workspace: filters.workspace_id})
+    if filters.conversation_id is not None:
+        rows = rows.filter(conversation_id=filters.conversation_id)
+    return rows
+
+
 def _in_time(rows, filters: Filters):
     if filters.since is not None:
         rows = rows.filter(created_at__gte=filters.since)
@@ -117,11 +126,7 @@ def _best(rows, vector, query, field, limit):
 
 
 def _messages(actor, query, filters: Filters, limit) -> list[Hit]:
-    rows = messages_visible_to(actor)
-    if filters.workspace_id is not None:
-        rows = rows.filter(conversation__workspace_id=filters.workspace_id)
-    if filters.conversation_id is not None:
-        rows = rows.filter(conversation_id=filters.conversation_id)
+    rows = _in_place(messages_visible_to(actor), filters)
     if filters.author_id is not None:
         rows = rows.filter(_by_author(filters.author_id, "author_user", "author_agent"))
     rows = _in_time(rows, filters).select_related("conversation", "author_user", "author_agent")
@@ -141,11 +146,7 @@ def _messages(actor, query, filters: Filters, limit) -> list[Hit]:
 
 
 def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
-    visible = artifacts_visible_to(actor)
-    if filters.workspace_id is not None:
-        visible = visible.filter(conversation__workspace_id=filters.workspace_id)
-    if filters.conversation_id is not None:
-        visible = visible.filter(conversation_id=filters.conversation_id)
+    visible = _in_place(artifacts_visible_to(actor), filters)
     # The current version of each: what the artifact says now, and who wrote that and when.
     rows = ArtifactVersion.objects.filter(
         artifact__in=visible, number=F("artifact__current_version")
@@ -183,10 +184,7 @@ def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
 def _tasks(actor, query, filters: Filters, limit) -> list[Hit]:
     # An agent finds the tasks it runs and those it asked others for; a person those they see.
     rows = own_tasks(actor) if isinstance(actor, Agent) else tasks_visible_to(actor)
-    if filters.workspace_id is not None:
-        rows = rows.filter(workspace_id=filters.workspace_id)
-    if filters.conversation_id is not None:
-        rows = rows.filter(conversation_id=filters.conversation_id)
+    rows = _in_place(rows, filters, workspace="workspace_id")
     if filters.author_id is not None:
         rows = rows.filter(_by_author(filters.author_id, "created_by_user", "created_by_agent"))
     rows = _in_time(rows, filters).select_related(

@@ -84,10 +84,10 @@ def test_a_bridge_killed_mid_turn_redoes_the_work_once(alice, channel, nova, ser
 def test_a_turn_that_hangs_is_stopped_at_the_agents_time_limit(
     alice, team_a, channel, nova, server, tmp_path
 ):
-    """A CLI that never answers: past the agent's limit (1 s here) its process group is killed,
+    """A CLI that never answers: past the agent's limit (3 s here: a loaded machine may take a second to start the stand-in CLI, which must log its run first) its process group is killed,
     each message gets a notice saying why and is acked, the task fails with that reason, and the
     lane goes on to the next item instead of extending the hung one's lease for ever."""
-    agent_actions.update_agent(nova, backend="claude_cli", turn_time_limit_seconds=1)
+    agent_actions.update_agent(nova, backend="claude_cli", turn_time_limit_seconds=3)
     cli_log = tmp_path / "cli.jsonl"
     bridge = start_bridge(
         server,
@@ -98,7 +98,7 @@ def test_a_turn_that_hangs_is_stopped_at_the_agents_time_limit(
         FAKE_CLI_HANG="1",  # prints nothing and sleeps a minute, with a child of its own
         FAKE_CLI_LOG=str(cli_log),
     )
-    reason = "the turn ran past its time limit of 1 second and was stopped"
+    reason = "the turn ran past its time limit of 3 seconds and was stopped"
     try:
         post_message(alice, channel, "first")
         post_message(alice, channel, "second")

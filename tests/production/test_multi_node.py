@@ -105,7 +105,9 @@ def test_a_message_posted_through_node_a_reaches_a_bridge_on_node_b(
     _, person = issue_api_token(alice)
     bridge = start_bridge(at(layout.node_url("b")), nova, tmp_path)
     try:
-        wait_until(lambda: online_via(layout.node_url("a"), person, nova), what="nova online")
+        wait_until(
+            lambda: online_via(layout.node_url("a"), person, nova), timeout=60, what="nova online"
+        )
         response = post(layout.node_url("a"), person, channel, "posted to A, answered on B")
         assert response.status_code == 201, response.text
         message = Message.objects.get(pk=response.json()["id"])
@@ -116,7 +118,9 @@ def test_a_message_posted_through_node_a_reaches_a_bridge_on_node_b(
     # The same with both ends on the balancer, whichever nodes it picks.
     bridge = start_bridge(at(layout.url), nova, tmp_path)
     try:
-        wait_until(lambda: online_via(layout.url, person, nova), what="nova online again")
+        wait_until(
+            lambda: online_via(layout.url, person, nova), timeout=60, what="nova online again"
+        )
         for n in range(4):  # round robin: the posts land on both nodes
             response = post(layout.url, person, channel, f"through the balancer {n}")
             assert response.status_code == 201, response.text
@@ -179,7 +183,9 @@ def test_killing_the_node_a_bridge_is_on_loses_nothing(layout, alice, channel, n
     layout.balancer_command("disable server nodes/b")
     bridge = start_bridge(at(layout.url), nova, tmp_path, options=json.dumps({"delay_ms": 600}))
     try:
-        wait_until(lambda: online_via(layout.url, person, nova), what="nova online via A")
+        wait_until(
+            lambda: online_via(layout.url, person, nova), timeout=60, what="nova online via A"
+        )
         layout.balancer_command("enable server nodes/b")
         layout.wait_until_serving("a", "b")
 

@@ -109,11 +109,11 @@ LIVE_SWITCH = """(() => {
   const live = (window.__live = { blocked: false, sockets: [] });
   window.WebSocket = class extends Native {
     constructor(url, protocols) {
-      // Blocked: the same origin (as the CSP requires) but the bridges' socket, which turns a
-      // browser away (no bearer token), so the page sees its live socket fail.
-      const away = `ws://${location.host}/ws/agent/`;
-      super(live.blocked && String(url).includes("/ws/live/") ? away : url, protocols);
+      super(url, protocols);
       live.sockets.push(this);
+      // Blocked: closed while still connecting, the page's live socket fails (code 1006) as it
+      // would with the network down.
+      if (live.blocked && String(url).includes("/ws/live/")) this.close();
     }
   };
 })();"""

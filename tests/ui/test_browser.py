@@ -557,6 +557,7 @@ def test_a_live_refresh_keeps_what_the_person_is_typing(orm, cast, server, brows
     page = log_in(browser, server, "alice")
     page.goto(f"/w/{team.id}/artifacts/{artifact.id}/")
     live(page)
+    page.wait_for_load_state("networkidle")  # the refresh every connect makes is in
     draft = page.get_by_label("Add a comment")
     draft.fill("Half-way through a thought")
 
