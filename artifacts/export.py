@@ -1,12 +1,15 @@
 """A workspace's archive for its owner: a zip of its conversations (each as JSON, with messages,
-authors, times and threads, and as a readable Markdown transcript) and its artifacts (every
-version's content), with a manifest. Written row by row into a file the caller gives (a temporary
-file on disk), so a large workspace never sits in memory.
+authors, times and threads, and as a readable Markdown transcript), its artifacts (every
+version's content) and the files attached to its messages (``attachments/<id>/<name>``, pointed
+to from each message's attachment and listed in the manifest), with a manifest. Written row by
+row, and each file in chunks, into a file the caller gives (a temporary file on disk), so a large
+workspace never sits in memory.
 
 What goes in is what the owner can read (the access modules' visibility): channels, and the
 direct conversations and threads they take part in; others' private conversations stay private."""
 
 import json
+import shutil
 from collections import defaultdict
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -16,7 +19,11 @@ from django.utils.text import slugify
 
 from artifacts.access import artifacts_visible_to
 from artifacts.models import Artifact, ArtifactVersion
-from conversations.access import conversations_visible_to, messages_visible_to
+from conversations.access import (
+    attachments_visible_to,
+    conversations_visible_to,
+    messages_visible_to,
+)
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
 from workspaces.access import require_owner
@@ -28,6 +35,8 @@ VERSION = 1
 EXTENSIONS = {"markdown": "md", "html": "html", "json": "json"}
 CODE_EXTENSIONS = {"python": "py", "javascript": "js", "typescript": "ts", "shell": "sh"}
 BATCH = 500
+# A zip entry written as a stream must say up front whether it may pass 2 GiB (zip64).
+ZIP64_FROM = 2**31 - 1
 
 
 def _json(value) -> str:
@@ -53,20 +62,26 @@ def _messages(owner, conversation: Conversation):
     )
 
 
-def _message_data(message: Message, threads: dict) -> dict:
+def _message_data(message: Message, threads: dict, files: dict) -> dict:
+    payload = dict(message.payload or {})
+    if "attachments" in payload:
+        # Each file's stored reference, with where its bytes are in the archive (None: gone).
+        payload["attachments"] = [
+            {**ref, "file": files.get(ref.get("id"))} for ref in payload["attachments"]
+        ]
     return {
         "id": message.id,
         "created_at": message.created_at,
         "author": author_data(message),
         "kind": message.kind,
         "body": message.body,
-        "payload": message.payload,
+        "payload": payload,
         "reply_to": message.reply_to_id,
         "threads": threads.get(message.id, []),
     }
 
 
-def _write_conversation(archive, owner, conversation, path: str, threads: dict) -> int:
+def _write_conversation(archive, owner, conversation, path: str, threads: dict, files: dict) -> int:
     """CONVERSATION's JSON file at PATH.json and its transcript at PATH.md; its message count."""
     participants = [
         {"type": "agent", "id": p.agent_id, "name": p.agent.name}
@@ -91,7 +106,7 @@ def _write_conversation(archive, owner, conversation, path: str, threads: dict) 
         out.write(_json(head)[:-2].encode() + b',\n  "messages": [')
         for message in _messages(owner, conversation):
             out.write((",\n" if count else "\n").encode())
-            out.write(_json(_message_data(message, threads)).encode())
+            out.write(_json(_message_data(message, threads, files)).encode())
             count += 1
         out.write(b"\n  ]\n}\n")
     with archive.open(f"{path}.md", "w") as out:
@@ -105,10 +120,49 @@ def _write_conversation(archive, owner, conversation, path: str, threads: dict) 
             when = message.created_at.strftime("%Y-%m-%d %H:%M UTC")
             name = _author_name(author_data(message))
             text = f"\n**{name}** · {when}\n\n{message.body or '(no text)'}\n"
+            for ref in (message.payload or {}).get("attachments", ()):
+                if files.get(ref.get("id")):
+                    text += f"\n📎 [{ref['name']}]({files[ref['id']]})\n"
             for thread in threads.get(message.id, []):
                 text += f"\n→ side thread `{thread}`\n"
             out.write(text.encode())
     return count
+
+
+def _write_attachments(archive, owner, conversations: list) -> tuple[list, dict]:
+    """The bytes of every file of the messages exported, each at attachments/<id>/<name>, copied
+    from storage in chunks (one file open at a time). Returns the manifest's entries and a map of
+    attachment id → its path in the archive."""
+    entries, files = [], {}
+    attachments = (
+        attachments_visible_to(owner)
+        .filter(conversation__in=conversations, message__isnull=False)
+        .order_by("created_at", "id")
+        .iterator(chunk_size=BATCH)
+    )
+    for attachment in attachments:
+        # The stored name was made safe at upload (no folders); the id keeps names apart.
+        path = f"attachments/{attachment.id}/{attachment.name}"
+        try:
+            source = attachment.file.open("rb")
+        except FileNotFoundError:
+            continue  # its bytes are gone from storage: the message's reference says None
+        with source, archive.open(path, "w", force_zip64=attachment.size >= ZIP64_FROM) as out:
+            shutil.copyfileobj(source, out)  # 64 KB at a time
+        files[str(attachment.id)] = path
+        entries.append(
+            {
+                "id": attachment.id,
+                "name": attachment.name,
+                "content_type": attachment.content_type,
+                "size": attachment.size,
+                "sha256": attachment.sha256,
+                "conversation": attachment.conversation_id,
+                "message": attachment.message_id,
+                "file": path,
+            }
+        )
+    return entries, files
 
 
 def _artifact_extension(artifact: Artifact) -> str:
@@ -172,9 +226,11 @@ def write_export(membership: Membership, archive) -> dict:
         "conversations": [],
         "artifacts": [],
     }
+    # Files first, so that each message written after can say where its files are.
+    manifest["attachments"], files = _write_attachments(archive, owner, conversations)
     for conversation in conversations:
         path = "conversations/" + _name(conversation.title, conversation.kind, conversation.id)
-        count = _write_conversation(archive, owner, conversation, path, threads)
+        count = _write_conversation(archive, owner, conversation, path, threads, files)
         manifest["conversations"].append(
             {
                 "id": conversation.id,

@@ -698,6 +698,7 @@ def edit_message(user, message: Message, body: str) -> Message:
         message.edited_at = timezone.now()
         message.save(update_fields=["body", "edited_at", "updated_at"])
         live.announce_message(message, "message.updated")
+        relays.relay_changed(message.conversation, message)
         answered = list(
             message.deliveries.filter(Q(acked_at__isnull=False) | Q(answered_at__isnull=False))
             .order_by("agent_id")
@@ -729,6 +730,7 @@ def delete_message(user, message: Message) -> Message:
         message.payload = {k: v for k, v in (message.payload or {}).items() if k != "attachments"}
         message.save(update_fields=["body", "deleted_at", "reactions", "payload", "updated_at"])
         live.announce_message(message, "message.updated")
+        relays.relay_changed(message.conversation, message)
     return message
 
 

@@ -6,6 +6,8 @@ the message to every relay registered under a name the conversation lists (``add
 conversation row is already loaded by every post, so a conversation linked to nothing pays
 nothing: no query, no job. What a relay does (queue a send, skip its own inbound messages) is
 its own business; it runs after commit and must not slow the post (queue a job, never call out).
+A person's edit or deletion of a message goes the same way to the relays that follow changes
+(``relay_changed``), so the outside chat's copy is changed too.
 
 Outside channels live above this app (integrations). So that the pipeline never imports upward,
 they register here when they load, as ``artifacts.mailbox`` is filled by integrations.
@@ -20,11 +22,15 @@ from conversations.models import Conversation, Message
 Relay = Callable[[Conversation, Message], None]
 
 _relays: dict[str, Relay] = {}
+_changes: dict[str, Relay] = {}
 
 
-def add_relay(name: str, relay: Relay) -> None:
-    """RELAY is called, after commit, with every shown message of a conversation listing NAME."""
+def add_relay(name: str, relay: Relay, changed: Relay | None = None) -> None:
+    """RELAY is called, after commit, with every shown message of a conversation listing NAME;
+    CHANGED, if given, with every message of it edited or deleted there."""
     _relays[name] = relay
+    if changed is not None:
+        _changes[name] = changed
 
 
 def relays_of(conversation: Conversation) -> list[str]:
@@ -44,6 +50,20 @@ def relay_posted(conversation: Conversation, messages: list[Message]) -> None:
                 _relays[name](conversation, message)
 
     # Robust: an outside channel failing never turns a stored post into an error.
+    transaction.on_commit(relay, robust=True)
+
+
+def relay_changed(conversation: Conversation, message: Message) -> None:
+    """Called by the actions that edit or delete MESSAGE, inside their transaction: after commit,
+    the relays that follow changes hear of it. Costs nothing for a conversation linked to none."""
+    names = [n for n in relays_of(conversation) if n in _changes]
+    if not names:
+        return
+
+    def relay():
+        for name in names:
+            _changes[name](conversation, message)
+
     transaction.on_commit(relay, robust=True)
 
 

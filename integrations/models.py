@@ -194,12 +194,15 @@ class TelegramSend(BaseModel):
     """One message of a linked conversation to send to its chat (``sendMessage``): made once per
     message and link (the unique pair), sent by a job that takes the row under a lock; SENT_AT
     set in the same transaction as the send. A failed send waits until NEXT_ATTEMPT_AT and is
-    tried again, up to ``MAX_ATTEMPTS``; unlinking deletes what was not sent."""
+    tried again, up to ``MAX_ATTEMPTS``; unlinking deletes what was not sent. The message edited or
+    deleted here after it was sent: the row is pending again until the chat's copy
+    (TELEGRAM_MESSAGE_ID) is edited or deleted the same way."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         SENT = "sent"
         FAILED = "failed"  # given up on
+        DELETED = "deleted"  # deleted here: deleted in the chat too, or never sent
 
     link = models.ForeignKey(TelegramLink, on_delete=models.CASCADE, related_name="sends")
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")

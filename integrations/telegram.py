@@ -16,6 +16,9 @@ ways through the one pipeline. docs/telegram.md says how it is set up and what i
 - Messages of the conversation (people's and agents', not the ones that came from the chat)
   leave through the relay hook of ``conversations.relays``: after commit a ``TelegramSend`` row
   is made once per message and a job sends it (``deliver``), retried by ``retry_sends``.
+- A message sent there and later edited or deleted here is edited (``editMessageText``) or
+  deleted (``deleteMessage``) in the chat too: the same row goes back to pending (``relay_change``
+  queues ``message_changed``) and the same job and retries carry the change.
 """
 
 import asyncio
@@ -33,7 +36,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 from telegram import Bot, Update
-from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
@@ -447,6 +450,8 @@ def relay(conversation: Conversation, message: Message) -> None:
         return
     if (message.payload or {}).get("external_author", {}).get("channel") == RELAY:
         return
+    if "edit_of" in (message.payload or {}):
+        return  # the agents' notice of an edit: the chat gets the edit itself (relay_change)
     link = TelegramLink.objects.filter(conversation=conversation, chat_id__isnull=False).first()
     if link is None:
         return
@@ -457,7 +462,41 @@ def relay(conversation: Conversation, message: Message) -> None:
         async_task("integrations.telegram.deliver", send.id, task_name=f"telegram-send-{send.id}")
 
 
-relays.add_relay(RELAY, relay)
+def relay_change(conversation: Conversation, message: Message) -> None:
+    """The change hook (``conversations.relays``), after commit: MESSAGE was edited or deleted.
+    A job puts its sends back in the queue; it may wait on a send in progress, the post never."""
+    async_task(
+        "integrations.telegram.message_changed",
+        str(message.id),
+        task_name=f"telegram-change-{message.id}",
+    )
+
+
+def message_changed(message_id) -> int:
+    """Put the sends of a changed message that reached a chat back to pending, so ``deliver``
+    edits or deletes the chat's copy; a send not made yet sends the message as it is by then (or
+    nothing, deleted). Each row is locked first: a send in flight, which may have read the old
+    text, is waited for and then changed. Returns how many chats were brought up to date now."""
+    changed = 0
+    sends = TelegramSend.objects.filter(message_id=message_id)
+    for send_id in sends.exclude(status=TelegramSend.Status.DELETED).values_list("id", flat=True):
+        with transaction.atomic():
+            send = TelegramSend.objects.select_for_update().filter(pk=send_id).first()
+            if send is None or send.telegram_message_id is None:
+                continue  # not in the chat (yet): its send reads the message as it is now
+            if send.status == TelegramSend.Status.DELETED:
+                continue
+            # A fresh count of tries for the change.
+            send.status, send.attempts, send.problem = TelegramSend.Status.PENDING, 0, ""
+            send.next_attempt_at = timezone.now()
+            send.save(
+                update_fields=["status", "attempts", "problem", "next_attempt_at", "updated_at"]
+            )
+        changed += deliver(send_id)
+    return changed
+
+
+relays.add_relay(RELAY, relay, changed=relay_change)
 
 
 def outgoing_text(message: Message) -> str:
@@ -476,9 +515,11 @@ def outgoing_text(message: Message) -> str:
 
 
 def deliver(send_id) -> bool:
-    """Send one pending message to its chat: the row is taken under a lock (another worker on the
-    same row skips it) and marked sent in the same transaction, so it is sent once. A failure is
-    tried again later (``retry_sends``), backing off, up to MAX_ATTEMPTS. True if sent now."""
+    """Bring one pending send's chat up to date: send the message (``sendMessage``), or, once
+    sent, show its edit (``editMessageText``) or its deletion (``deleteMessage``). The row is
+    taken under a lock (another worker on the same row skips it) and marked done in the same
+    transaction, so each is done once. A failure is tried again later (``retry_sends``), backing
+    off, up to MAX_ATTEMPTS. True if done now."""
     with transaction.atomic():
         send = (
             TelegramSend.objects.select_for_update(skip_locked=True, of=("self",))
@@ -488,10 +529,14 @@ def deliver(send_id) -> bool:
         )
         if send is None or send.link.chat_id is None:
             return False  # sent, given up, unlinked, or in another worker's hands
-        link = send.link
-        text = outgoing_text(send.message)
+        link, message = send.link, send.message
+        if message.deleted_at is not None and send.telegram_message_id is None:
+            send.status = TelegramSend.Status.DELETED  # deleted before it was sent: never is
+            send.save()
+            return False
         try:
-            sent = call(_token(link.bot), lambda b: b.send_message(link.chat_id, text))
+            text = outgoing_text(message)  # read here: the call runs on another thread's loop
+            result = call(_token(link.bot), lambda b: _bring_up_to_date(b, send, text))
         except TelegramError as exc:
             send.attempts += 1
             send.problem = str(exc)[:500]
@@ -501,13 +546,38 @@ def deliver(send_id) -> bool:
                 send.status = TelegramSend.Status.FAILED
             send.save()
             return False
-        send.status = TelegramSend.Status.SENT
-        send.sent_at = timezone.now()
+        if message.deleted_at is not None:
+            send.status = TelegramSend.Status.DELETED
+        else:
+            send.status = TelegramSend.Status.SENT
+        if send.telegram_message_id is None:
+            send.sent_at = timezone.now()
+            send.telegram_message_id = result.message_id
         send.attempts += 1
-        send.telegram_message_id = sent.message_id
         send.problem = ""
         send.save()
     return True
+
+
+# What Telegram answers when the chat already shows the change: nothing left to do.
+ALREADY_DONE = ("message is not modified", "message to delete not found")
+
+
+async def _bring_up_to_date(bot: Bot, send: TelegramSend, text: str):
+    """The one Bot API call that makes the chat show SEND's message as it is now (TEXT)."""
+    chat_id = send.link.chat_id
+    if send.telegram_message_id is None:
+        return await bot.send_message(chat_id, text)
+    try:
+        if send.message.deleted_at is not None:
+            return await bot.delete_message(chat_id, send.telegram_message_id)
+        return await bot.edit_message_text(
+            text, chat_id=chat_id, message_id=send.telegram_message_id
+        )
+    except BadRequest as exc:
+        if not any(words in exc.message.lower() for words in ALREADY_DONE):
+            raise
+        return None
 
 
 def _retry_after(exc: TelegramError) -> float | None:

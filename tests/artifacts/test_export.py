@@ -1,9 +1,13 @@
 """The workspace archive (artifacts/export.py): its owner downloads a zip of the conversations
-they can read and every artifact version, with a manifest, recorded in the audit log. Bob, a
-member, is refused; Charlie, of another workspace, finds nothing there."""
+they can read, every artifact version and the files attached to their messages, with a manifest,
+recorded in the audit log. Bob, a member, is refused; Charlie, of another workspace, finds nothing
+there."""
 
+import hashlib
 import io
 import json
+import os
+import tracemalloc
 import zipfile
 
 import pytest
@@ -14,6 +18,7 @@ from artifacts import actions as artifact_actions
 from conversations.actions import open_direct, post_message
 from conversations.models import Conversation
 from tests.conftest import client_for
+from tests.conversations.test_files import PICTURE, upload
 from workspaces.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -119,3 +124,80 @@ def test_another_workspaces_user_gets_404(charlie, team_a, team_b, history):
         io.BytesIO(b"".join(client_for(charlie).get(url(team_b)).streaming_content))
     )
     assert json.loads(archive.read("manifest.json"))["conversations"] == []
+
+
+# ---- attached files --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return settings.MEDIA_ROOT
+
+
+def post_with_files(api, who, conversation, *files) -> dict:
+    ids = [upload(api(who), conversation, name, content).json()["id"] for name, content in files]
+    posted = api(who).post(
+        f"/api/v1/conversations/{conversation.id}/messages/",
+        {"body": "Files", "attachments": ids},
+        format="json",
+    )
+    assert posted.status_code == 201, posted.json()
+    return posted.json()
+
+
+def test_the_archive_holds_the_attached_files_byte_for_byte(
+    api, alice, bob, team_a, channel, nova, media
+):
+    notes = b"month,total\n2026-11,41\n"
+    posted = post_with_files(api, alice, channel, ("tide chart.png", PICTURE), ("notes.csv", notes))
+    picture_id, notes_id = [a["id"] for a in posted["attachments"]]
+    # Not in the archive: an upload never posted, and a file in Bob's private conversation.
+    upload(api(alice), channel, "draft.csv", b"unposted\n")
+    bobs, _ = open_direct(bob, team_a, agent_ids=[nova.id])
+    post_with_files(api, bob, bobs, ("secret.csv", b"just between us\n"))
+
+    archive = archive_of(client_for(alice).get(url(team_a)))
+    manifest = json.loads(archive.read("manifest.json"))
+    listed = {entry["id"]: entry for entry in manifest["attachments"]}
+    assert set(listed) == {picture_id, notes_id}
+    picture = listed[picture_id]
+    assert picture["file"] == f"attachments/{picture_id}/tide_chart.png"
+    assert archive.read(picture["file"]) == PICTURE
+    assert picture["sha256"] == hashlib.sha256(PICTURE).hexdigest()
+    assert (picture["size"], picture["content_type"]) == (len(PICTURE), "image/png")
+    assert picture["message"] == posted["id"] and picture["conversation"] == str(channel.id)
+    assert archive.read(listed[notes_id]["file"]) == notes
+    files = [n for n in archive.namelist() if n.startswith("attachments/")]
+    assert sorted(files) == sorted(entry["file"] for entry in listed.values())
+
+    # The message points at its files in the archive; the transcript links them.
+    general = next(c for c in manifest["conversations"] if c["title"] == "general")
+    [message] = json.loads(archive.read(general["file"]))["messages"]
+    refs = message["payload"]["attachments"]
+    assert [(r["id"], r["file"]) for r in refs] == [
+        (picture_id, picture["file"]),
+        (notes_id, listed[notes_id]["file"]),
+    ]
+    transcript = archive.read(general["transcript"]).decode()
+    assert f"📎 [tide_chart.png]({picture['file']})" in transcript
+    assert not any(b"just between us" in archive.read(n) for n in archive.namelist())
+
+
+def test_files_are_copied_into_the_archive_a_chunk_at_a_time(api, alice, team_a, channel, media):
+    """Three files of 4 MB: building the archive never holds a whole one in memory."""
+    size = 4 * 1024 * 1024
+    contents = [os.urandom(size) for _ in range(3)]  # random: deflate cannot shrink them
+    post_with_files(api, alice, channel, *((f"scan-{i}.pdf", c) for i, c in enumerate(contents)))
+    client = client_for(alice)
+    tracemalloc.start()
+    try:
+        response = client.get(url(team_a))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < size // 2, peak
+    archive = archive_of(response)
+    manifest = json.loads(archive.read("manifest.json"))
+    stored = sorted(archive.read(entry["file"]) for entry in manifest["attachments"])
+    assert stored == sorted(contents)

@@ -8,8 +8,10 @@ sends) or JSON; every answer in the ``{"ok": true, "result": …}`` envelope, ev
 404 "Not Found" for an unknown method, 400 "Bad Request: chat not found", 409 for getUpdates while
 a webhook is set, 429 with ``parameters.retry_after``).
 
-Methods: getMe, sendMessage, setWebhook, deleteWebhook, getWebhookInfo, getUpdates (``offset``
-confirms the updates below it, ``timeout`` long-polls until one arrives). The test plays the
+Methods: getMe, sendMessage, editMessageText and deleteMessage (of the bot's own messages: 400
+"message to edit not found" / "message to delete not found", "message is not modified"),
+setWebhook, deleteWebhook, getWebhookInfo, getUpdates (``offset`` confirms the updates below it,
+``timeout`` long-polls until one arrives). The test plays the
 people in the chats (``say``): each message becomes an update, handed to getUpdates or, when a
 webhook is set, built for it (``webhook_request``) with the secret Telegram would send.
 """
@@ -43,7 +45,7 @@ class BotAccount:
     webhook_url: str = ""
     webhook_secret: str = ""
     updates: list[dict] = field(default_factory=list)  # not yet confirmed by an offset
-    sent: list[dict] = field(default_factory=list)  # messages the bot sent (sendMessage)
+    sent: list[dict] = field(default_factory=list)  # the bot's messages still in their chats
 
 
 class Refused(Exception):
@@ -202,6 +204,36 @@ class TelegramStandin(LocalServer):
         }
         bot.sent.append(message)
         return message
+
+    def _own_message(self, bot: BotAccount, params, missing: str) -> dict:
+        """The bot's message named by chat_id and message_id, or Telegram's 400."""
+        try:
+            chat_id, message_id = int(params.get("chat_id")), int(params.get("message_id"))
+        except (TypeError, ValueError):
+            raise Refused(400, f"Bad Request: {missing}") from None
+        for message in bot.sent:
+            if (message["chat"]["id"], message["message_id"]) == (chat_id, message_id):
+                return message
+        raise Refused(400, f"Bad Request: {missing}")
+
+    def api_editmessagetext(self, bot: BotAccount, params) -> dict:
+        message = self._own_message(bot, params, "message to edit not found")
+        text = params.get("text") or ""
+        if not text.strip():
+            raise Refused(400, "Bad Request: message text is empty")
+        if text == message["text"]:
+            raise Refused(
+                400,
+                "Bad Request: message is not modified: specified new message content and reply "
+                "markup are exactly the same as a current content and reply markup of the message",
+            )
+        message.update(text=text, edit_date=int(time.time()))
+        return message
+
+    def api_deletemessage(self, bot: BotAccount, params) -> bool:
+        message = self._own_message(bot, params, "message to delete not found")
+        bot.sent.remove(message)
+        return True
 
     def api_setwebhook(self, bot: BotAccount, params) -> bool:
         url = params.get("url") or ""

@@ -334,6 +334,86 @@ def test_a_failed_send_is_tried_again(linked, tg, nova, channel, clock):
     assert len(tg.sent(TOKEN)) == 2
 
 
+def test_an_edit_here_is_an_edit_in_the_chat(linked, tg, api, bob, nova, channel):
+    said = post_message(bob, channel, "Dinner at seven.")
+    run_jobs()
+    [copy] = tg.sent(TOKEN, GROUP)
+    assert copy["text"] == "bob: Dinner at seven."
+    edited = api(bob).patch(
+        f"/api/v1/messages/{said.id}/", {"body": "Dinner at eight."}, format="json"
+    )
+    assert edited.status_code == 200, edited.json()
+    # The request only queued it; the worker edits the chat's copy, not a new message.
+    assert tg.calls_of("editMessageText") == []
+    assert run_jobs() == [1]
+    [copy] = tg.sent(TOKEN, GROUP)
+    assert (copy["message_id"], copy["text"]) == (
+        TelegramSend.objects.get(message=said).telegram_message_id,
+        "bob: Dinner at eight.",
+    )
+    [call] = tg.calls_of("editMessageText")
+    assert (
+        int(call.params["chat_id"]) == GROUP
+        and int(call.params["message_id"]) == copy["message_id"]
+    )
+    assert TelegramSend.objects.get(message=said).status == TelegramSend.Status.SENT
+    assert tg.calls_of("sendMessage")[-1].params["text"] == "bob: Dinner at seven."  # sent once
+
+
+def test_a_deletion_here_deletes_the_chats_copy(linked, tg, api, bob, nova, channel):
+    keep = post_message(nova, channel, "Noted.")
+    said = post_message(bob, channel, "Wrong chat, sorry.")
+    run_jobs()
+    assert len(tg.sent(TOKEN, GROUP)) == 2
+    assert api(bob).delete(f"/api/v1/messages/{said.id}/").status_code == 200
+    assert run_jobs() == [1]
+    assert [m["text"] for m in tg.sent(TOKEN, GROUP)] == ["Nova: Noted."]
+    send = TelegramSend.objects.get(message=said)
+    assert send.status == TelegramSend.Status.DELETED
+    # Done once: the job again, or the retry job, calls Telegram no more.
+    assert telegram.message_changed(said.id) == 0 and telegram.retry_sends() == 0
+    assert len(tg.calls_of("deleteMessage")) == 1
+    assert TelegramSend.objects.get(message=keep).status == TelegramSend.Status.SENT
+
+
+def test_a_message_deleted_before_it_was_sent_is_never_sent(linked, tg, api, bob, channel):
+    said = post_message(bob, channel, "Oops.")
+    after_commit()  # its send is queued, not yet made
+    assert api(bob).delete(f"/api/v1/messages/{said.id}/").status_code == 200
+    run_jobs()
+    assert tg.sent(TOKEN) == [] and tg.calls_of("deleteMessage") == []
+    assert TelegramSend.objects.get(message=said).status == TelegramSend.Status.DELETED
+
+
+def test_an_edit_sent_before_its_message_is_sent_as_edited(linked, tg, api, bob, channel):
+    said = post_message(bob, channel, "Draft.")
+    after_commit()
+    edit = api(bob).patch(f"/api/v1/messages/{said.id}/", {"body": "Final."}, format="json")
+    assert edit.status_code == 200
+    run_jobs()  # the send reads the edited text; the change's job finds the chat already so
+    assert [m["text"] for m in tg.sent(TOKEN)] == ["bob: Final."]
+    # (The first send was the link's notice.)
+    assert [c.params["text"] for c in tg.calls_of("sendMessage")][1:] == ["bob: Final."]
+    assert TelegramSend.objects.get(message=said).status == TelegramSend.Status.SENT
+
+
+def test_a_failed_edit_is_tried_again(linked, tg, api, bob, channel, clock):
+    said = post_message(bob, channel, "At seven.")
+    run_jobs()
+    tg.fail("editMessageText", 500, "Internal Server Error")
+    edit = api(bob).patch(f"/api/v1/messages/{said.id}/", {"body": "At eight."}, format="json")
+    assert edit.status_code == 200
+    assert run_jobs() == [0]
+    send = TelegramSend.objects.get(message=said)
+    assert (send.status, send.attempts) == (TelegramSend.Status.PENDING, 1) and send.problem
+    clock.advance(31)
+    assert telegram.retry_sends() == 1
+    assert [m["text"] for m in tg.sent(TOKEN)] == ["bob: At eight."]
+    # The chat already showing the text (an edit back and forth in between) is no error.
+    TelegramSend.objects.filter(pk=send.pk).update(status=TelegramSend.Status.PENDING)
+    assert telegram.deliver(send.id) is True
+
+
 def test_unlinking_stops_both_directions(linked, tg, api, alice, bob, nova, channel, team_a):
     url = f"{links_url(channel)}{linked.id}/"
     assert api(bob).delete(url).status_code == 403  # neither its maker nor an admin

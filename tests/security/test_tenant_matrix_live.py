@@ -1,7 +1,9 @@
 """The tenant matrix on the sockets and the fronts (issue 27): every frame of the browser socket
 (/ws/live/) and the agent socket (/ws/agent/) naming Alice's rows, from Charlie and from his
 agent Spy, answers an ``error`` frame and writes nothing; a revoked token, an expired session or
-a host token opens neither socket; /v1 and /mcp show none of team A's agents to an intruder."""
+a host token opens neither socket; the host supervisors' socket (/ws/host/) opens only for a live
+supervisor token or a person's API token, and then hears of none of team A's agents; /v1 and
+/mcp show none of team A's agents to an intruder."""
 
 import json
 
@@ -182,6 +184,124 @@ def test_no_live_socket_without_a_session(world):
         return await next_frame(comm)
 
     assert async_to_sync(attempt)()["code"] == "unauthorized"
+
+
+# ---- the host supervisors' socket: /ws/host/ ---------------------------------------------------
+
+
+def host_communicator(secret=None, headers=()) -> WebsocketCommunicator:
+    auth = [(b"authorization", f"Bearer {secret}".encode())] if secret else []
+    return WebsocketCommunicator(application, "/ws/host/", headers=[*auth, *headers])
+
+
+async def session_cookie(person) -> tuple:
+    from asgiref.sync import sync_to_async
+    from django.test import Client
+
+    client = Client()
+    await sync_to_async(client.force_login)(person)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+def test_no_host_socket_without_a_live_supervisor_token(world, checksum_sql):
+    """Nothing, team A's superseded supervisor token, its placement token, Nova's expired
+    session or her key, Spy's live session, or Charlie's browser session: refused with 4401."""
+
+    async def attempt(who):
+        if who == "session":
+            comm = host_communicator(headers=[await session_cookie(world.charlie)])
+        else:
+            comm = host_communicator(world.secrets[who] if who else None)
+        before = await database(checksum)(checksum_sql)
+        assert (await comm.connect())[0]
+        refusal = await next_frame(comm)
+        closed = await comm.receive_output(timeout=3)
+        await comm.wait(timeout=3)
+        after = await database(checksum)(checksum_sql)
+        return refusal, closed, changed(before, after)
+
+    intruders = [None, "revoked_host_token", "placement_token", "expired_session", "agent_key"]
+    for who in [*intruders, "foreign_agent", "revoked_token", "session"]:
+        refusal, closed, diff = async_to_sync(attempt)(who)
+        assert (refusal["type"], refusal["code"]) == ("error", "unauthorized"), who
+        assert closed == {"type": "websocket.close", "code": 4401}, who
+        assert diff == {}, who
+
+
+def test_the_host_socket_takes_only_the_frames_listed_here():
+    from work.host_socket import HostSocket
+
+    # A heartbeat names nothing: a supervisor's agents are read from its token, never a frame.
+    assert set(HostSocket.handlers) == {"heartbeat"}
+
+
+def test_another_workspaces_supervisor_hears_nothing_of_team_a(world, checksum_sql):
+    """Team B's host supervisor, and Charlie's and Dora's laptops (their API tokens): each is
+    told only of its own agents; every frame naming team A's host or agent is refused and writes
+    nothing; work for Nova wakes team A's host and none of them."""
+    from agntchat.core import presence
+    from conversations.actions import post_message
+    from work.hosting import supervisor_id
+
+    nova, host_a = str(world.nova.id), str(world.hosted_host.id)
+    frames = [
+        {"type": "heartbeat", "agent": nova},
+        {"type": "heartbeat", "hostId": host_a},
+        *({"type": kind, "agent": nova} for kind in ("wake", "stop", "restart", "agents")),
+        {"type": "hello", "hostId": host_a, "agents": [{"id": nova, "name": "Nova"}]},
+    ]
+
+    async def attempt():
+        intruders = {}
+        for who in ("other_host_token", "other_member", "outsider"):
+            comm = host_communicator(world.secrets[who])
+            assert (await comm.connect())[0]
+            intruders[who] = (comm, await next_frame(comm))
+        before = await database(checksum)(checksum_sql)
+        answers = {who: [] for who in intruders}
+        for who, (comm, _) in intruders.items():
+            await comm.send_json_to({"type": "heartbeat"})
+            answers[who].append(await next_frame(comm))  # its own: answered
+            for frame in frames:
+                await comm.send_json_to(frame)
+                answers[who].append(await next_frame(comm))
+        diff = changed(before, await database(checksum)(checksum_sql))
+        host_a_online = await database(presence.is_online)(supervisor_id(host_a))
+        # Work for Nova: team A's supervisor is woken for her (the test can fail), no one else.
+        await database(post_message)(world.alice, world.channel, "@nova the numbers, please")
+        own = host_communicator(world.secrets["host_token"])
+        assert (await own.connect())[0]
+        heard_by_a = await drain(own, quiet=1)
+        heard = {who: await drain(comm) for who, (comm, _) in intruders.items()}
+        for comm, _ in [*intruders.values(), (own, None)]:
+            await comm.disconnect()
+        hellos = {who: hello for who, (_, hello) in intruders.items()}
+        return hellos, answers, diff, host_a_online, heard_by_a, heard
+
+    hellos, answers, diff, host_a_online, heard_by_a, heard = async_to_sync(attempt)()
+
+    # Team B's host serves Warden; Charlie's laptop his local agent Spy; Dora's nothing.
+    def hello(host, *agents):
+        return {
+            "type": "hello",
+            "hostId": host,
+            "agents": [{"id": str(a.id), "name": a.name} for a in agents],
+        }
+
+    assert hellos["other_host_token"] == hello(str(world.warden.host_id), world.warden)
+    assert hellos["other_member"] == hello(None, world.spy)
+    assert hellos["outsider"] == hello(None)
+    for who, (own_heartbeat, *refusals) in answers.items():
+        assert own_heartbeat == {"type": "heartbeat.ok"}, who
+        assert [(a["type"], a["code"]) for a in refusals] == [
+            ("error", "bad_frame"),
+            ("error", "bad_frame"),
+            *[("error", "unknown_type")] * 5,
+        ], who
+    assert diff == {} and host_a_online is False
+    assert heard_by_a[0]["agents"] == [{"id": nova, "name": "Nova"}]
+    assert {"type": "wake", "agent": nova} in heard_by_a
+    assert heard == {"other_host_token": [], "other_member": [], "outsider": []}
 
 
 # ---- the fronts: /v1 (OpenAI-compatible) and /mcp ---------------------------------------------

@@ -43,6 +43,8 @@ def build_world() -> SimpleNamespace:
         workspace=team_a, name="edge-1", address="10.0.0.5", ssh_key=SSH_KEY
     )
     agent_hosting.place_agent(nova, hosted_host)
+    # Replaced by the host token issued last (below): revoked, as a leaked old token would be.
+    revoked_host_secret = agent_hosting.issue_host_token(hosted_host)
     skill = skills.create_skill(alice, skills.parse_skill_md(SKILL_MD))
     ids = {
         "workspace_id": team_a.id,
@@ -89,6 +91,12 @@ def build_world() -> SimpleNamespace:
     team_b = workspace_actions.create_team_workspace(charlie, "Team B")
     spy = agent_actions.create_agent(charlie, name="Spy", backend="scripted")
     create_conversation(charlie, team_b, kind="channel", title="b-general", agent_ids=[spy.id])
+    # Team B's own host, serving Charlie's agent Warden: its supervisor token is no key to A's.
+    b_host = agent_hosting.create_host(
+        workspace=team_b, name="b-edge", address="10.0.0.6", ssh_key=SSH_KEY
+    )
+    warden = agent_actions.create_agent(charlie, name="Warden", backend="scripted")
+    agent_hosting.place_agent(warden, b_host)
     dora = make_person("dora")
 
     revoked, revoked_secret = workspace_actions.issue_api_token(alice, "stolen")
@@ -109,6 +117,8 @@ def build_world() -> SimpleNamespace:
         charlie=charlie,
         team_b=team_b,
         spy=spy,
+        warden=warden,
+        hosted_host=hosted_host,
         dora=dora,
         secrets={
             "outsider": workspace_actions.issue_api_token(dora)[1],
@@ -118,6 +128,9 @@ def build_world() -> SimpleNamespace:
             "expired_session": expired_secret,
             "host_token": agent_hosting.issue_host_token(hosted_host),
             "placement_token": agent_hosting.issue_host_token(hosted_host, nova),
+            "revoked_host_token": revoked_host_secret,
+            "other_host_token": agent_hosting.issue_host_token(b_host),
+            "agent_key": key,
         },
     )
 
