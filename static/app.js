@@ -1997,6 +1997,8 @@ function initConversation() {
     }
     setLocalState(localItem(item.ref, item.text, item.files || []), "failed", "This message was not confirmed before you left the page.");
   }
+  // Turns under way when the page was rendered: a late joiner sees each reply so far at once.
+  for (const event of JSON.parse($("#draft-data").textContent)) streaming.draft(event);
   group();
   toBottom();
   markRead();
