@@ -1400,6 +1400,28 @@ function messageActions({ list, input, place }) {
   };
 }
 
+const REMIND_FORMAT = "Write it as: /remind @agent in 30 minutes, at 15:30, tomorrow at 9 or tomorrow, then what to remind.";
+const UNIT_MS = { m: 60e3, h: 3600e3, d: 86400e3 }; // by the unit's first letter
+
+/** When a "/remind" is due, read from the words after its @agent in the browser's own time:
+ * { at, what }, or { error } in words. "at" a time already past today means tomorrow;
+ * "tomorrow" with no time means 9:00. */
+function remindWhen(words, now = new Date()) {
+  const after = words.match(/^in\s+(\d+)\s*(m|min|mins?|minutes?|h|hours?|d|days?)\s+(\S.*)$/is);
+  if (after) return { at: new Date(now.getTime() + Number(after[1]) * UNIT_MS[after[2][0].toLowerCase()]), what: after[3] };
+  const clock = words.match(/^(tomorrow\s+)?(?:at\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\s+)?(\S.*)$/is);
+  if (!clock || !(clock[1] || clock[2])) return { error: REMIND_FORMAT };
+  const [, tomorrow, hours = "9", minutes = "00", half, what] = clock;
+  if (Number(hours) > (half ? 12 : 23) || (half && Number(hours) < 1) || Number(minutes) > 59) {
+    return { error: `${hours}:${minutes}${half || ""} is not a time of day: write it as 15:30, 9 or 9:30pm.` };
+  }
+  const hour = half ? (Number(hours) % 12) + (/pm/i.test(half) ? 12 : 0) : Number(hours);
+  const at = new Date(now);
+  at.setHours(hour, Number(minutes), 0, 0);
+  if (tomorrow || at <= now) at.setDate(at.getDate() + 1);
+  return { at, what };
+}
+
 function initConversation() {
   if (page.page !== "conversation") return;
   const conversationId = page.conversationId;
@@ -1787,35 +1809,35 @@ function initConversation() {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
   };
-  // "/remind @agent in 30 minutes what": a reminder for one's own agent (routines' REST), said
-  // under the box; not a message.
+  // "/remind @agent in 30 minutes|at 15:30|tomorrow at 9|tomorrow what": a reminder for one's own
+  // agent (routines' REST), said under the box; not a message.
   const composerStatus = $("[data-composer-status]");
-  const UNIT_MS = { m: 60e3, h: 3600e3, d: 86400e3 }; // by the unit's first letter
   const remind = async (text) => {
     const say = (sentence, failed) => {
       composerStatus.textContent = sentence;
       composerStatus.classList.toggle("is-failed", failed);
       composerStatus.hidden = false;
     };
-    const parts = text.match(/^\/remind\s+@(\S+)\s+in\s+(\d+)\s*(m|min|mins?|minutes?|h|hours?|d|days?)\s+(.+)$/is);
-    if (!parts) {
-      say("Write it as: /remind @agent in 30 minutes what to remind.", true);
+    const parts = text.match(/^\/remind\s+@(\S+)\s+(.*)$/is);
+    const when = parts ? remindWhen(parts[2]) : { error: REMIND_FORMAT };
+    if (when.error) {
+      say(when.error, true);
       return false;
     }
-    const [, handle, count, unit, what] = parts;
-    const agent = targets.find((t) => t.kind === "agent" && t.handle === handle.toLowerCase());
+    const agent = targets.find((t) => t.kind === "agent" && t.handle === parts[1].toLowerCase());
     if (!agent) {
-      say(`No agent @${handle} here.`, true);
+      say(`No agent @${parts[1]} here.`, true);
       return false;
     }
-    const at = new Date(Date.now() + Number(count) * UNIT_MS[unit[0].toLowerCase()]);
+    const { at, what } = when;
     try {
       await api("POST", "/api/v1/reminders/", { agent: agent.id, workspace: $(".app").dataset.workspaceId, text: what.trim(), at: at.toISOString() });
     } catch (error) {
       say(error.message, true);
       return false;
     }
-    say(`Reminder set: ${agent.name} will remind you at ${at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`, false);
+    const day = at.toDateString() === new Date().toDateString() ? "" : ` ${at.toLocaleDateString([], { weekday: "long" })}`;
+    say(`Reminder set: ${agent.name} will remind you${day} at ${at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`, false);
     return true;
   };
 
