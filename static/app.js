@@ -872,25 +872,46 @@ class Working {
   }
 }
 
+/** The keyboard of a suggestion listbox under the composer (the @mention and "/" ones): the
+ * arrows walk the options of BOX (box.matches; box.active), Enter or Tab picks the active
+ * one, Escape closes. Returns the composer's keydown hook: true when it took the key. */
+function listboxKeys(listbox, box, { render, choose, close }) {
+  return (event) => {
+    const count = box.matches.length;
+    if (listbox.hidden || !count) return false;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      box.active = (box.active + (event.key === "ArrowDown" ? 1 : count - 1)) % count;
+      render();
+    } else if (event.key === "Enter" || event.key === "Tab") {
+      choose(box.active);
+    } else if (event.key === "Escape") {
+      close();
+    } else {
+      return false;
+    }
+    event.preventDefault();
+    return true;
+  };
+}
+
 /** @mention suggestions under the composer (an ARIA combobox with a listbox). */
 function mentionBox(input, listbox, targets) {
-  let matches = [];
-  let active = 0;
+  const box = { matches: [], active: 0 }; // the options shown, and which one is active
   let start = -1;
   const close = () => {
     listbox.hidden = true;
-    matches = [];
+    box.matches = [];
     input.setAttribute("aria-expanded", "false");
     input.removeAttribute("aria-activedescendant");
   };
   const render = () => {
     listbox.replaceChildren(
-      ...matches.map((target, i) => {
+      ...box.matches.map((target, i) => {
         const option = document.createElement("li");
         option.id = `mention-${i}`;
         option.className = "mention-option";
         option.setAttribute("role", "option");
-        option.setAttribute("aria-selected", String(i === active));
+        option.setAttribute("aria-selected", String(i === box.active));
         const avatar = document.createElement("span");
         avatar.className = `avatar avatar--tiny avatar--${target.kind}`;
         avatar.setAttribute("aria-hidden", "true");
@@ -916,7 +937,7 @@ function mentionBox(input, listbox, targets) {
     );
     listbox.hidden = false;
     input.setAttribute("aria-expanded", "true");
-    input.setAttribute("aria-activedescendant", `mention-${active}`);
+    input.setAttribute("aria-activedescendant", `mention-${box.active}`);
   };
   const update = () => {
     const before = input.value.slice(0, input.selectionStart);
@@ -924,14 +945,14 @@ function mentionBox(input, listbox, targets) {
     if (!found) return close();
     const query = found[2].toLowerCase();
     start = before.length - found[2].length - 1;
-    matches = targets
+    box.matches = targets
       .filter((t) => t.handle.toLowerCase().startsWith(query) || t.name.toLowerCase().split(/\s+/).some((w) => w.startsWith(query)))
       .slice(0, 8);
-    active = 0;
-    matches.length ? render() : close();
+    box.active = 0;
+    box.matches.length ? render() : close();
   };
   const choose = (i) => {
-    const target = matches[i];
+    const target = box.matches[i];
     const end = input.selectionStart;
     input.value = `${input.value.slice(0, start)}@${target.handle} ${input.value.slice(end)}`;
     const caret = start + target.handle.length + 2;
@@ -942,21 +963,7 @@ function mentionBox(input, listbox, targets) {
   input.addEventListener("input", update);
   input.addEventListener("click", update);
   input.addEventListener("blur", () => setTimeout(close, 150));
-  return (event) => {
-    if (listbox.hidden || !matches.length) return false;
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
-      render();
-    } else if (event.key === "Enter" || event.key === "Tab") {
-      choose(active);
-    } else if (event.key === "Escape") {
-      close();
-    } else {
-      return false;
-    }
-    event.preventDefault();
-    return true;
-  };
+  return listboxKeys(listbox, box, { render, choose, close });
 }
 
 /** A file as a chip: its name and size (a file not sent yet, or one in a message being sent). */
@@ -1151,21 +1158,20 @@ function streamingReplies(list, conversationId, nearBottom, toBottom) {
 /** "/" at the start of the composer: the commands the server understands, filtered as typed
  * (an ARIA listbox like the @mention one). Returns the composer's keydown hook. */
 function slashBox(input, listbox, commands) {
-  let matches = [];
-  let active = 0;
+  const box = { matches: [], active: 0 }; // the options shown, and which one is active
   const close = () => {
     listbox.hidden = true;
-    matches = [];
+    box.matches = [];
     input.removeAttribute("aria-activedescendant");
   };
   const render = () => {
     listbox.replaceChildren(
-      ...matches.map((command, i) => {
+      ...box.matches.map((command, i) => {
         const option = document.createElement("li");
         option.id = `slash-${i}`;
         option.className = "mention-option slash-option";
         option.setAttribute("role", "option");
-        option.setAttribute("aria-selected", String(i === active));
+        option.setAttribute("aria-selected", String(i === box.active));
         const name = document.createElement("strong");
         name.textContent = command.command;
         const description = document.createElement("span");
@@ -1180,7 +1186,7 @@ function slashBox(input, listbox, commands) {
       }),
     );
     listbox.hidden = false;
-    input.setAttribute("aria-activedescendant", `slash-${active}`);
+    input.setAttribute("aria-activedescendant", `slash-${box.active}`);
     // "/task @n" would also suggest @mentions: the commands' list speaks for both.
     const mentions = $("#mention-list");
     if (mentions) mentions.hidden = true;
@@ -1189,12 +1195,12 @@ function slashBox(input, listbox, commands) {
     const typed = input.value.slice(0, input.selectionStart);
     if (!/^\/[\w-]*(\s+@[\w.-]*)?$/.test(typed)) return close();
     const query = typed.toLowerCase().replace(/\s+/g, " ");
-    matches = commands.filter((c) => c.command.toLowerCase().startsWith(query) && c.insert !== input.value).slice(0, 8);
-    active = 0;
-    matches.length ? render() : close();
+    box.matches = commands.filter((c) => c.command.toLowerCase().startsWith(query) && c.insert !== input.value).slice(0, 8);
+    box.active = 0;
+    box.matches.length ? render() : close();
   };
   const choose = (i) => {
-    input.value = matches[i].insert;
+    input.value = box.matches[i].insert;
     input.setSelectionRange(input.value.length, input.value.length);
     close();
     input.focus();
@@ -1202,21 +1208,7 @@ function slashBox(input, listbox, commands) {
   };
   input.addEventListener("input", update);
   input.addEventListener("blur", () => setTimeout(close, 150));
-  return (event) => {
-    if (listbox.hidden || !matches.length) return false;
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
-      render();
-    } else if (event.key === "Enter" || event.key === "Tab") {
-      choose(active);
-    } else if (event.key === "Escape") {
-      close();
-    } else {
-      return false;
-    }
-    event.preventDefault();
-    return true;
-  };
+  return listboxKeys(listbox, box, { render, choose, close });
 }
 
 /** Edit, delete, react and reply in thread on the conversation's messages, and the thread panel.

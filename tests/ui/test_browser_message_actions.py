@@ -224,6 +224,43 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
 
 
+def test_mentions_walk_with_the_keyboard_as_the_commands_do(orm, story, browser):
+    """The @mention list answers the keys the "/" list does (one handler serves both): arrows
+    walk it, round the ends; Tab or Enter picks; Escape closes and keeps what was typed."""
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    composer = alice.get_by_label("Message #general")
+    popup = alice.locator("#mention-list")
+    options = popup.locator("[role=option]")
+    composer.press_sequentially("@")
+    expect(options).to_have_count(3)  # Nova, Alice and Bob
+    handles = options.locator(".muted").all_inner_texts()
+    assert sorted(handles) == ["@alice", "@bob", "@nova"]
+    selected = popup.locator("[aria-selected=true]")
+    expect(selected).to_contain_text(handles[0])
+    composer.press("ArrowDown")
+    expect(selected).to_contain_text(handles[1])
+    expect(composer).to_have_attribute("aria-activedescendant", "mention-1")
+    composer.press("ArrowUp")
+    composer.press("ArrowUp")  # past the first: round to the last
+    expect(selected).to_contain_text(handles[2])
+    shot(alice, "messages-07-mention-keys")
+    composer.press("Tab")
+    expect(composer).to_have_value(f"{handles[2]} ")
+    expect(popup).to_be_hidden()
+    composer.fill("")
+    composer.press_sequentially("ask @b")
+    expect(options).to_have_count(1)
+    composer.press("Escape")
+    expect(popup).to_be_hidden()
+    expect(composer).to_have_value("ask @b")
+    composer.press_sequentially("o")
+    composer.press("Enter")  # picks, does not send
+    expect(composer).to_have_value("ask @bob ")
+    assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+
+
 def test_remind_takes_clock_times_in_the_browsers_own_time(orm, story, browser):
     """Alice's browser is in São Paulo at 17:00: "at 15:30" is past, so tomorrow; "at 18:45" is
     today; "tomorrow at 9" and a bare "tomorrow" are 9:00 tomorrow, all São Paulo time. What
