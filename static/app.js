@@ -1035,17 +1035,54 @@ function fileTray(root, conversationId) {
   return {
     add,
     idle: () => Promise.all([...pending]),
+    /** The uploaded files, left in the tray (a post that fails keeps them for the next try). */
+    ready: () => [...items].filter((i) => i.upload).map(({ upload }) => ({ id: upload.id, name: upload.name, size: upload.size })),
     /** The uploaded files, out of the tray (refused ones stay, saying why). */
     take() {
-      const ready = [...items].filter((i) => i.upload);
-      for (const item of ready) {
+      const ready = this.ready();
+      for (const item of [...items].filter((i) => i.upload)) {
         items.delete(item);
         item.li.remove();
       }
       sync();
-      return ready.map(({ upload }) => ({ id: upload.id, name: upload.name, size: upload.size }));
+      return ready;
     },
   };
+}
+
+/** The file tray of a composer FORM (the conversation's, a reply thread's): files chosen with
+ * its attach button, dropped on it or pasted into INPUT (a screenshot from the clipboard) are
+ * uploaded to the conversation at once and wait in its [data-attachments] list. */
+function acceptFiles(form, input, conversationId) {
+  const tray = fileTray($("[data-attachments]", form), conversationId);
+  const picker = $("[data-attach-input]", form);
+  $("[data-attach]", form).addEventListener("click", () => picker.click());
+  picker.addEventListener("change", () => {
+    for (const file of picker.files) tray.add(file);
+    picker.value = "";
+    input.focus();
+  });
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  form.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    form.classList.add("is-dropping");
+  });
+  form.addEventListener("dragleave", () => form.classList.remove("is-dropping"));
+  form.addEventListener("drop", (event) => {
+    form.classList.remove("is-dropping");
+    if (!event.dataTransfer?.files.length) return;
+    event.preventDefault();
+    for (const file of event.dataTransfer.files) tray.add(file);
+    input.focus();
+  });
+  input.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData?.files || [])];
+    if (!files.length) return; // text pastes as text
+    event.preventDefault();
+    for (const file of files) tray.add(file);
+  });
+  return tray;
 }
 
 // ---- streaming replies (issue 28): drafts, Stop, Regenerate -----------------------------------
@@ -1327,13 +1364,18 @@ function messageActions({ list, input, place }) {
     document.body.classList.remove("thread-open");
     input.focus();
   };
+  // Files go to the message's conversation: the server moves a reply's into its thread.
+  const replyTray = acceptFiles($("[data-reply-composer]", panel), replyInput, page.conversationId);
   const sendReply = async () => {
+    await replyTray.idle(); // files still uploading go with this reply, once stored
     const body = replyInput.value.trim();
-    if (!body || !openId) return;
+    const attachments = replyTray.ready().map((f) => f.id);
+    if ((!body && !attachments.length) || !openId) return;
     replyError.hidden = true;
     try {
-      const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef() });
+      const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef(), attachments });
       replyInput.value = "";
+      replyTray.take();
       replies.dataset.threadOf = reply.conversationId;
       const [li] = await renderMessages([reply.id]).catch(() => []);
       if (li) place(li, replies);
@@ -1761,36 +1803,7 @@ function initConversation() {
 
   // Files: each uploaded as soon as it is chosen, waiting in the tray under the box; the next
   // message sent carries them (by id). Pictures then show in the conversation.
-  const tray = fileTray($("[data-attachments]"), conversationId);
-  const picker = $("[data-attach-input]");
-  $("[data-attach]").addEventListener("click", () => picker.click());
-  picker.addEventListener("change", () => {
-    for (const file of picker.files) tray.add(file);
-    picker.value = "";
-    input.focus();
-  });
-  // Dropped on the composer or pasted into it (a screenshot from the clipboard): the same tray.
-  const composerForm = $("[data-composer]");
-  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
-  composerForm.addEventListener("dragover", (event) => {
-    if (!carriesFiles(event)) return;
-    event.preventDefault();
-    composerForm.classList.add("is-dropping");
-  });
-  composerForm.addEventListener("dragleave", () => composerForm.classList.remove("is-dropping"));
-  composerForm.addEventListener("drop", (event) => {
-    composerForm.classList.remove("is-dropping");
-    if (!event.dataTransfer?.files.length) return;
-    event.preventDefault();
-    for (const file of event.dataTransfer.files) tray.add(file);
-    input.focus();
-  });
-  input.addEventListener("paste", (event) => {
-    const files = [...(event.clipboardData?.files || [])];
-    if (!files.length) return; // text pastes as text
-    event.preventDefault();
-    for (const file of files) tray.add(file);
-  });
+  const tray = acceptFiles($("[data-composer]"), input, conversationId);
 
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
