@@ -801,6 +801,10 @@ def reply_in_thread(
         for agent in named:
             Participant.objects.get_or_create(conversation=thread, agent=agent)
         thread.takes_part = Participant.objects.filter(conversation=thread, user=user).exists()
+        # Files are uploaded to the message's conversation (before a first reply there is no
+        # thread to upload to): the reply's move into the thread, read by the same people.
+        uploads = _own_uploads(user, origin, attachments)
+        Attachment.objects.filter(pk__in=[a.pk for a in uploads]).update(conversation=thread)
         reply = post_message(user, thread, body, client_ref=client_ref, attachments=attachments)
     return reply
 

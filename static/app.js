@@ -874,25 +874,46 @@ class Working {
   }
 }
 
+/** The keyboard of a suggestion listbox under the composer (the @mention and "/" ones): the
+ * arrows walk the options of BOX (box.matches; box.active), Enter or Tab picks the active
+ * one, Escape closes. Returns the composer's keydown hook: true when it took the key. */
+function listboxKeys(listbox, box, { render, choose, close }) {
+  return (event) => {
+    const count = box.matches.length;
+    if (listbox.hidden || !count) return false;
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      box.active = (box.active + (event.key === "ArrowDown" ? 1 : count - 1)) % count;
+      render();
+    } else if (event.key === "Enter" || event.key === "Tab") {
+      choose(box.active);
+    } else if (event.key === "Escape") {
+      close();
+    } else {
+      return false;
+    }
+    event.preventDefault();
+    return true;
+  };
+}
+
 /** @mention suggestions under the composer (an ARIA combobox with a listbox). */
 function mentionBox(input, listbox, targets) {
-  let matches = [];
-  let active = 0;
+  const box = { matches: [], active: 0 }; // the options shown, and which one is active
   let start = -1;
   const close = () => {
     listbox.hidden = true;
-    matches = [];
+    box.matches = [];
     input.setAttribute("aria-expanded", "false");
     input.removeAttribute("aria-activedescendant");
   };
   const render = () => {
     listbox.replaceChildren(
-      ...matches.map((target, i) => {
+      ...box.matches.map((target, i) => {
         const option = document.createElement("li");
         option.id = `mention-${i}`;
         option.className = "mention-option";
         option.setAttribute("role", "option");
-        option.setAttribute("aria-selected", String(i === active));
+        option.setAttribute("aria-selected", String(i === box.active));
         const avatar = document.createElement("span");
         avatar.className = `avatar avatar--tiny avatar--${target.kind}`;
         avatar.setAttribute("aria-hidden", "true");
@@ -918,7 +939,7 @@ function mentionBox(input, listbox, targets) {
     );
     listbox.hidden = false;
     input.setAttribute("aria-expanded", "true");
-    input.setAttribute("aria-activedescendant", `mention-${active}`);
+    input.setAttribute("aria-activedescendant", `mention-${box.active}`);
   };
   const update = () => {
     const before = input.value.slice(0, input.selectionStart);
@@ -926,14 +947,14 @@ function mentionBox(input, listbox, targets) {
     if (!found) return close();
     const query = found[2].toLowerCase();
     start = before.length - found[2].length - 1;
-    matches = targets
+    box.matches = targets
       .filter((t) => t.handle.toLowerCase().startsWith(query) || t.name.toLowerCase().split(/\s+/).some((w) => w.startsWith(query)))
       .slice(0, 8);
-    active = 0;
-    matches.length ? render() : close();
+    box.active = 0;
+    box.matches.length ? render() : close();
   };
   const choose = (i) => {
-    const target = matches[i];
+    const target = box.matches[i];
     const end = input.selectionStart;
     input.value = `${input.value.slice(0, start)}@${target.handle} ${input.value.slice(end)}`;
     const caret = start + target.handle.length + 2;
@@ -944,21 +965,7 @@ function mentionBox(input, listbox, targets) {
   input.addEventListener("input", update);
   input.addEventListener("click", update);
   input.addEventListener("blur", () => setTimeout(close, 150));
-  return (event) => {
-    if (listbox.hidden || !matches.length) return false;
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
-      render();
-    } else if (event.key === "Enter" || event.key === "Tab") {
-      choose(active);
-    } else if (event.key === "Escape") {
-      close();
-    } else {
-      return false;
-    }
-    event.preventDefault();
-    return true;
-  };
+  return listboxKeys(listbox, box, { render, choose, close });
 }
 
 /** A file as a chip: its name and size (a file not sent yet, or one in a message being sent). */
@@ -1030,17 +1037,54 @@ function fileTray(root, conversationId) {
   return {
     add,
     idle: () => Promise.all([...pending]),
+    /** The uploaded files, left in the tray (a post that fails keeps them for the next try). */
+    ready: () => [...items].filter((i) => i.upload).map(({ upload }) => ({ id: upload.id, name: upload.name, size: upload.size })),
     /** The uploaded files, out of the tray (refused ones stay, saying why). */
     take() {
-      const ready = [...items].filter((i) => i.upload);
-      for (const item of ready) {
+      const ready = this.ready();
+      for (const item of [...items].filter((i) => i.upload)) {
         items.delete(item);
         item.li.remove();
       }
       sync();
-      return ready.map(({ upload }) => ({ id: upload.id, name: upload.name, size: upload.size }));
+      return ready;
     },
   };
+}
+
+/** The file tray of a composer FORM (the conversation's, a reply thread's): files chosen with
+ * its attach button, dropped on it or pasted into INPUT (a screenshot from the clipboard) are
+ * uploaded to the conversation at once and wait in its [data-attachments] list. */
+function acceptFiles(form, input, conversationId) {
+  const tray = fileTray($("[data-attachments]", form), conversationId);
+  const picker = $("[data-attach-input]", form);
+  $("[data-attach]", form).addEventListener("click", () => picker.click());
+  picker.addEventListener("change", () => {
+    for (const file of picker.files) tray.add(file);
+    picker.value = "";
+    input.focus();
+  });
+  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
+  form.addEventListener("dragover", (event) => {
+    if (!carriesFiles(event)) return;
+    event.preventDefault();
+    form.classList.add("is-dropping");
+  });
+  form.addEventListener("dragleave", () => form.classList.remove("is-dropping"));
+  form.addEventListener("drop", (event) => {
+    form.classList.remove("is-dropping");
+    if (!event.dataTransfer?.files.length) return;
+    event.preventDefault();
+    for (const file of event.dataTransfer.files) tray.add(file);
+    input.focus();
+  });
+  input.addEventListener("paste", (event) => {
+    const files = [...(event.clipboardData?.files || [])];
+    if (!files.length) return; // text pastes as text
+    event.preventDefault();
+    for (const file of files) tray.add(file);
+  });
+  return tray;
 }
 
 // ---- streaming replies (issue 28): drafts, Stop, Regenerate -----------------------------------
@@ -1153,21 +1197,20 @@ function streamingReplies(list, conversationId, nearBottom, toBottom) {
 /** "/" at the start of the composer: the commands the server understands, filtered as typed
  * (an ARIA listbox like the @mention one). Returns the composer's keydown hook. */
 function slashBox(input, listbox, commands) {
-  let matches = [];
-  let active = 0;
+  const box = { matches: [], active: 0 }; // the options shown, and which one is active
   const close = () => {
     listbox.hidden = true;
-    matches = [];
+    box.matches = [];
     input.removeAttribute("aria-activedescendant");
   };
   const render = () => {
     listbox.replaceChildren(
-      ...matches.map((command, i) => {
+      ...box.matches.map((command, i) => {
         const option = document.createElement("li");
         option.id = `slash-${i}`;
         option.className = "mention-option slash-option";
         option.setAttribute("role", "option");
-        option.setAttribute("aria-selected", String(i === active));
+        option.setAttribute("aria-selected", String(i === box.active));
         const name = document.createElement("strong");
         name.textContent = command.command;
         const description = document.createElement("span");
@@ -1182,7 +1225,7 @@ function slashBox(input, listbox, commands) {
       }),
     );
     listbox.hidden = false;
-    input.setAttribute("aria-activedescendant", `slash-${active}`);
+    input.setAttribute("aria-activedescendant", `slash-${box.active}`);
     // "/task @n" would also suggest @mentions: the commands' list speaks for both.
     const mentions = $("#mention-list");
     if (mentions) mentions.hidden = true;
@@ -1191,12 +1234,12 @@ function slashBox(input, listbox, commands) {
     const typed = input.value.slice(0, input.selectionStart);
     if (!/^\/[\w-]*(\s+@[\w.-]*)?$/.test(typed)) return close();
     const query = typed.toLowerCase().replace(/\s+/g, " ");
-    matches = commands.filter((c) => c.command.toLowerCase().startsWith(query) && c.insert !== input.value).slice(0, 8);
-    active = 0;
-    matches.length ? render() : close();
+    box.matches = commands.filter((c) => c.command.toLowerCase().startsWith(query) && c.insert !== input.value).slice(0, 8);
+    box.active = 0;
+    box.matches.length ? render() : close();
   };
   const choose = (i) => {
-    input.value = matches[i].insert;
+    input.value = box.matches[i].insert;
     input.setSelectionRange(input.value.length, input.value.length);
     close();
     input.focus();
@@ -1204,21 +1247,7 @@ function slashBox(input, listbox, commands) {
   };
   input.addEventListener("input", update);
   input.addEventListener("blur", () => setTimeout(close, 150));
-  return (event) => {
-    if (listbox.hidden || !matches.length) return false;
-    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-      active = (active + (event.key === "ArrowDown" ? 1 : matches.length - 1)) % matches.length;
-      render();
-    } else if (event.key === "Enter" || event.key === "Tab") {
-      choose(active);
-    } else if (event.key === "Escape") {
-      close();
-    } else {
-      return false;
-    }
-    event.preventDefault();
-    return true;
-  };
+  return listboxKeys(listbox, box, { render, choose, close });
 }
 
 /** Edit, delete, react and reply in thread on the conversation's messages, and the thread panel.
@@ -1337,13 +1366,18 @@ function messageActions({ list, input, place }) {
     document.body.classList.remove("thread-open");
     input.focus();
   };
+  // Files go to the message's conversation: the server moves a reply's into its thread.
+  const replyTray = acceptFiles($("[data-reply-composer]", panel), replyInput, page.conversationId);
   const sendReply = async () => {
+    await replyTray.idle(); // files still uploading go with this reply, once stored
     const body = replyInput.value.trim();
-    if (!body || !openId) return;
+    const attachments = replyTray.ready().map((f) => f.id);
+    if ((!body && !attachments.length) || !openId) return;
     replyError.hidden = true;
     try {
-      const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef() });
+      const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef(), attachments });
       replyInput.value = "";
+      replyTray.take();
       replies.dataset.threadOf = reply.conversationId;
       const [li] = await renderMessages([reply.id]).catch(() => []);
       if (li) place(li, replies);
@@ -1400,6 +1434,28 @@ function messageActions({ list, input, place }) {
       return true;
     },
   };
+}
+
+const REMIND_FORMAT = "Write it as: /remind @agent in 30 minutes, at 15:30, tomorrow at 9 or tomorrow, then what to remind.";
+const UNIT_MS = { m: 60e3, h: 3600e3, d: 86400e3 }; // by the unit's first letter
+
+/** When a "/remind" is due, read from the words after its @agent in the browser's own time:
+ * { at, what }, or { error } in words. "at" a time already past today means tomorrow;
+ * "tomorrow" with no time means 9:00. */
+function remindWhen(words, now = new Date()) {
+  const after = words.match(/^in\s+(\d+)\s*(m|min|mins?|minutes?|h|hours?|d|days?)\s+(\S.*)$/is);
+  if (after) return { at: new Date(now.getTime() + Number(after[1]) * UNIT_MS[after[2][0].toLowerCase()]), what: after[3] };
+  const clock = words.match(/^(tomorrow\s+)?(?:at\s+(\d{1,2})(?::(\d{2}))?\s*(am|pm)?\s+)?(\S.*)$/is);
+  if (!clock || !(clock[1] || clock[2])) return { error: REMIND_FORMAT };
+  const [, tomorrow, hours = "9", minutes = "00", half, what] = clock;
+  if (Number(hours) > (half ? 12 : 23) || (half && Number(hours) < 1) || Number(minutes) > 59) {
+    return { error: `${hours}:${minutes}${half || ""} is not a time of day: write it as 15:30, 9 or 9:30pm.` };
+  }
+  const hour = half ? (Number(hours) % 12) + (/pm/i.test(half) ? 12 : 0) : Number(hours);
+  const at = new Date(now);
+  at.setHours(hour, Number(minutes), 0, 0);
+  if (tomorrow || at <= now) at.setDate(at.getDate() + 1);
+  return { at, what };
 }
 
 function initConversation() {
@@ -1749,36 +1805,7 @@ function initConversation() {
 
   // Files: each uploaded as soon as it is chosen, waiting in the tray under the box; the next
   // message sent carries them (by id). Pictures then show in the conversation.
-  const tray = fileTray($("[data-attachments]"), conversationId);
-  const picker = $("[data-attach-input]");
-  $("[data-attach]").addEventListener("click", () => picker.click());
-  picker.addEventListener("change", () => {
-    for (const file of picker.files) tray.add(file);
-    picker.value = "";
-    input.focus();
-  });
-  // Dropped on the composer or pasted into it (a screenshot from the clipboard): the same tray.
-  const composerForm = $("[data-composer]");
-  const carriesFiles = (event) => [...(event.dataTransfer?.types || [])].includes("Files");
-  composerForm.addEventListener("dragover", (event) => {
-    if (!carriesFiles(event)) return;
-    event.preventDefault();
-    composerForm.classList.add("is-dropping");
-  });
-  composerForm.addEventListener("dragleave", () => composerForm.classList.remove("is-dropping"));
-  composerForm.addEventListener("drop", (event) => {
-    composerForm.classList.remove("is-dropping");
-    if (!event.dataTransfer?.files.length) return;
-    event.preventDefault();
-    for (const file of event.dataTransfer.files) tray.add(file);
-    input.focus();
-  });
-  input.addEventListener("paste", (event) => {
-    const files = [...(event.clipboardData?.files || [])];
-    if (!files.length) return; // text pastes as text
-    event.preventDefault();
-    for (const file of files) tray.add(file);
-  });
+  const tray = acceptFiles($("[data-composer]"), input, conversationId);
 
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
@@ -1789,35 +1816,35 @@ function initConversation() {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
   };
-  // "/remind @agent in 30 minutes what": a reminder for one's own agent (routines' REST), said
-  // under the box; not a message.
+  // "/remind @agent in 30 minutes|at 15:30|tomorrow at 9|tomorrow what": a reminder for one's own
+  // agent (routines' REST), said under the box; not a message.
   const composerStatus = $("[data-composer-status]");
-  const UNIT_MS = { m: 60e3, h: 3600e3, d: 86400e3 }; // by the unit's first letter
   const remind = async (text) => {
     const say = (sentence, failed) => {
       composerStatus.textContent = sentence;
       composerStatus.classList.toggle("is-failed", failed);
       composerStatus.hidden = false;
     };
-    const parts = text.match(/^\/remind\s+@(\S+)\s+in\s+(\d+)\s*(m|min|mins?|minutes?|h|hours?|d|days?)\s+(.+)$/is);
-    if (!parts) {
-      say("Write it as: /remind @agent in 30 minutes what to remind.", true);
+    const parts = text.match(/^\/remind\s+@(\S+)\s+(.*)$/is);
+    const when = parts ? remindWhen(parts[2]) : { error: REMIND_FORMAT };
+    if (when.error) {
+      say(when.error, true);
       return false;
     }
-    const [, handle, count, unit, what] = parts;
-    const agent = targets.find((t) => t.kind === "agent" && t.handle === handle.toLowerCase());
+    const agent = targets.find((t) => t.kind === "agent" && t.handle === parts[1].toLowerCase());
     if (!agent) {
-      say(`No agent @${handle} here.`, true);
+      say(`No agent @${parts[1]} here.`, true);
       return false;
     }
-    const at = new Date(Date.now() + Number(count) * UNIT_MS[unit[0].toLowerCase()]);
+    const { at, what } = when;
     try {
       await api("POST", "/api/v1/reminders/", { agent: agent.id, workspace: $(".app").dataset.workspaceId, text: what.trim(), at: at.toISOString() });
     } catch (error) {
       say(error.message, true);
       return false;
     }
-    say(`Reminder set: ${agent.name} will remind you at ${at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`, false);
+    const day = at.toDateString() === new Date().toDateString() ? "" : ` ${at.toLocaleDateString([], { weekday: "long" })}`;
+    say(`Reminder set: ${agent.name} will remind you${day} at ${at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}.`, false);
     return true;
   };
 
@@ -1999,6 +2026,8 @@ function initConversation() {
     }
     setLocalState(localItem(item.ref, item.text, item.files || []), "failed", "This message was not confirmed before you left the page.");
   }
+  // Turns under way when the page was rendered: a late joiner sees each reply so far at once.
+  for (const event of JSON.parse($("#draft-data").textContent)) streaming.draft(event);
   group();
   toBottom();
   markRead();

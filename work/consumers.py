@@ -35,7 +35,7 @@ from agntchat.core.logs import traced
 from agntchat.core.sockets import SERVER_FAILED, FrameError, JsonSocket, frame_data, header
 from artifacts import frames as artifact_frames
 from conversations import actions as conversation_actions
-from conversations import tasks, threads, turns
+from conversations import drafts, tasks, threads, turns
 from conversations.access import access_conversation, access_message
 from conversations.live import audience_topics
 from conversations.models import Message
@@ -318,6 +318,7 @@ class AgentSocket(JsonSocket):
         )
         self.held.clear()
         self.traces.clear()
+        await self.end_drafts(list(getattr(self, "drafting", ())))
         await in_pool(presence.leave)(self.agent.id, self.connection_id)
         await in_pool(_announce_presence)(self.agent)
         if released:
@@ -452,6 +453,15 @@ class AgentSocket(JsonSocket):
         )
         for topic in state.topics:
             await apublish_now(topic, envelope)
+        # Kept too, for a person who opens the conversation while the turn goes on.
+        await in_pool(drafts.keep_draft)(state.conversation_id, item_id, envelope["event"])
+
+    async def end_drafts(self, item_ids) -> None:
+        """These turns ended (acked, or released with the connection): their kept drafts go."""
+        for item_id in item_ids:
+            state = self.drafting.pop(item_id, None)
+            if state is not None and state.topics is not None:  # it had a draft published
+                await in_pool(drafts.drop_draft)(state.conversation_id, item_id)
 
     def holds(self, item_id: str) -> str | None:
         """The kind of ITEM_ID if the bridge may still act on it here (held, not acked)."""
@@ -494,6 +504,7 @@ class AgentSocket(JsonSocket):
                 await self.hang_up(SERVER_FAILED)
                 return
             self.acked.difference_update(acks)
+            await self.end_drafts(acks)
 
     async def ack_reporting(self, item_id: str, data: dict):
         """An ack with the turn's usage or "done": written on its own, with what it reports."""
@@ -510,6 +521,7 @@ class AgentSocket(JsonSocket):
         self.held.pop(item_id, None)
         self.remember_done(item_id, "message")
         self.log_done("work acked", item_id, "message", usage=data["usage"], done=data["done"])
+        await self.end_drafts([item_id])
         if self.wants_refill():
             await self.fill("message")
 

@@ -31,6 +31,7 @@ from artifacts.rendering import diff_versions
 from conversations import actions
 from conversations.access import access_conversation, may_configure
 from conversations.caps import cap_for, is_capped
+from conversations.drafts import drafts_in
 from conversations.exceptions import ConversationRule
 from conversations.models import Conversation
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
@@ -92,6 +93,7 @@ def conversation(request, membership, conversation_id):
         slash_commands=slash_commands([row["agent"] for row in participants["agents"]]),
         parent=conversation.parent_message,
         attach_accept=",".join(f".{e}" for e in settings.FILE_UPLOAD_EXTENSIONS),
+        drafts=drafts_in(conversation.id),  # streaming replies under way (issue 28)
     )
     return render(request, "conversations/conversation.html", context)
 

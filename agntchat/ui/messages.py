@@ -102,7 +102,10 @@ def slash_commands(agents) -> list[dict]:
         {
             "command": "/remind",
             "insert": "/remind @",
-            "description": "Have one of your agents remind you: /remind @agent in 30 minutes …",
+            "description": (
+                "Have one of your agents remind you: /remind @agent in 30 minutes, at 15:30, "
+                "tomorrow at 9 …"
+            ),
         },
         {
             "command": "/search",

@@ -279,3 +279,40 @@ async def test_an_agent_gets_the_file_in_its_work_and_answers_with_one(
     assert row.uploaded_by_agent_id == nova.id and str(row.message_id) == posted["messageId"]
     await comm.disconnect()
     await browser.disconnect()
+
+
+def test_a_reply_in_a_thread_carries_files_uploaded_to_the_messages_conversation(
+    alice, bob, channel, api, media
+):
+    said = actions.post_message(bob, channel, "Who has the tide chart?")
+    uploaded = upload(api(alice), channel, "chart.png", PICTURE, "image/png").json()
+    replied = api(alice).post(
+        f"/api/v1/messages/{said.id}/replies/", {"attachments": [uploaded["id"]]}, format="json"
+    )  # a file alone is a reply
+    assert replied.status_code == 201, replied.json()
+    [attached] = replied.json()["attachments"]
+    assert attached["id"] == uploaded["id"]
+    row = Attachment.objects.get(pk=uploaded["id"])
+    assert str(row.message_id) == replied.json()["id"]
+    assert str(row.conversation_id) == replied.json()["conversationId"] != str(channel.id)
+    # Bob reads the thread, and the file.
+    listed = api(bob).get(f"/api/v1/messages/{said.id}/replies/").json()["results"]
+    got = download(listed[0]["attachments"][0]["url"])
+    assert content_of(got) == PICTURE
+
+
+def test_a_reply_cannot_carry_someone_elses_upload_and_changes_nothing(
+    alice, bob, channel, api, media
+):
+    said = actions.post_message(bob, channel, "Who has the tide chart?")
+    uploaded = upload(api(alice), channel, "chart.png", PICTURE, "image/png").json()
+    refused = api(bob).post(
+        f"/api/v1/messages/{said.id}/replies/",
+        {"body": "mine now", "attachments": [uploaded["id"]]},
+        format="json",
+    )
+    assert refused.status_code == 400, refused.json()
+    assert refused.json()["error"]["fields"] == {"attachments": [uploaded["id"]]}
+    row = Attachment.objects.get(pk=uploaded["id"])
+    assert (row.conversation_id, row.message_id) == (channel.id, None)
+    assert api(bob).get(f"/api/v1/messages/{said.id}/replies/").json()["thread"] is None

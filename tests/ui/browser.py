@@ -83,9 +83,10 @@ def person(username: str, name: str) -> User:
     )
 
 
-def log_in(browser, server, username: str, viewport=LAPTOP):
-    """A fresh browser context logged in through the real login form; returns its page."""
-    context = browser.new_context(viewport=viewport, base_url=server.url)
+def log_in(browser, server, username: str, viewport=LAPTOP, **options):
+    """A fresh browser context logged in through the real login form; returns its page. OPTIONS
+    go to the context (a ``timezone_id``, say)."""
+    context = browser.new_context(viewport=viewport, base_url=server.url, **options)
     page = context.new_page()
     page.goto("/login/")
     page.get_by_label("Username").fill(username)

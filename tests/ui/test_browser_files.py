@@ -1,7 +1,7 @@
 """Files in a real browser (INT-4): Alice attaches a picture and a table to a message in #general
 and sends it; the picture shows inline (loaded through its signed link), the table as a chip
 with its name and size, for her and, live, for Bob. A file of a type not allowed is refused in
-the tray in the server's words. Database work goes through ``orm`` (tests/ui/browser.py)."""
+the tray in the server's words. A reply in a thread takes files the same way. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
 import os
 import struct
@@ -10,7 +10,7 @@ import zlib
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conversations.actions import create_conversation
+from conversations.actions import create_conversation, post_message
 from conversations.models import Attachment
 from tests.socket_helpers import Daphne
 from tests.ui.browser import (
@@ -25,6 +25,7 @@ from tests.ui.browser import (
     wait_for_js,
 )
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
+from workspaces.models import User
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -100,8 +101,8 @@ def test_a_picture_attached_shows_inline_and_a_table_as_a_chip(orm, story, brows
 
     picture = tide_picture()
     table = b"date,high water\n2025-06-01,14:02\n2025-06-02,14:49\n"
-    tray = alice.locator("[data-attachments]")
-    alice.locator("[data-attach-input]").set_input_files(
+    tray = alice.locator("[data-composer] [data-attachments]")
+    alice.locator("[data-composer] [data-attach-input]").set_input_files(
         [
             {"name": "tide-chart.png", "mimeType": "image/png", "buffer": picture},
             {"name": "tides.csv", "mimeType": "text/csv", "buffer": table},
@@ -143,7 +144,7 @@ def test_files_dropped_on_the_composer_or_pasted_into_it_land_in_the_tray(orm, s
     alice = live(log_in(chromium, server, "alice"))
     alice.goto(f"/w/{team.id}/c/{general.id}/")
     live(alice)
-    tray = alice.locator("[data-attachments]")
+    tray = alice.locator("[data-composer] [data-attachments]")
     composer = alice.get_by_label("Message #general")
     # A drop: the DataTransfer a file dragged from the desktop carries.
     dropped = alice.evaluate_handle(
@@ -170,3 +171,63 @@ def test_files_dropped_on_the_composer_or_pasted_into_it_land_in_the_tray(orm, s
     expect(tray).to_be_hidden(timeout=WAIT)
     names = orm(lambda: sorted(Attachment.objects.values_list("name", flat=True)))
     assert names == ["dropped.csv", "pasted.csv"]
+
+
+def test_a_reply_in_a_thread_carries_a_picture_and_a_pasted_file(orm, story, browser):
+    """The thread panel's box takes files as the conversation's does (the same tray): chosen
+    with its button or pasted; the reply shows the picture inline, for Bob too."""
+    team, general = story
+    chromium, server = browser
+    orm(lambda: post_message(User.objects.get(username="bob"), general, "Who has the tide chart?"))
+    pages = {}
+    for who in ("alice", "bob"):
+        pages[who] = live(log_in(chromium, server, who))
+        pages[who].goto(f"/w/{team.id}/c/{general.id}/")
+        live(pages[who])
+    alice, bob = pages["alice"], pages["bob"]
+    asked = alice.locator("[data-messages] > li", has_text="Who has the tide chart?")
+    asked.hover()
+    asked.get_by_role("button", name="Reply in thread").click()
+    panel = alice.locator("[data-thread-panel]")
+    tray = panel.locator("[data-attachments]")
+    panel.locator("[data-attach-input]").set_input_files(
+        [{"name": "tide-chart.png", "mimeType": "image/png", "buffer": tide_picture()}]
+    )
+    box = panel.get_by_label("Reply in thread")
+    box.evaluate(
+        """(box) => {
+          const data = new DataTransfer();
+          data.items.add(new File(["low,high\\n"], "pasted.csv", { type: "text/csv" }));
+          box.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+        }"""
+    )
+    expect(tray.locator(".file-chip.is-ready")).to_have_count(2, timeout=WAIT)
+    expect(alice.locator("[data-composer] [data-attachments]")).to_be_hidden()  # not the main one
+    shot(alice, "files-02-thread-tray")
+    box.fill("Here it is, and the table.")
+    box.press("Enter")
+    expect(tray).to_be_hidden(timeout=WAIT)
+    reply = panel.locator("[data-replies] > li", has_text="Here it is")
+    image = reply.locator(".msg__image img")
+    expect(image).to_be_visible(timeout=WAIT)
+    wait_for_js(alice, "img => img.complete && img.naturalWidth === 480", image.element_handle())
+    expect(reply.locator("a.file-chip")).to_contain_text("pasted.csv")
+    expect(alice.locator("[data-messages]")).not_to_contain_text("Here it is")
+    shot(alice, "files-03-thread-reply")
+
+    # Bob opens the thread from "1 reply": the picture is there for him too.
+    replies = bob.locator("[data-messages] > li", has_text="Who has the tide chart?").locator(
+        "[data-open-replies]"
+    )
+    expect(replies).to_have_text("1 reply", timeout=WAIT)
+    replies.click()
+    seen = bob.locator("[data-thread-panel] [data-replies] > li", has_text="Here it is")
+    wait_for_js(
+        bob,
+        "img => img.complete && img.naturalWidth === 480",
+        seen.locator(".msg__image img").element_handle(timeout=WAIT),
+    )
+    rows = orm(
+        lambda: list(Attachment.objects.order_by("name").values_list("name", "conversation__kind"))
+    )
+    assert rows == [("pasted.csv", "thread"), ("tide-chart.png", "thread")]

@@ -5,7 +5,8 @@ an empty composer edits one's last message; "/" opens the commands, filtered as 
 
 import os
 import re
-from datetime import timedelta
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from playwright.sync_api import expect
@@ -220,6 +221,89 @@ def test_slash_opens_the_commands_filtered_as_typed(orm, story, browser):
     composer.press("Enter")
     expect(alice).to_have_url(re.compile(rf"/w/{team.id}/search/\?q=tide%20tables$"))
     expect(alice.get_by_role("searchbox").first).to_have_value("tide tables")
+    assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+
+
+def test_mentions_walk_with_the_keyboard_as_the_commands_do(orm, story, browser):
+    """The @mention list answers the keys the "/" list does (one handler serves both): arrows
+    walk it, round the ends; Tab or Enter picks; Escape closes and keeps what was typed."""
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    composer = alice.get_by_label("Message #general")
+    popup = alice.locator("#mention-list")
+    options = popup.locator("[role=option]")
+    composer.press_sequentially("@")
+    expect(options).to_have_count(3)  # Nova, Alice and Bob
+    handles = options.locator(".muted").all_inner_texts()
+    assert sorted(handles) == ["@alice", "@bob", "@nova"]
+    selected = popup.locator("[aria-selected=true]")
+    expect(selected).to_contain_text(handles[0])
+    composer.press("ArrowDown")
+    expect(selected).to_contain_text(handles[1])
+    expect(composer).to_have_attribute("aria-activedescendant", "mention-1")
+    composer.press("ArrowUp")
+    composer.press("ArrowUp")  # past the first: round to the last
+    expect(selected).to_contain_text(handles[2])
+    shot(alice, "messages-07-mention-keys")
+    composer.press("Tab")
+    expect(composer).to_have_value(f"{handles[2]} ")
+    expect(popup).to_be_hidden()
+    composer.fill("")
+    composer.press_sequentially("ask @b")
+    expect(options).to_have_count(1)
+    composer.press("Escape")
+    expect(popup).to_be_hidden()
+    expect(composer).to_have_value("ask @b")
+    composer.press_sequentially("o")
+    composer.press("Enter")  # picks, does not send
+    expect(composer).to_have_value("ask @bob ")
+    assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
+
+
+def test_remind_takes_clock_times_in_the_browsers_own_time(orm, story, browser):
+    """Alice's browser is in São Paulo at 17:00: "at 15:30" is past, so tomorrow; "at 18:45" is
+    today; "tomorrow at 9" and a bare "tomorrow" are 9:00 tomorrow, all São Paulo time. What
+    cannot be read is said under the box, and kept there to be fixed."""
+    team, general = story
+    chromium, server = browser
+    zone = ZoneInfo("America/Sao_Paulo")
+    today = (datetime.now(zone) + timedelta(days=1)).date()  # a day ahead: every time is future
+    tomorrow = today + timedelta(days=1)
+    alice = log_in(chromium, server, "alice", timezone_id="America/Sao_Paulo")
+    alice.clock.set_system_time(datetime.combine(today, time(17, 0), zone))
+    alice.goto(f"/w/{team.id}/c/{general.id}/")
+    live(alice)
+    composer = alice.get_by_label("Message #general")
+    status = alice.locator("[data-composer-status]")
+    cases = [
+        ("at 15:30", "check the high water", datetime.combine(tomorrow, time(15, 30), zone)),
+        ("at 18:45", "bring the boat in", datetime.combine(today, time(18, 45), zone)),
+        ("tomorrow at 9", "read the tide table", datetime.combine(tomorrow, time(9), zone)),
+        ("tomorrow", "renew the mooring permit", datetime.combine(tomorrow, time(9), zone)),
+        ("at 9:30pm", "lock the shed", datetime.combine(today, time(21, 30), zone)),
+    ]
+    for when, what, due in cases:
+        composer.fill(f"/remind @nova {when} {what}")
+        composer.press("Enter")
+        expect(composer).to_have_value("", timeout=WAIT)
+        day = "" if due.date() == today else f" {due:%A}"  # the weekday, unless today
+        expect(status).to_have_text(f"Reminder set: Nova will remind you{day} at {due:%I:%M %p}.")
+        reminder = orm(lambda: Reminder.objects.order_by("-created_at").first())
+        assert (reminder.text, reminder.due_at) == (what, due)
+    shot(alice, "messages-05-remind-at")
+    for words, error in [
+        ("at 25:00 check", "25:00 is not a time of day"),
+        ("at 15:30", "Write it as: /remind @agent in 30 minutes, at 15:30, tomorrow at 9"),
+        ("next week check", "Write it as: /remind @agent"),
+    ]:
+        composer.fill(f"/remind @nova {words}")
+        composer.press("Enter")
+        expect(status).to_contain_text(error)
+        expect(status).to_have_class(re.compile("is-failed"))
+        expect(composer).to_have_value(f"/remind @nova {words}")  # kept, to be fixed
+    shot(alice, "messages-06-remind-error")
+    assert orm(lambda: Reminder.objects.count()) == len(cases)
     assert orm(lambda: Message.objects.filter(conversation=general).count()) == 1
 
 

@@ -13,11 +13,22 @@ from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from conversations.actions import create_conversation
+from conversations.drafts import drafts_in
 from conversations.models import Delivery, Message
 from tests.socket_helpers import start_bridge
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, live, log_in, person
+from tests.ui.browser import (
+    CHROMIUM,
+    LIVE_SWITCH,
+    NO_CHROMIUM,
+    WAIT,
+    live,
+    log_in,
+    person,
+    wait_for_js,
+)
 from tests.ui.browser import shot as save_shot
-from workspaces.actions import create_team_workspace
+from tests.waiting import wait_until
+from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -31,6 +42,11 @@ REPLY = (
     "Check the local tables before you sail."
 )
 DRAFT_TEXT = "document.querySelector('.msg.is-draft [data-draft-text]')?.textContent || ''"
+
+
+def invited_to(team) -> str:
+    _, token = create_invitation(team.memberships.get(role="owner"))
+    return token
 
 
 def shot(page, name):
@@ -136,3 +152,47 @@ def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
     delivery = orm(lambda: Delivery.objects.get(agent=nova))
     assert delivery.acked_at is not None and delivery.attempts == 2
     shot(page, "03-regenerated")
+
+
+def test_a_late_joiner_sees_the_reply_so_far(orm, story, browser, bridge):
+    """Bob opens the conversation while Nova writes: the page brings the draft so far, with no
+    live socket at all (it is kept on the server, not only passed on); a reload keeps it; once
+    the reply is posted, the page shows the reply and no draft."""
+    team, general, nova = story
+    chromium, server = browser
+    orm(lambda: accept_invitation(person("bob", "Bob Okafor"), invited_to(team)))
+    alice = log_in(chromium, server, "alice")
+    alice.goto(f"/w/{team.id}/c/{general.id}/")
+    live(alice)
+    bob = log_in(chromium, server, "bob")
+    bob.context.add_init_script(LIVE_SWITCH)
+    bob.context.add_init_script("window.__live.blocked = true;")  # no live socket from the start
+
+    alice.locator("#composer-input").fill("How do tides work?")
+    alice.locator("#composer-input").press("Enter")
+    wait_for_js(alice, f"({DRAFT_TEXT}).includes('moon')", timeout=2 * WAIT / 1000)
+    bob.goto(f"/w/{team.id}/c/{general.id}/")
+    expect(bob.locator("body")).not_to_have_attribute("data-live", "connected")
+    bubble = bob.locator(".msg.is-draft")
+    expect(bubble).to_be_visible()
+    expect(bubble.locator(".msg__author")).to_have_text("Nova")
+    so_far = bubble.locator("[data-draft-text]").text_content()
+    assert "moon" in so_far and REPLY.startswith(so_far) and so_far != REPLY, so_far
+    expect(bubble.get_by_role("button", name="Stop")).to_be_visible()
+    shot(bob, "04-late-joiner")
+
+    alice.reload()
+    expect(alice.locator(".msg.is-draft [data-draft-text]")).to_contain_text("moon")
+
+    (reply,) = wait_until(
+        lambda: orm(lambda: list(Message.objects.filter(author_agent=nova))),
+        timeout=30,
+        what="Nova's reply",
+    )
+    assert reply.body == REPLY
+    bob.reload()
+    expect(bob.locator(".msg.is-draft")).to_have_count(0)
+    expect(bob.locator(f'li[data-message-id="{reply.id}"] .msg__text')).to_contain_text(
+        "Check the local tables"
+    )
+    assert orm(drafts_in, general.id) == []

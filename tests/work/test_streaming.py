@@ -1,5 +1,6 @@
 """Streaming replies on the agent socket and the REST endpoints (issue 28): drafts of a chat
-turn reach the browsers of the conversation and nobody else; Stop reaches the connection that
+turn reach the browsers of the conversation and nobody else, the latest kept until the turn
+ends (for a person who opens the conversation mid-turn); Stop reaches the connection that
 holds the turn; the stopped reply is posted once and the item acked, never redelivered;
 Regenerate queues the same agent's delivery again through the claims."""
 
@@ -7,6 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from conversations import actions
+from conversations.drafts import drafts_in
 from conversations.models import Delivery, Message
 from tests.conftest import agent_session, client_for
 from tests.socket_helpers import agent_communicator, frames_until, live_socket_for, next_frame
@@ -61,10 +63,54 @@ async def test_drafts_reach_the_conversations_readers_and_not_another_workspace(
         "text": "Once upon a time",
     }
     assert await charlie_live.receive_nothing(timeout=0.3)
-    # Nothing was stored.
+    # No message was stored.
     assert await Message.objects.filter(author_agent=nova).acount() == 0
     for socket in (comm, alice_live, charlie_live):
         await socket.disconnect()
+
+
+async def test_the_latest_draft_is_kept_until_the_turn_is_acked(alice, channel, nova):
+    comm = await connect(nova)
+    question = await post(alice, channel, "Tell me a story")
+    work = await next_frame(comm)
+    assert await sync_to_async(drafts_in)(channel.id) == []
+    for text in ["Once", "Once upon"]:
+        await comm.send_json_to({"type": "draft", "id": work["id"], "text": text})
+        await comm.receive_nothing(timeout=0.1)  # past the server's least interval
+    await until(lambda: sync_to_async(drafts_in)(channel.id), what="the kept draft")
+    assert await sync_to_async(drafts_in)(channel.id) == [
+        {
+            "type": "message.draft",
+            "conversationId": str(channel.id),
+            "workId": work["id"],
+            "replyTo": str(question.id),
+            "agent": {"id": str(nova.id), "name": "Nova"},
+            "text": "Once upon",
+        }
+    ]
+    await comm.send_json_to(
+        {"type": "post", "conversationId": str(channel.id), "body": "Once upon a time.",
+         "replyTo": str(question.id), "ref": f"work:{work['id']}"}
+    )  # fmt: skip
+    assert (await next_frame(comm))["type"] == "posted"
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    await until(lambda: _no_drafts(channel.id), what="the draft deleted at the ack")
+    await comm.disconnect()
+
+
+async def test_a_kept_draft_goes_with_the_connection_that_wrote_it(alice, channel, nova):
+    comm = await connect(nova)
+    await post(alice, channel, "Tell me a story")
+    work = await next_frame(comm)
+    await comm.send_json_to({"type": "draft", "id": work["id"], "text": "Once"})
+    await until(lambda: sync_to_async(drafts_in)(channel.id), what="the kept draft")
+    await comm.disconnect()  # the bridge died mid-turn: the item is offered again, from scratch
+    await until(lambda: _no_drafts(channel.id), what="the draft deleted at the release")
+
+
+@sync_to_async
+def _no_drafts(conversation_id) -> bool:
+    return drafts_in(conversation_id) == []
 
 
 async def test_drafts_faster_than_the_least_interval_are_dropped_not_queued(alice, channel, nova):
