@@ -64,30 +64,32 @@ def _readable(actor, conversation_id):
     )
 
 
+def _compiled_actor(actor):
+    """ACTOR as a compiled read takes it (core.compiled): the part of the SQL's shape it sets,
+    the values it binds, and how to rebuild a stand-in actor from those values."""
+    if isinstance(actor, Agent):
+        visibility = actor.visibility  # workspaces_of_agent reads it: part of the SQL's shape
+        return (
+            ("agent", visibility),
+            {"actor_id": actor.pk, "owner_id": actor.owner_id},
+            lambda actor_id, owner_id: Agent(pk=actor_id, owner_id=owner_id, visibility=visibility),
+        )
+    return ("person",), {"actor_id": actor.pk}, lambda actor_id: User(pk=actor_id)
+
+
 def access_conversation(actor, conversation_id) -> Conversation:
     """The conversation if ACTOR may read it (else ConversationNotFound), with ``takes_part``.
     On every message, so its SQL is compiled once per shape of actor (core.compiled)."""
     conversation_id = as_uuid(conversation_id)
     if conversation_id is None:
         raise ConversationNotFound()
-    if isinstance(actor, Agent):
-        visibility = actor.visibility  # workspaces_of_agent reads it: part of the SQL's shape
-        conversation = compiled_first(
-            ("access_conversation", "agent", visibility),
-            lambda actor_id, owner_id, conversation_id: _readable(
-                Agent(pk=actor_id, owner_id=owner_id, visibility=visibility), conversation_id
-            ),
-            actor_id=actor.pk,
-            owner_id=actor.owner_id,
-            conversation_id=conversation_id,
-        )
-    else:
-        conversation = compiled_first(
-            ("access_conversation", "person"),
-            lambda actor_id, conversation_id: _readable(User(pk=actor_id), conversation_id),
-            actor_id=actor.pk,
-            conversation_id=conversation_id,
-        )
+    shape, values, rebuild = _compiled_actor(actor)
+    conversation = compiled_first(
+        ("access_conversation", *shape),
+        lambda conversation_id, **who: _readable(rebuild(**who), conversation_id),
+        conversation_id=conversation_id,
+        **values,
+    )
     if conversation is None:
         raise ConversationNotFound()
     return conversation
@@ -110,10 +112,23 @@ def messages_visible_to(actor):
 
 
 def access_message(actor, message_id) -> Message:
-    try:
-        return messages_visible_to(actor).select_related("conversation").get(pk=as_uuid(message_id))
-    except Message.DoesNotExist:
-        raise MessageNotFound() from None
+    """The message if ACTOR may read it (else MessageNotFound), with its conversation. Every
+    agent reply names the message it answers, so compiled as access_conversation is."""
+    message_id = as_uuid(message_id)
+    if message_id is None:
+        raise MessageNotFound()
+    shape, values, rebuild = _compiled_actor(actor)
+    message = compiled_first(
+        ("access_message", *shape),
+        lambda message_id, **who: (
+            messages_visible_to(rebuild(**who)).select_related("conversation").filter(pk=message_id)
+        ),
+        message_id=message_id,
+        **values,
+    )
+    if message is None:
+        raise MessageNotFound()
+    return message
 
 
 def _uploaded_by(actor) -> Q:
