@@ -7,7 +7,8 @@ On one daphne (started as the Procfile starts it): M idle agent sockets (M agent
 one socket each), then M browser sockets of another person (one logged-in session each), each
 kind opened in one burst. Daphne's resident memory before and after each burst gives KB per
 socket. Then ARGS.idle seconds with the clients' heartbeats (agents every 20 s, browsers' ping
-every 25 s, as the bridge and app.js send them): daphne's CPU. Then fan-out: the person posts
+every 25 s, as the bridge and app.js send them): daphne's CPU; then a third as long with the
+browsers' pings alone, to tell the agents' heartbeats apart. Then fan-out: the person posts
 into a channel that all M of their browser sockets watch; each socket's time from the POST to the
 message's live event. Last, every socket closes at once (half say goodbye, half vanish) and the
 channel layer's group memberships in Redis are counted until none remain. It recreates the bench
@@ -87,6 +88,7 @@ class Clients:
         self.readers: list[asyncio.Task] = []
         self.arrivals: dict[str, list[float]] = {}  # message body → arrival on each browser
         self.frames = 0
+        self.kinds: dict[str, int] = {}  # frames the browsers received, by type
         self.errors: list[str] = []
 
     async def read(self, ws, browser: bool) -> None:
@@ -94,6 +96,9 @@ class Clients:
             async for raw in ws:
                 now = time.perf_counter()
                 self.frames += 1
+                if browser:
+                    kind = raw[: raw.find(",")]  # '{"type":"…"', as the server writes it first
+                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
                 if browser and '"message.created"' in raw:
                     body = json.loads(raw)["message"]["body"]
                     self.arrivals.setdefault(body, []).append(now)
@@ -163,12 +168,20 @@ def group_members() -> int:
 
 
 def log_errors(server: Daphne) -> list[str]:
+    """Errors daphne logged: each as its message and the last line of its traceback."""
     log = Path(server.log.name).read_text(errors="replace")
-    return [
-        line
-        for line in log.splitlines()
-        if '"level": "ERROR"' in line or "Traceback" in line or "Too many connections" in line
-    ]
+    errors = []
+    for line in log.splitlines():
+        if '"level": "ERROR"' in line or '"level":"ERROR"' in line:
+            try:
+                entry = json.loads(line)
+                exc = (entry.get("exc") or "").strip().splitlines()
+                errors.append(f"{entry.get('msg')}: {exc[-1] if exc else ''}")
+            except ValueError:
+                errors.append(line)
+        elif "Traceback" in line or "Too many connections" in line:
+            errors.append(line)
+    return errors
 
 
 def own_cpu() -> float:
@@ -221,6 +234,13 @@ async def run(server: Daphne, cast: dict, args) -> dict:
             "frames_in": clients.frames - frames,
         }
         r["rss_idle"] = rss_kb(pid)
+        # The same with the browsers' pings alone (agents silent for less than the 2 minutes that
+        # make them offline): what is left of the first figure is the agents' heartbeats.
+        cpu, start = server.cpu_seconds(), time.perf_counter()
+        until = start + args.idle / 3
+        await heartbeats(clients.browsers, {"type": "ping"}, 25, until)
+        await asyncio.sleep(max(0.0, until - time.perf_counter()))
+        r["idle"]["pings_cpu"] = (server.cpu_seconds() - cpu) / (time.perf_counter() - start)
 
         print(f"fan-out: {args.messages} messages to {len(clients.browsers)} browsers", flush=True)
         r["fanout"] = await fan_out(server, cast, clients, args)
@@ -233,6 +253,7 @@ async def run(server: Daphne, cast: dict, args) -> dict:
             task.cancel()
         await asyncio.gather(*clients.readers, return_exceptions=True)
     r["socket_errors"] = clients.errors
+    r["kinds"] = clients.kinds
     return r
 
 
@@ -354,6 +375,11 @@ def report(r: dict, args, facts: dict, errors: list[str], load_end: str) -> None
         f"{idle['cpu'] * idle['seconds'] / max(1, idle['heartbeats'] + idle['pings']) * 1000:.2f} ms"
         f" of daphne CPU per frame; this client {idle['client_cpu']:.1%}"
     )
+    per_heartbeat = (idle["cpu"] - idle["pings_cpu"]) * idle["seconds"] / max(1, idle["heartbeats"])
+    print(
+        f"  with the browsers' pings alone: daphne {idle['pings_cpu']:.1%} of a core; so an "
+        f"agent's heartbeat costs about {per_heartbeat * 1000:.1f} ms of daphne CPU"
+    )
     print(
         f"fan-out: {fan['messages']} messages to {fan['watchers']} browser sockets; POST answered "
         f"p50 {fan['post_p50']:.0f} ms; first socket p50 {fan['first_p50']:.0f} ms; missing "
@@ -367,8 +393,12 @@ def report(r: dict, args, facts: dict, errors: list[str], load_end: str) -> None
         f"{close['offline_s']:.1f} s; daphne log "
         f"errors {len(errors)}; error frames {len(r['socket_errors'])}"
     )
-    for line in (errors + r["socket_errors"])[:5]:
-        print("  ", line[:300])
+    print("frames at the browsers, by type:", r["kinds"])
+    counted: dict[str, int] = {}
+    for line in errors + r["socket_errors"]:
+        counted[line[:300]] = counted.get(line[:300], 0) + 1
+    for line, times in counted.items():
+        print(f"   {times} x {line}")
     print()
     rows = [
         ("KB per agent socket", f"{kb_agent:.1f} KB", f"<= {TARGET_KB}", kb_agent <= TARGET_KB),

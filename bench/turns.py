@@ -67,6 +67,7 @@ class Turns:
         self.refs: dict[str, str] = {}  # ref → body
         self.errors: list[dict] = []
         self.duplicates = 0
+        self.frames: dict[str, int] = {}  # frames by type, at the bridges and the browser
 
 
 async def stand_in_bridge(ws, turns: Turns) -> None:
@@ -76,6 +77,7 @@ async def stand_in_bridge(ws, turns: Turns) -> None:
         now = time.perf_counter()
         frame = json.loads(raw)
         kind = frame["type"]
+        turns.frames[f"bridge {kind}"] = turns.frames.get(f"bridge {kind}", 0) + 1
         if kind == "work":
             message = frame["payload"]["message"]
             body = message["body"]
@@ -106,6 +108,9 @@ async def browser(ws, turns: Turns) -> None:
     async for raw in ws:
         now = time.perf_counter()
         frame = json.loads(raw)
+        turns.frames[f"browser {frame['type']}"] = (
+            turns.frames.get(f"browser {frame['type']}", 0) + 1
+        )
         if frame["type"] != "message.created":
             continue
         body = frame["message"]["body"]
@@ -215,6 +220,7 @@ async def measure(server: Daphne, scene, cookie: str, args) -> dict:
         "daphne_cpu": cpu / elapsed,
         "cpu_ms": cpu / max(1, len(done)) * 1000,
         "client_cpu": own_cpu / elapsed,
+        "frames": turns.frames,
         "legs": {
             "whole: POST sent -> reply's live event": leg(turns.live, turns.sent),
             "1. POST sent -> work frame at the bridge": leg(turns.work, turns.sent),
@@ -250,6 +256,10 @@ def report(r: dict, args, facts: dict, load_end: str) -> None:
     print(
         f"CPU: daphne {r['daphne_cpu']:.0%} of a core ({r['cpu_ms']:.1f} ms per turn); "
         f"this client {r['client_cpu']:.0%}"
+    )
+    print(
+        "frames received, warm-up included: "
+        + ", ".join(f"{kind} {n}" for kind, n in sorted(r["frames"].items()))
     )
     print()
     width = max(len(name) for name in r["legs"])
