@@ -176,13 +176,13 @@ def free_port() -> int:
 
 
 class Daphne:
-    """A daphne process serving bench.settings on 127.0.0.1."""
+    """A daphne process serving bench.settings on 127.0.0.1, with daphne's ARGS if given."""
 
-    def __init__(self):
+    def __init__(self, args=()):
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="bench-daphne-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *args]
             + ["bench.asgi:application"],
             cwd=ROOT,
             env=dict(os.environ, **BENCH_ENV),
