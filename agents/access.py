@@ -6,6 +6,7 @@ from django.utils import timezone
 from agents.exceptions import AgentNotFound, HostNotFound, KeyNotFound, NotAgentOwner
 from agents.models import Agent, AgentKey, AgentPin, AgentSession, CredentialGrant, Host
 from agntchat.core import crypto
+from agntchat.core.compiled import compiled_rows
 from agntchat.core.ids import as_uuid
 from workspaces.models import MANAGER_ROLES, Credential, Membership, Workspace
 
@@ -155,10 +156,18 @@ def agent_for_session_token(secret: str):
 
 
 def session_is_live(session_id) -> bool:
-    """Whether a session still opens doors: not expired, its key not revoked, its owner active."""
-    return AgentSession.objects.filter(
-        Q(key__isnull=True) | Q(key__revoked_at__isnull=True),
-        pk=session_id,
-        expires_at__gt=timezone.now(),
-        agent__owner__is_active=True,
-    ).exists()
+    """Whether a session still opens doors: not expired, its key not revoked, its owner active.
+    Asked on every agent heartbeat, so its SQL is compiled once (core.compiled)."""
+    return bool(
+        compiled_rows(
+            ("session_is_live",),
+            lambda session_id, now: AgentSession.objects.filter(
+                Q(key__isnull=True) | Q(key__revoked_at__isnull=True),
+                pk=session_id,
+                expires_at__gt=now,
+                agent__owner__is_active=True,
+            ).values_list("pk")[:1],
+            session_id=session_id,
+            now=timezone.now(),
+        )
+    )
