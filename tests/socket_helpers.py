@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -179,31 +178,26 @@ async def live_socket_for(user) -> WebsocketCommunicator:
 
 
 class TopicInbox:
-    """Live topics heard from sync test code: a Redis subscription of its own to the channel
-    layer's groups (a pub/sub layer's channels live in one event loop, and sync code has none)."""
+    """A channel-layer inbox subscribed to live topics, read from sync test code."""
 
     def __init__(self, *topics: str):
-        import redis
+        from asgiref.sync import async_to_sync
         from channels.layers import get_channel_layer
-        from django.conf import settings
 
         from agntchat.core.events import group_name
 
         self.layer = get_channel_layer()
-        prefix = settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"]
-        self.pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
-        self.pubsub.subscribe(*(f"{prefix}__group__{group_name(topic)}" for topic in topics))
-        for _ in topics:  # subscribed for sure before anything is published
-            while self.pubsub.get_message(timeout=3) is None:
-                pass
+        self.inbox = async_to_sync(self.layer.new_channel)()
+        for topic in topics:
+            async_to_sync(self.layer.group_add)(group_name(topic), self.inbox)
 
     def next(self, timeout: float = 3) -> dict:
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            message = self.pubsub.get_message(timeout=left)
-            if message is not None and message["type"] == "message":
-                return self.layer.deserialize(message["data"])
-        raise TimeoutError
+        from asgiref.sync import async_to_sync
+
+        async def receive():
+            return await asyncio.wait_for(self.layer.receive(self.inbox), timeout=timeout)
+
+        return async_to_sync(receive)()
 
     def all(self, quiet: float = 1) -> list[dict]:
         """Every event until none has come for QUIET seconds."""
