@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from agntchat.asgi import application
@@ -21,14 +20,6 @@ def agent_communicator(token: str, query: str = "") -> WebsocketCommunicator:
     return WebsocketCommunicator(
         application, path, headers=[(b"authorization", f"Bearer {token}".encode())]
     )
-
-
-async def lose_group_events(group: str) -> None:
-    """Lose the events of GROUP for real, as a dropped message would: this process's channel
-    layer stops hearing the group in Redis, though its sockets still count themselves in it."""
-    layer = get_channel_layer()._get_layer()
-    channel = layer._get_group_channel_name(group)
-    await layer._get_shard(channel).unsubscribe(channel)
 
 
 async def next_frame(comm, timeout=3) -> dict:

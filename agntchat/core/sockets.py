@@ -5,7 +5,6 @@ import json
 import logging
 import math
 
-from autobahn.exception import Disconnected
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -67,16 +66,6 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     socket_kind = "other"
     counted_open = False
 
-    async def __call__(self, scope, receive, send):
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            # However the consumer ended: its channel is no longer heard. channels only cancels
-            # the channel's receive, and a receive that had just got a message, or not yet
-            # started, is never cancelled (core/channel_layer.py).
-            if getattr(self, "channel_name", None):
-                self.channel_layer.discard_channel(self.channel_name)
-
     @classmethod
     async def encode_json(cls, content) -> str:
         return json_bytes(content).decode()
@@ -112,10 +101,6 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             await handler(message)
         except StopConsumer:
             raise
-        except Disconnected:
-            # The client left while this was on its way (daphne refuses a send on a closed
-            # connection); its websocket.disconnect follows.
-            return
         except Exception:
             # A bug or a failed dependency, not a bad frame: hang up as a crash would, but give
             # back what the socket holds first (a crashed consumer never hears its disconnect).
