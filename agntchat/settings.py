@@ -173,25 +173,21 @@ REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "agntchat") + os.environ.get(
 )
 CHANNEL_LAYERS = {
     "default": {
-        # channels_redis with a pool that queues for a free connection (core/channel_layer.py).
-        "BACKEND": "agntchat.core.channel_layer.WaitingRedisChannelLayer",
+        # channels_redis' pub/sub layer (core/channel_layer.py): a group event is one PUBLISH,
+        # fanned out to a process's sockets in memory.
+        "BACKEND": "agntchat.core.channel_layer.PubSubChannelLayer",
         "CONFIG": {
             "hosts": [
                 {
                     "address": REDIS_URL,
-                    # redis-py 8 reads with a 5 s socket timeout by default, the same as the
-                    # layer's blocking pop: idle sockets would die every 5 s. Give reads room
-                    # beyond the pop.
+                    # A PING on the subscribing connection when it has been quiet this long, so
+                    # a connection lost without a close (a network partition) is found and
+                    # opened again.
+                    "health_check_interval": 15,
                     "socket_timeout": 15,
-                    # Connections per process (event loop); a call beyond them waits up to
-                    # `timeout` seconds for one to be free, then fails.
-                    "max_connections": env_int("CHANNEL_LAYER_MAX_CONNECTIONS", 50),
-                    "timeout": 20,
                 }
             ],
-            "prefix": f"{REDIS_PREFIX}:asgi",
-            "capacity": 1000,
-            "expiry": 30,
+            "prefix": f"{REDIS_PREFIX}:asgi:",
         },
     }
 }

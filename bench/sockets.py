@@ -11,7 +11,7 @@ every 25 s, as the bridge and app.js send them): daphne's CPU; then a third as l
 browsers' pings alone, to tell the agents' heartbeats apart. Then fan-out: the person posts
 into a channel that all M of their browser sockets watch; each socket's time from the POST to the
 message's live event. Last, every socket closes at once (half say goodbye, half vanish) and the
-channel layer's group memberships in Redis are counted until none remain. It recreates the bench
+channel layer's subscriptions in Redis are counted until none remain. It recreates the bench
 database (bench/pipeline.py) and reports; it never fails on a missed target.
 """
 
@@ -156,15 +156,13 @@ async def heartbeats(sockets, frame: dict, period: float, until: float) -> int:
             pass
 
 
-def group_members() -> int:
-    """Memberships of every channel-layer group under the bench's prefix."""
+def subscriptions() -> int:
+    """Channel-layer subscriptions under the bench's prefix: each socket's own channel and the
+    groups its sockets are in (the layer keeps who is in a group in the process itself)."""
     import redis
 
     client = redis.Redis.from_url(pipeline.REDIS_URL)
-    return sum(
-        client.zcard(key)
-        for key in client.scan_iter(match=f"{pipeline.REDIS_PREFIX}:asgi:group:*", count=1000)
-    )
+    return len(client.pubsub_channels(f"{pipeline.REDIS_PREFIX}:asgi:*"))
 
 
 def log_errors(server: Daphne) -> list[str]:
@@ -213,7 +211,7 @@ async def run(server: Daphne, cast: dict, args) -> dict:
         print(f"opening {len(cast['cookies'])} browser sockets at once", flush=True)
         r["browsers_open"] = await clients.open_burst(browser, cast["cookies"], browser=True)
         r["rss_browsers"] = await settled_rss(pid)
-        r["members_open"] = await asyncio.to_thread(group_members)
+        r["members_open"] = await asyncio.to_thread(subscriptions)
 
         print(f"idle with heartbeats for {args.idle:.0f} s", flush=True)
         cpu, mine, frames = server.cpu_seconds(), own_cpu(), clients.frames
@@ -307,7 +305,7 @@ async def fan_out(server: Daphne, cast: dict, clients: Clients, args) -> dict:
 
 async def close_all(clients: Clients, cast: dict) -> dict:
     """Every socket closes at once: half with a goodbye, half by vanishing (a network blip). Then
-    the group memberships left in Redis, polled until none remain (or 60 s)."""
+    the channel-layer subscriptions left in Redis, polled until none remain (or 60 s)."""
     from asgiref.sync import sync_to_async
 
     from agntchat.core import presence
@@ -318,10 +316,10 @@ async def close_all(clients: Clients, cast: dict) -> dict:
         ws.transport.abort()
     results = await asyncio.gather(*(ws.close() for ws in sockets[::2]), return_exceptions=True)
     closed = time.perf_counter() - start
-    members = await asyncio.to_thread(group_members)
+    members = await asyncio.to_thread(subscriptions)
     while members and time.perf_counter() - start < 60:
         await asyncio.sleep(0.5)
-        members = await asyncio.to_thread(group_members)
+        members = await asyncio.to_thread(subscriptions)
     emptied = time.perf_counter() - start
 
     async def online() -> int:
@@ -366,7 +364,7 @@ def report(r: dict, args, facts: dict, errors: list[str], load_end: str) -> None
         f"daphne RSS: {r['rss_start'] / 1024:.0f} MB at start, {r['rss_agents'] / 1024:.0f} MB with "
         f"the agents, {r['rss_browsers'] / 1024:.0f} MB with the browsers too, "
         f"{r['rss_idle'] / 1024:.0f} MB after idling, {r['rss_closed'] / 1024:.0f} MB "
-        f"after all closed; channel-layer memberships while open: {r['members_open']}"
+        f"after all closed; channel-layer subscriptions while open: {r['members_open']}"
     )
     print(
         f"idle {idle['seconds']:.0f} s: daphne {idle['cpu']:.1%} of a core; "
@@ -388,7 +386,7 @@ def report(r: dict, args, facts: dict, errors: list[str], load_end: str) -> None
     )
     print(
         f"close: {close['sockets']} sockets at once ({close['close_failures']} close errors, "
-        f"{close['closed_s']:.1f} s); group memberships left {close['members_left']} after "
+        f"{close['closed_s']:.1f} s); subscriptions left {close['members_left']} after "
         f"{close['emptied_s']:.1f} s; agents still online {close['still_online']} after "
         f"{close['offline_s']:.1f} s; daphne log "
         f"errors {len(errors)}; error frames {len(r['socket_errors'])}"
@@ -422,7 +420,7 @@ def report(r: dict, args, facts: dict, errors: list[str], load_end: str) -> None
             fan["p99"] <= TARGET_FANOUT_P99_MS and not fan["missing"],
         ),
         (
-            "memberships left after mass close",
+            "subscriptions left after mass close",
             str(close["members_left"]),
             "0, no error logged",
             close["members_left"] == 0 and not errors,

@@ -32,6 +32,7 @@ class Following:
     async def __aexit__(self, *exc):
         for group in self.groups:
             await self.layer.group_discard(group, self.channel)
+        self.layer.discard_channel(self.channel)
 
     async def next(self, timeout: float) -> dict | None:
         """The next live event (its ``type`` and data, camelCase as on the wire), or None when

@@ -8,7 +8,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from agntchat.asgi import application
@@ -20,6 +22,14 @@ def agent_communicator(token: str, query: str = "") -> WebsocketCommunicator:
     return WebsocketCommunicator(
         application, path, headers=[(b"authorization", f"Bearer {token}".encode())]
     )
+
+
+async def lose_group_events(group: str) -> None:
+    """Lose the events of GROUP for real, as a dropped message would: this process's channel
+    layer stops hearing the group in Redis, though its sockets still count themselves in it."""
+    layer = get_channel_layer()._get_layer()
+    channel = layer._get_group_channel_name(group)
+    await layer._get_shard(channel).unsubscribe(channel)
 
 
 async def next_frame(comm, timeout=3) -> dict:
@@ -169,26 +179,31 @@ async def live_socket_for(user) -> WebsocketCommunicator:
 
 
 class TopicInbox:
-    """A channel-layer inbox subscribed to live topics, read from sync test code."""
+    """Live topics heard from sync test code: a Redis subscription of its own to the channel
+    layer's groups (a pub/sub layer's channels live in one event loop, and sync code has none)."""
 
     def __init__(self, *topics: str):
-        from asgiref.sync import async_to_sync
+        import redis
         from channels.layers import get_channel_layer
+        from django.conf import settings
 
         from agntchat.core.events import group_name
 
         self.layer = get_channel_layer()
-        self.inbox = async_to_sync(self.layer.new_channel)()
-        for topic in topics:
-            async_to_sync(self.layer.group_add)(group_name(topic), self.inbox)
+        prefix = settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"]
+        self.pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+        self.pubsub.subscribe(*(f"{prefix}__group__{group_name(topic)}" for topic in topics))
+        for _ in topics:  # subscribed for sure before anything is published
+            while self.pubsub.get_message(timeout=3) is None:
+                pass
 
     def next(self, timeout: float = 3) -> dict:
-        from asgiref.sync import async_to_sync
-
-        async def receive():
-            return await asyncio.wait_for(self.layer.receive(self.inbox), timeout=timeout)
-
-        return async_to_sync(receive)()
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            message = self.pubsub.get_message(timeout=left)
+            if message is not None and message["type"] == "message":
+                return self.layer.deserialize(message["data"])
+        raise TimeoutError
 
     def all(self, quiet: float = 1) -> list[dict]:
         """Every event until none has come for QUIET seconds."""

@@ -1,20 +1,98 @@
-"""The channel layer: channels_redis, with a Redis connection pool that waits for a free
-connection instead of failing.
+"""The channel layer: channels_redis' Redis pub/sub layer, quiet while Redis is away.
 
-channels_redis keeps one redis-py pool per event loop, and redis-py's plain pool raises
-"Too many connections" past ``max_connections`` (100 by default since redis-py 5). A daphne
-process has one loop for all its sockets, so when a thousand sockets close at once (a balancer
-restart, a network blip) their ``group_discard`` calls outnumber the pool: those beyond it failed
-and left their group memberships behind. redis-py's ``BlockingConnectionPool`` makes them queue
-for a connection (up to its ``timeout``) instead; each waits a few milliseconds.
+Why pub/sub: a live event to a workspace watched by 1,000 browser sockets of one daphne is one
+PUBLISH, received once by that process and handed to its 1,000 consumers in memory. The
+list-based ``RedisChannelLayer`` pushed 1,000 copies into Redis and popped them back one round
+trip each, behind one another (fan-out p99 0.6–2.6 s in bench/sockets.py), and kept group
+memberships in Redis, where a mass disconnect that ran its connection pool dry left them stale.
+Here a process's memberships live in the process; Redis holds only its subscriptions, which die
+with its connection. Delivery is at-most-once, as the design already assumes (core/events.py).
 """
 
-from channels_redis.core import RedisChannelLayer
-from redis.asyncio import BlockingConnectionPool
+import asyncio
+import logging
+
+from channels_redis.pubsub import (
+    RedisPubSubChannelLayer,
+    RedisPubSubLoopLayer,
+    RedisSingleShardConnection,
+)
+from channels_redis.utils import _wrap_close
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
 
 
-class WaitingRedisChannelLayer(RedisChannelLayer):
-    def create_pool(self, index):
-        # A host is {"address": url, **pool options} in settings.CHANNEL_LAYERS.
-        options = dict(self.hosts[index])
-        return BlockingConnectionPool.from_url(options.pop("address"), **options)
+class Shard(RedisSingleShardConnection):
+    """One Redis: its receiving loop says once that Redis is gone and once that it is back,
+    where channels_redis logs a traceback every second of an outage. redis-py's PubSub connects
+    again on the next read and subscribes to everything it had."""
+
+    async def _do_receiving(self):
+        lost = False
+        while True:
+            try:
+                if self._pubsub and self._pubsub.subscribed:
+                    message = await self._pubsub.get_message(
+                        ignore_subscribe_messages=True, timeout=0.1
+                    )
+                    if lost:
+                        lost = False
+                        log.warning("channel layer: Redis is back, subscriptions restored")
+                    self._receive_message(message)
+                else:
+                    await asyncio.sleep(0.1)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if not lost:
+                    lost = True
+                    log.warning("channel layer: Redis unreachable (%s), retrying each second", exc)
+                await asyncio.sleep(1)
+            except Exception:
+                log.exception("channel layer: receiving failed")
+                await asyncio.sleep(1)
+
+
+class LoopLayer(RedisPubSubLoopLayer):
+    """The layer of one event loop, with our shards, and a channel's subscription dropped by a
+    task of its own when its consumer stops listening."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._shards = [Shard(shard.host, self) for shard in self._shards]
+        self.unsubscribing: set[asyncio.Task] = set()
+
+    async def receive(self, channel):
+        if channel not in self.channels:
+            await self._subscribe_to_channel(channel)
+        try:
+            message = await self.channels[channel].get()
+        except asyncio.CancelledError:
+            # The consumer stopped (channels cancels its receive). channels_redis unsubscribes
+            # right here, inside the cancelled task; when sockets closed with others at once,
+            # that was cut short and their subscriptions stayed in Redis (tests/test_mass_sockets).
+            self.forget(channel)
+            raise
+        return self.channel_layer.deserialize(message)
+
+    def forget(self, channel: str) -> None:
+        """Stop hearing CHANNEL (made by ``new_channel``), in a task nobody cancels."""
+        if self.channels.pop(channel, None) is not None:
+            task = asyncio.ensure_future(self._get_shard(channel).unsubscribe(channel))
+            self.unsubscribing.add(task)
+            task.add_done_callback(self.unsubscribing.discard)
+
+
+class PubSubChannelLayer(RedisPubSubChannelLayer):
+    def _get_layer(self):
+        loop = asyncio.get_running_loop()
+        layer = self._layers.get(loop)
+        if layer is None:
+            layer = self._layers[loop] = LoopLayer(*self._args, **self._kwargs, channel_layer=self)
+            _wrap_close(self, loop)  # the loop's connections close with it
+        return layer
+
+    def discard_channel(self, channel: str) -> None:
+        """Forget a channel made by ``new_channel`` (channels' consumers do it by cancelling
+        their receive; code that makes a channel by hand calls this when done with it)."""
+        self._get_layer().forget(channel)

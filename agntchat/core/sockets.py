@@ -1,10 +1,12 @@
 """What every WebSocket consumer shares: JSON frames, error frames, the domain-error mapping."""
 
+import contextlib
 import functools
 import json
 import logging
 import math
 
+from autobahn.exception import Disconnected
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -12,6 +14,7 @@ from django.conf import settings
 from djangorestframework_camel_case.util import camel_to_underscore
 
 from agntchat.core import metrics
+from agntchat.core.api import UNAVAILABLE
 from agntchat.core.api import _flatten as error_fields
 from agntchat.core.events import json_bytes, wire
 from agntchat.core.exceptions import AppError, wait_words
@@ -66,6 +69,16 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     socket_kind = "other"
     counted_open = False
 
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # However the consumer ended: its channel is no longer heard. channels only cancels
+            # the channel's receive, and a receive that had just got a message, or not yet
+            # started, is never cancelled (core/channel_layer.py).
+            if getattr(self, "channel_name", None):
+                self.channel_layer.discard_channel(self.channel_name)
+
     @classmethod
     async def encode_json(cls, content) -> str:
         return json_bytes(content).decode()
@@ -101,11 +114,23 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             await handler(message)
         except StopConsumer:
             raise
-        except Exception:
-            # A bug or a failed dependency, not a bad frame: hang up as a crash would, but give
+        except Disconnected:
+            # The client left while this was on its way (daphne refuses a send on a closed
+            # connection); its websocket.disconnect follows.
+            return
+        except Exception as exc:
+            # A bug or a store out of reach, not a bad frame: hang up as a crash would, but give
             # back what the socket holds first (a crashed consumer never hears its disconnect).
-            log.exception("%s failed on %s", type(self).__name__, message["type"])
             metrics.SOCKET_FAILURES.labels(self.socket_kind).inc()
+            down = next((why for kinds, why in UNAVAILABLE.items() if isinstance(exc, kinds)), None)
+            if down is None:
+                log.exception("%s failed on %s", type(self).__name__, message["type"])
+            else:
+                # An outage hangs up every socket of a node: one line each, and the client is
+                # told why (the REST API answers 503 with the same words).
+                log.warning("%s hung up on %s: %r", type(self).__name__, message["type"], exc)
+                with contextlib.suppress(Disconnected):
+                    await self.send_error(*down)
             await self.hang_up(SERVER_FAILED)
 
     async def hang_up(self, code: int) -> None:

@@ -2,7 +2,6 @@
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.db import transaction
@@ -19,6 +18,7 @@ from tests.socket_helpers import (
     drain,
     frames_until,
     live_socket_for,
+    lose_group_events,
     next_frame,
 )
 from tests.waiting import until
@@ -236,9 +236,8 @@ async def test_a_dropped_push_is_recovered_by_the_next_heartbeat(alice, channel,
     # pick up the message below and hide the lost push.
     await comm.send_json_to({"type": "no-such-frame"})
     assert (await next_frame(comm))["type"] == "error"
-    # Drop the push for real: empty the agent's group in Redis, as a lost group message would.
-    layer = get_channel_layer()
-    await sync_to_async(presence.client().delete)(layer._group_key(group_name(f"agent.{nova.id}")))
+    # Drop the push for real, as a lost group message would.
+    await lose_group_events(group_name(f"agent.{nova.id}"))
     await post(alice, channel, "nobody heard this")
     assert await comm.receive_nothing(timeout=0.3)
     await comm.send_json_to({"type": "heartbeat"})
