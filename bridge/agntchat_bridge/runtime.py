@@ -179,6 +179,9 @@ class Bridge:
         self.agent: dict = {}
         self.token: str | None = None
         self.token_expires = 0.0
+        # Renew when less than this is left: a minute, or a third of a short session's life
+        # (renewing at every beat would soon hit the server's limit on key exchanges).
+        self.token_margin = 60.0
         self.ws = None
         self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
@@ -202,10 +205,10 @@ class Bridge:
     # --- session and configuration -------------------------------------------------------
 
     async def ensure_token(self, now: float | None = None) -> str:
-        """A session token valid for at least another minute after NOW (a Unix time; by default
-        the current one), refreshed before expiry."""
+        """A session token valid for at least ``token_margin`` after NOW (a Unix time; by
+        default the current one), refreshed before expiry."""
         now = time.time() if now is None else now
-        if self.token and now < self.token_expires - 60:
+        if self.token and now < self.token_expires - self.token_margin:
             return self.token
         async with httpx.AsyncClient(base_url=self.config.url, timeout=15) as client:
             response = await client.post(
@@ -221,6 +224,7 @@ class Bridge:
             me.raise_for_status()
         self.token = body["token"]
         self.token_expires = datetime.fromisoformat(body["expiresAt"]).timestamp()
+        self.token_margin = min(60.0, max(0.0, self.token_expires - now) / 3)
         self.agent = me.json()
         if self.backend is None:
             self.backend = make_backend(self.agent["backend"], **self.config.backend_options)
@@ -299,8 +303,13 @@ class Bridge:
             await asyncio.sleep(self.config.heartbeat_seconds)
             await self.send({"type": "heartbeat"})
             # Refresh the session token ahead of expiry, and move the open socket onto the new
-            # session: the server closes a socket whose session expires.
-            token = await self.ensure_token()
+            # session: the server closes a socket whose session expires. A refusal (a rate
+            # limit, a server restarting) is tried again at the next beat, not the end of beats.
+            try:
+                token = await self.ensure_token()
+            except (AuthError, httpx.HTTPError) as exc:
+                log.warning("could not renew the session (%s); trying again", exc)
+                continue
             if token != self.socket_token:
                 await self.send({"type": "session.renew", "token": token})
                 self.socket_token = token

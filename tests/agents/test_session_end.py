@@ -134,14 +134,16 @@ async def test_a_bridge_renews_its_session_on_the_open_socket(alice, channel, no
         return not await online(nova.id)
 
     await until(offline, timeout=5, what="the first socket gone")
-    _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
+    agent_key, key = await sync_to_async(agent_actions.create_agent_key)(nova)
     bridge = Bridge(
         Config(url=server.url, key=key, workdir=tmp_path, heartbeat_seconds=0.2, max_backoff=1)
     )
     running = asyncio.create_task(bridge.run_forever())
     try:
+        # The bridge's own view first: the server may count it online a moment before the
+        # bridge's connect returns in this event loop.
+        socket = await until(lambda: bridge.ws, timeout=10, what="the bridge connected")
         await until(lambda: online(nova.id), timeout=10, what="the bridge online")
-        socket = bridge.ws
         # What must not close the socket is the server's timer for the first session, in
         # another process: the behaviour under test is real time passing its expiry.
         await asyncio.sleep(6)  # past the first session's 5 s
@@ -153,6 +155,48 @@ async def test_a_bridge_renews_its_session_on_the_open_socket(alice, channel, no
         assert reply.body == "Echo: still there?"
         assert bridge.ws is socket
         assert await Delivery.objects.filter(attempts=1).acount() == 1
+        # Renewed a third of a session's life before its end, not at every beat: some 8 s of
+        # 5 s sessions took two or three exchanges (every beat would be 40, past the limit).
+        assert 2 <= await AgentSession.objects.filter(key=agent_key).acount() <= 4
+    finally:
+        await bridge.stop()
+        await asyncio.wait_for(running, 10)
+        server.stop()
+
+
+@pytest.mark.slow
+async def test_a_refused_renewal_does_not_stop_the_heartbeats(
+    alice, channel, nova, tmp_path, caplog
+):
+    """One key exchange a minute here: the bridge's renewals are refused (429), which it says
+    and tries again at the next beat; its heartbeats go on, so the server keeps it online
+    until the session runs out."""
+    server = Daphne(
+        extra_env={
+            "AGENT_SESSION_TTL": "3",
+            "AGENT_SESSIONS_PER_MINUTE": "1",
+            "AGENT_SESSIONS_BURST": "1",
+        }
+    )
+    _, key = await sync_to_async(agent_actions.create_agent_key)(nova)
+    bridge = Bridge(
+        Config(url=server.url, key=key, workdir=tmp_path, heartbeat_seconds=0.2, max_backoff=1)
+    )
+    running = asyncio.create_task(bridge.run_forever())
+    try:
+        await until(lambda: bridge.ws, timeout=10, what="the bridge connected")
+
+        def refusals():
+            return [
+                r
+                for r in caplog.records
+                if r.name == "agntchat.bridge" and "could not renew the session" in r.getMessage()
+            ]
+
+        # Each beat past the renewal point tries again: several refusals, each saying why.
+        await until(lambda: len(refusals()) >= 3, timeout=10, what="renewals tried again")
+        assert all("429" in r.getMessage() for r in refusals())
+        assert not running.done()
     finally:
         await bridge.stop()
         await asyncio.wait_for(running, 10)

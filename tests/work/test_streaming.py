@@ -138,10 +138,11 @@ async def test_a_draft_for_an_item_not_held_is_an_error(alice, channel, nova):
     )
     error = await next_frame(comm)
     assert error["type"] == "error" and error["code"] == "not_held"
-    # An item another connection holds is not held here either.
-    other = await connect(nova)
+    # An item another connection holds is not held here either. The other socket opens once
+    # the item is held: open before the post, it could have claimed the item itself.
     await post(alice, channel, "Hello")
     work = await next_frame(comm)
+    other = await connect(nova)
     await other.send_json_to({"type": "draft", "id": work["id"], "text": "hi"})
     error = await next_frame(other)
     assert error["type"] == "error" and error["code"] == "not_held"
