@@ -166,25 +166,31 @@ async function load() {
   }
   const graph = await response.json();
   const selected = cy.$("node:selected").id();
+  // The same nodes as before keep their places (and the person's pan and zoom): a refresh that
+  // changes nothing must not move what they were about to click.
+  const before = new Map(cy.nodes().map((n) => [n.id(), { ...n.position() }]));
+  const same = graph.nodes.length === before.size && graph.nodes.every((n) => before.has(n.id));
   cy.batch(() => {
     cy.elements().remove();
-    cy.add(graph.nodes.map((node) => ({ group: "nodes", data: node })));
+    cy.add(graph.nodes.map((node) => ({ group: "nodes", data: node, position: before.get(node.id) })));
     cy.add(graph.edges.map((edge) => ({ group: "edges", data: { ...edge, strong: STRONG.has(edge.kind) } })));
   });
-  // A narrow screen gets a tighter layout: fitted to its width, the labels stay readable.
-  const narrow = cy.width() < 600;
-  cy.layout({
-    name: "cose",
-    animate: false,
-    randomize: true,
-    padding: narrow ? 10 : 30,
-    nodeRepulsion: () => (narrow ? 3000 : 9000),
-    idealEdgeLength: () => (narrow ? 40 : 70),
-    nodeDimensionsIncludeLabels: true,
-  }).run();
-  cy.fit(undefined, narrow ? 10 : 30);
-  if (cy.zoom() > 1.6) cy.zoom({ level: 1.6, position: { x: cy.width() / 2, y: cy.height() / 2 } });
-  cy.center();
+  if (!same) {
+    // A narrow screen gets a tighter layout: fitted to its width, the labels stay readable.
+    const narrow = cy.width() < 600;
+    cy.layout({
+      name: "cose",
+      animate: false,
+      randomize: true,
+      padding: narrow ? 10 : 30,
+      nodeRepulsion: () => (narrow ? 3000 : 9000),
+      idealEdgeLength: () => (narrow ? 40 : 70),
+      nodeDimensionsIncludeLabels: true,
+    }).run();
+    cy.fit(undefined, narrow ? 10 : 30);
+    if (cy.zoom() > 1.6) cy.zoom({ level: 1.6, position: { x: cy.width() / 2, y: cy.height() / 2 } });
+    cy.center();
+  }
   const again = selected && cy.getElementById(selected);
   if (again && again.length) {
     again.select();

@@ -95,6 +95,17 @@ def test_the_map_draws_follows_and_filters_the_work(orm, story, browser):
     assert waits_on == [f"task:{write_up.id}"]
     expect(alice.locator("[data-map-count]")).to_have_text("10 nodes · 2 tasks")
 
+    # A refresh that changes nothing leaves every node where it was: the person may be aiming.
+    where = "() => JSON.stringify(window.workMap.cy.nodes().map(n => [n.id(), n.position()]))"
+    placed = alice.evaluate(where)
+    loads = alice.evaluate("() => window.workMap.loads()")
+    alice.evaluate(
+        "() => document.dispatchEvent(new CustomEvent('live:event', "
+        "{detail: {type: 'live.connected'}}))"
+    )
+    wait_for_js(alice, f"() => window.workMap.loads() > {loads}")
+    assert alice.evaluate(where) == placed
+
     # Clicking the write-up task shows what it is, with a link to its page.
     node = f"task:{write_up.id}"
     point = alice.evaluate(
