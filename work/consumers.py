@@ -85,13 +85,18 @@ def _session_for(secret):
     return session_for_token(secret) if secret and secret.startswith("ags_") else None
 
 
-@in_pool  # one hop for both: at 10,000 agents a heartbeat's cost is a node's CPU
-def _beat(session_id, agent_id, connection_id) -> bool:
-    """A heartbeat: False if the session no longer opens doors, else the presence refreshed."""
-    if not session_is_live(session_id):
-        return False
-    presence.beat(agent_id, connection_id)
-    return True
+@in_pool  # one hop for all of it: at 10,000 agents a heartbeat's cost is a node's CPU
+def _trip(beat_session, agent, connection_id, acks, rooms):
+    """A claim's trip to the pool: with BEAT_SESSION (a heartbeat's session id) the session is
+    checked first (None if it no longer opens doors) and the presence refreshed; then ACKS
+    written and ROOMS claimed, as ``gateway.ack_and_claim``."""
+    if beat_session is not None:
+        if not session_is_live(beat_session):
+            return None
+        presence.beat(agent.id, connection_id)
+    if not rooms and not acks:
+        return set(), []
+    return gateway.ack_and_claim(agent, connection_id, acks, rooms)
 
 
 @database_sync_to_async
@@ -346,10 +351,14 @@ class AgentSocket(JsonSocket):
         room = self.room("message") + freed
         return "message" in self.starved and room >= max(1, self.capacity["message"] // 2)
 
-    async def fill(self, only: str | None = None, acks=(), claim: bool = True) -> set[str]:
+    async def fill(
+        self, only: str | None = None, acks=(), claim: bool = True, beat: bool = False
+    ) -> set[str] | None:
         """Claim as many items as this connection has room for and push them (ONLY: one lane;
-        CLAIM false: no claim). ACKS: bare acks of message items to write first, in the same
-        trip. Return the lanes where a claim took all the room (more work may be waiting)."""
+        CLAIM false: no claim). ACKS: bare acks of message items to write first, and BEAT: a
+        heartbeat's session check and presence, in the same trip. Return the lanes where a
+        claim took all the room (more work may be waiting), or None if the beat found the
+        session ended."""
         async with self.claiming:
             freed = sum(1 for item_id in acks if item_id in self.held)  # once these are written
             # Nothing new for a closing socket, nor for one whose session ran out a moment ago.
@@ -363,11 +372,14 @@ class AgentSocket(JsonSocket):
             # there when slots free up. Otherwise a free slot waits for the next wake-up event.
             self.starved |= {kind for kind, room in rooms.items() if room <= 0}
             rooms = {kind: room for kind, room in rooms.items() if room > 0}
-            if not rooms and not acks:
+            if not rooms and not acks and not beat:
                 return set()
-            not_held, frames = await in_pool(gateway.ack_and_claim)(
-                self.agent, self.connection_id, list(acks), rooms
+            done = await _trip(
+                self.session.id if beat else None, self.agent, self.connection_id, list(acks), rooms
             )
+            if done is None:
+                return None
+            not_held, frames = done
             for item_id in acks:
                 self.held.pop(item_id, None)
                 if item_id not in not_held:
@@ -696,11 +708,9 @@ class AgentSocket(JsonSocket):
         await self.send_json(wire({"type": "extended", "id": item_id, "lease_expires_at": expires}))
 
     async def on_heartbeat(self, data):
-        if not await _beat(self.session.id, self.agent.id, self.connection_id):
+        if await self.fill(beat=True) is None:
             # Its topic said so at once, unless the channel layer lost that event.
             await self.session_ended({})
-            return
-        await self.fill()
 
     async def on_session_renew(self, data):
         """A newer session token of the same agent: the socket goes on under that session, so a
