@@ -9,6 +9,13 @@ through the balancer in front of two, and prints both figures and the ratio to 2
 
     .venv/bin/python -m bench.multi_node serve            # Ctrl-C stops everything
     .venv/bin/python -m bench.multi_node bench --seconds 15 --concurrency 16
+    .venv/bin/python -m bench.multi_node bench --node-cpu 0.3   # each node held to 0.3 core
+
+On a machine with fewer cores than the layout has parts (2 here: nodes, PostgreSQL, PgBouncer,
+Redis, HAProxy and the load generator), one node already keeps it busy and a second has no core
+to run on. ``--node-cpu`` holds each node to a share of one core (a cgroup of its own; root),
+so the nodes are what limits the rate and the rest of the machine serves the shared parts: the
+ratio is then the scale-out of the node tier.
 
 Needs ``haproxy`` and ``pgbouncer`` (Debian: apt-get install haproxy pgbouncer), PostgreSQL on
 127.0.0.1:5432 (user postgres, trust) and Redis on 127.0.0.1:6379, as the other benchmarks do.
@@ -411,6 +418,23 @@ async def post_for(url: str, seed: dict, seconds: float, concurrency: int) -> fl
     return counted[0] / seconds
 
 
+def limit_cpu(pid: int, name: str, share: float) -> Path:
+    """PID held to SHARE of one core, in a cgroup of its own (cgroup v1's cpu controller, or
+    v2's); the group's directory, to remove once PID has ended."""
+    v1 = Path("/sys/fs/cgroup/cpu")
+    root = v1 if (v1 / "cgroup.procs").exists() else Path("/sys/fs/cgroup")
+    group = root / f"agntchat-bench-{name}"
+    group.mkdir(exist_ok=True)
+    quota = str(int(share * 100_000))
+    if root == v1:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text(quota)
+    else:
+        (group / "cpu.max").write_text(f"{quota} 100000")
+    (group / "cgroup.procs").write_text(str(pid))
+    return group
+
+
 def cpu_seconds(pids) -> float:
     """User + system CPU time used so far by PIDS (Linux /proc)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -443,9 +467,21 @@ def measured(layout, names, url, seed, args) -> tuple[float, float, float]:
 
 def bench(args) -> None:
     seed = prepare_database(args.database)
-    env = {"REDIS_PREFIX": args.database, "REDIS_URL": REDIS_URL}
+    # One person posts all of it: the throughput measured, not the per-person limit.
+    env = {
+        "REDIS_PREFIX": args.database,
+        "REDIS_URL": REDIS_URL,
+        "PERSON_POSTS_PER_MINUTE": "1000000000",
+        "PERSON_POSTS_BURST": "1000000000",
+    }
     with tempfile.TemporaryDirectory(prefix="agntchat-multi-node-") as tmp:
         layout = Layout(f"{BASE_URL}/{args.database}", Path(tmp), workers=0, env=env).start()
+        groups = [
+            limit_cpu(layout.procs[name].pid, name, args.node_cpu)
+            for name in (layout.node_names if args.node_cpu else ())
+        ]
+        if groups:
+            print(f"each node held to {args.node_cpu:g} of a core", flush=True)
         try:
             figures = {}
             cases = (
@@ -469,6 +505,8 @@ def bench(args) -> None:
             )
         finally:
             layout.stop()
+            for group in groups:
+                group.rmdir()
 
 
 def serve(args) -> None:
@@ -505,6 +543,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--node-cpu", type=float, help="hold each node to this share of one core (root)"
+    )
     args = parser.parse_args()
     if missing := missing_programs():
         sys.exit("needs " + " ".join(missing) + " (apt-get install -y " + " ".join(missing) + ")")
