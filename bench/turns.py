@@ -147,14 +147,16 @@ async def open_bridge(server: Daphne, session: str, prefetch: int):
     return ws
 
 
-async def measure(server: Daphne, scene, cookie: str, args) -> dict:
+async def measure(servers: list[Daphne], scene, cookie: str, args) -> dict:
     """Post at ARGS.rate for ARGS.seconds, round robin over the agents' channels: every turn's
-    clocks."""
+    clocks. With several SERVERS (daphne processes of one node), the bridges and the posts
+    take them in turn, as behind a balancer; the browser is on the first."""
     turns = Turns()
     bridges = [
-        await open_bridge(server, session, args.prefetch) for _, _, session in scene.phases.values()
+        await open_bridge(servers[i % len(servers)], session, args.prefetch)
+        for i, (_, _, session) in enumerate(scene.phases.values())
     ]
-    browser_ws = await open_browser(server, cookie)
+    browser_ws = await open_browser(servers[0], cookie)
     tasks = [asyncio.create_task(browser(browser_ws, turns))]
     for ws in bridges:
         tasks += [
@@ -165,11 +167,12 @@ async def measure(server: Daphne, scene, cookie: str, args) -> dict:
         f"/api/v1/conversations/{conversation.id}/messages/"
         for _, conversation, _ in scene.phases.values()
     )
-    client = pipeline.http_client(server.url, scene.person_token)
+    clients = [pipeline.http_client(server.url, scene.person_token) for server in servers]
+    client_for = itertools.cycle(clients)
 
     async def post(body: str):
         turns.sent[body] = time.perf_counter()
-        response = await client.post(next(paths), {"body": body})
+        response = await next(client_for).post(next(paths), {"body": body})
         turns.responded[body] = time.perf_counter()
         assert response.status_code == 201, response.text
 
@@ -180,7 +183,7 @@ async def measure(server: Daphne, scene, cookie: str, args) -> dict:
         await wait_until(lambda: all(b in turns.live for b in warm), 30)
         count = round(args.rate * args.seconds)
         bodies = [str(i) for i in range(count)]
-        cpu = server.cpu_seconds()
+        cpu = sum(server.cpu_seconds() for server in servers)
         own_cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
         start = time.perf_counter()
         posts = []
@@ -193,7 +196,7 @@ async def measure(server: Daphne, scene, cookie: str, args) -> dict:
         await asyncio.gather(*posts)
         await wait_until(lambda: all(b in turns.live for b in bodies), 60)
         elapsed = time.perf_counter() - start
-        cpu = server.cpu_seconds() - cpu
+        cpu = sum(server.cpu_seconds() for server in servers) - cpu
         own_cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - own_cpu
     finally:
         for task in tasks:
@@ -202,7 +205,8 @@ async def measure(server: Daphne, scene, cookie: str, args) -> dict:
         for ws in bridges:
             await ws.close()
         await browser_ws.close()
-        await client.aclose()
+        for client in clients:
+            await client.aclose()
 
     done = [b for b in bodies if b in turns.live]
 
@@ -244,7 +248,7 @@ def report(r: dict, args, facts: dict, load_end: str) -> None:
     )
     print(f"code: commit {facts['commit']}; libs: {facts['libs']}")
     print(
-        f"setup: one daphne (DEBUG=0); {args.agents} agents, each with one stand-in bridge socket "
+        f"setup: {args.processes} daphne process(es) (DEBUG=0); {args.agents} agents, each with one stand-in bridge socket "
         f"(prefetch {args.prefetch}) answering at once and a channel of its own; posts round "
         f"robin over those channels; the person's browser socket sees them all"
     )
@@ -254,7 +258,7 @@ def report(r: dict, args, facts: dict, load_end: str) -> None:
         f"{r['duplicates']}, error frames {len(r['errors'])}"
     )
     print(
-        f"CPU: daphne {r['daphne_cpu']:.0%} of a core ({r['cpu_ms']:.1f} ms per turn); "
+        f"CPU: daphne {r['daphne_cpu']:.0%} of a core (all processes) ({r['cpu_ms']:.1f} ms per turn); "
         f"this client {r['client_cpu']:.0%}"
     )
     print(
@@ -282,6 +286,12 @@ def main() -> None:
     parser.add_argument(
         "--prefetch", type=int, default=2, help="each socket's prefetch (the bridge's chat lanes)"
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="daphne processes of the node (one per core, as docs/operations.md advises)",
+    )
     args = parser.parse_args()
 
     print(f"recreating database {pipeline.DB_NAME} and migrating", flush=True)
@@ -292,15 +302,17 @@ def main() -> None:
     scene = pipeline.create_scene([f"turns{i}" for i in range(args.agents)])
     cookie = session_cookie(scene.user)
     pipeline.analyze()
-    server = Daphne()
+    servers = [Daphne() for _ in range(args.processes)]
     try:
         print(f"posting {args.rate:.0f} turns/s for {args.seconds:.0f} s", flush=True)
-        r = asyncio.run(measure(server, scene, cookie, args))
+        r = asyncio.run(measure(servers, scene, cookie, args))
     except BaseException:
-        print(f"--- daphne log tail\n{server.log_tail()}")
+        for server in servers:
+            print(f"--- daphne log tail\n{server.log_tail()}")
         raise
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
     report(r, args, facts, pipeline.load_average())
 
 
