@@ -80,13 +80,19 @@ function desktopNotify(n) {
   });
 }
 
+// Live counts seen so far: a count fetched meanwhile may have been read before the newest of
+// them, and must not undo it (each live event carries the count as it stood then).
+let liveCounts = 0;
+
 async function refreshCount() {
+  const before = liveCounts;
   try {
     const response = await fetch("/api/v1/notifications/?unread=true&limit=1", {
       credentials: "same-origin",
       headers: { Accept: "application/json" },
     });
-    if (response.ok) showCount((await response.json()).unreadCount);
+    const body = response.ok ? await response.json() : null;
+    if (body && liveCounts === before) showCount(body.unreadCount);
   } catch {
     /* the next event or reconnect tries again */
   }
@@ -108,10 +114,12 @@ function showDesktopState() {
 
 document.addEventListener("agntchat:live", ({ detail: event }) => {
   if (event.type === "notification.created") {
+    liveCounts += 1;
     showCount(event.unreadCount);
     showItem(event.notification);
     desktopNotify(event.notification);
   } else if (event.type === "notification.read") {
+    liveCounts += 1;
     showCount(event.unreadCount);
     markShownRead(event.notificationIds);
   } else if (event.type === "live.connected") {

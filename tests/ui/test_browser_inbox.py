@@ -21,6 +21,7 @@ from tests.ui.browser import (
     tide_lab_in_lisbon,
     wait_for_js,
 )
+from tests.waiting import wait_until
 from workspaces.models import Notification, User
 
 pytestmark = [
@@ -178,3 +179,34 @@ def test_on_a_phone_the_count_rides_on_the_menu_button(orm, story, browser):
     expect(toggle.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
     expect(toggle.locator("[data-inbox-badge]")).to_be_visible()
     shot(bob, "inbox-06-phone")
+
+
+def test_a_count_fetched_on_reconnect_does_not_undo_a_newer_live_one(orm, story, browser):
+    """On reconnect the page asks the server for the count; a mention's live event that lands
+    while that answer is on its way is newer, and the older answer must not hide the badge."""
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob")
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    held = []
+    # The answer is read from the server now (0 unread) and handed over only later.
+    bob.route(
+        "**/api/v1/notifications/?unread=true*", lambda route: held.append((route, route.fetch()))
+    )
+    bob.evaluate(
+        "() => document.dispatchEvent(new CustomEvent('agntchat:live', "
+        "{detail: {type: 'live.connected'}}))"
+    )
+    # Each evaluate lets playwright run the route handler.
+    wait_until(lambda: bob.evaluate("() => true") and held, what="the count asked for")
+    alice = orm(lambda: User.objects.get(username="alice"))
+    orm(post_message, alice, plans, "@bob before the old count lands")
+    badge = bob.locator("#sidebar [data-inbox-badge]")
+    expect(badge.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
+    route, stale = held[0]
+    assert stale.json()["unreadCount"] == 0
+    route.fulfill(response=stale)
+    bob.evaluate("() => new Promise(r => setTimeout(r, 300))")  # the answer handled
+    expect(badge).to_be_visible()
+    expect(badge.locator("[data-inbox-count]")).to_have_text("1")
