@@ -673,18 +673,26 @@ function initShell() {
   });
   showLiveState();
 
-  const refreshSidebar = () =>
+  // Live changes made to the sidebar in place (an unread count bumped): a rendering fetched
+  // meanwhile may have been drawn before them, and would undo them.
+  let sidebarBumps = 0;
+  const refreshSidebar = (again = true) =>
     soon("sidebar", async () => {
       const aside = $("#sidebar");
+      const before = sidebarBumps;
+      let html;
       try {
-        aside.replaceChildren(fragment(await fetchHtml(aside.dataset.sidebarUrl)));
+        html = await fetchHtml(aside.dataset.sidebarUrl);
       } catch (error) {
         // Removed from the workspace, or it was deleted: nothing here is ours any more.
         if (error.status === 404) location.assign("/");
         return;
       }
+      aside.replaceChildren(fragment(html));
       decorate(aside);
       showLiveState();
+      // Once more, drawn after them; only once, or a busy workspace would keep it fetching.
+      if (again && sidebarBumps !== before) refreshSidebar(false);
     });
 
   const bumpUnread = (conversationId) => {
@@ -699,6 +707,7 @@ function initShell() {
     count.textContent = count.textContent.endsWith("+") || next >= cap ? `${cap - 1}+` : String(next);
     badge.hidden = false;
     link.classList.add("has-unread");
+    sidebarBumps += 1;
     return true;
   };
 

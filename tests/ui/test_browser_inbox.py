@@ -210,3 +210,37 @@ def test_a_count_fetched_on_reconnect_does_not_undo_a_newer_live_one(orm, story,
     bob.evaluate("() => new Promise(r => setTimeout(r, 300))")  # the answer handled
     expect(badge).to_be_visible()
     expect(badge.locator("[data-inbox-count]")).to_have_text("1")
+
+
+def test_a_sidebar_drawn_before_a_live_unread_count_does_not_undo_it(orm, story, browser):
+    """On reconnect the page draws its sidebar afresh; a message's live unread count that lands
+    while that rendering is on its way is newer: the sidebar is drawn once more after it."""
+    team, plans, bob_user = story
+    chromium, server = browser
+    bob = log_in(chromium, server, "bob")
+    bob.goto(f"/w/{team.id}/tasks/")
+    live(bob)
+    held = []
+
+    def hold_first(route):
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))
+
+    bob.route("**/sidebar/*", hold_first)
+    bob.evaluate(
+        "() => document.dispatchEvent(new CustomEvent('agntchat:live', "
+        "{detail: {type: 'live.connected'}}))"
+    )
+    wait_until(lambda: bob.evaluate("() => true") and held, what="the sidebar asked for")
+    alice = orm(lambda: User.objects.get(username="alice"))
+    orm(post_message, alice, plans, "while the sidebar is on its way")
+    unread = bob.locator(f'#sidebar [data-conversation-id="{plans.id}"] [data-unread-count]')
+    expect(unread).to_have_text("1", timeout=WAIT)
+    route, stale = held[0]
+    route.fulfill(response=stale)  # drawn before the message: no unread count
+    expect(unread).to_have_text("1", timeout=WAIT)
+    bob.evaluate("() => new Promise(r => setTimeout(r, 500))")  # the second drawing landed
+    expect(unread).to_have_text("1")
+    expect(unread).to_be_visible()
