@@ -23,14 +23,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 log = logging.getLogger(__name__)
 
-# The most events a channel keeps for its consumer. channels_redis' queues are unbounded: a
-# consumer that stops reading (stuck, or behind a client too slow to take its frames) would hold
-# the process's memory. Past this, its queue is emptied and it is told to go instead
-# (``channel.overflow``, JsonSocket hangs up): its client reconnects and reads what it missed
-# from the database, as after any reconnect.
-CAPACITY = 1000
-OVERFLOW = {"type": "channel.overflow"}
-
 
 class Shard(RedisSingleShardConnection):
     """One Redis: its receiving loop says once that Redis is gone and once that it is back,
@@ -59,29 +51,6 @@ class Shard(RedisSingleShardConnection):
             except Exception:
                 log.exception("channel layer: receiving failed")
                 await asyncio.sleep(1)
-
-    def _receive_message(self, message):
-        """As channels_redis hands a message to its channel or its group's channels, with each
-        channel's queue held to CAPACITY."""
-        if message is None:
-            return
-        name, data = message["channel"], message["data"]
-        if isinstance(name, bytes):
-            name = name.decode()
-        channels = self.channel_layer.channels
-        targets = [name] if name in channels else self.channel_layer.groups.get(name, ())
-        for channel in targets:
-            queue = channels.get(channel)
-            if queue is None:
-                continue
-            if queue.qsize() >= CAPACITY:
-                log.warning(
-                    "channel layer: %s fell %d events behind; told to go", channel, CAPACITY
-                )
-                while not queue.empty():
-                    queue.get_nowait()
-                queue.put_nowait(self.channel_layer.channel_layer.serialize(OVERFLOW))
-            queue.put_nowait(data)
 
 
 class LoopLayer(RedisPubSubLoopLayer):
