@@ -181,6 +181,28 @@ def test_on_a_phone_the_count_rides_on_the_menu_button(orm, story, browser):
     shot(bob, "inbox-06-phone")
 
 
+def answer_held_on_reconnect(page, url_glob: str):
+    """Tell PAGE its socket reconnected; the first request it then makes to URL_GLOB is
+    answered by the server now and handed over only when the test fulfils it: (route, answer).
+    Later requests go through."""
+    held = []
+
+    def hold_first(route):
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))
+
+    page.route(url_glob, hold_first)
+    page.evaluate(
+        "() => document.dispatchEvent(new CustomEvent('agntchat:live', "
+        "{detail: {type: 'live.connected'}}))"
+    )
+    # Each evaluate lets playwright run the route handler.
+    wait_until(lambda: page.evaluate("() => true") and held, what=f"a request to {url_glob}")
+    return held[0]
+
+
 def test_a_count_fetched_on_reconnect_does_not_undo_a_newer_live_one(orm, story, browser):
     """On reconnect the page asks the server for the count; a mention's live event that lands
     while that answer is on its way is newer, and the older answer must not hide the badge."""
@@ -189,22 +211,11 @@ def test_a_count_fetched_on_reconnect_does_not_undo_a_newer_live_one(orm, story,
     bob = log_in(chromium, server, "bob")
     bob.goto(f"/w/{team.id}/tasks/")
     live(bob)
-    held = []
-    # The answer is read from the server now (0 unread) and handed over only later.
-    bob.route(
-        "**/api/v1/notifications/?unread=true*", lambda route: held.append((route, route.fetch()))
-    )
-    bob.evaluate(
-        "() => document.dispatchEvent(new CustomEvent('agntchat:live', "
-        "{detail: {type: 'live.connected'}}))"
-    )
-    # Each evaluate lets playwright run the route handler.
-    wait_until(lambda: bob.evaluate("() => true") and held, what="the count asked for")
+    route, stale = answer_held_on_reconnect(bob, "**/api/v1/notifications/?unread=true*")
     alice = orm(lambda: User.objects.get(username="alice"))
     orm(post_message, alice, plans, "@bob before the old count lands")
     badge = bob.locator("#sidebar [data-inbox-badge]")
     expect(badge.locator("[data-inbox-count]")).to_have_text("1", timeout=WAIT)
-    route, stale = held[0]
     assert stale.json()["unreadCount"] == 0
     route.fulfill(response=stale)
     bob.evaluate("() => new Promise(r => setTimeout(r, 300))")  # the answer handled
@@ -220,25 +231,11 @@ def test_a_sidebar_drawn_before_a_live_unread_count_does_not_undo_it(orm, story,
     bob = log_in(chromium, server, "bob")
     bob.goto(f"/w/{team.id}/tasks/")
     live(bob)
-    held = []
-
-    def hold_first(route):
-        if held:
-            route.continue_()
-        else:
-            held.append((route, route.fetch()))
-
-    bob.route("**/sidebar/*", hold_first)
-    bob.evaluate(
-        "() => document.dispatchEvent(new CustomEvent('agntchat:live', "
-        "{detail: {type: 'live.connected'}}))"
-    )
-    wait_until(lambda: bob.evaluate("() => true") and held, what="the sidebar asked for")
+    route, stale = answer_held_on_reconnect(bob, "**/sidebar/*")
     alice = orm(lambda: User.objects.get(username="alice"))
     orm(post_message, alice, plans, "while the sidebar is on its way")
     unread = bob.locator(f'#sidebar [data-conversation-id="{plans.id}"] [data-unread-count]')
     expect(unread).to_have_text("1", timeout=WAIT)
-    route, stale = held[0]
     route.fulfill(response=stale)  # drawn before the message: no unread count
     expect(unread).to_have_text("1", timeout=WAIT)
     bob.evaluate("() => new Promise(r => setTimeout(r, 500))")  # the second drawing landed
