@@ -159,4 +159,5 @@ def _without_publisher_thread() -> None:
 
     from agntchat.core import events
 
-    events.publisher.submit = async_to_sync(events.Publisher.send)
+    send = async_to_sync(events.Publisher.send)
+    events.publisher.submit = lambda topics, event: send([(topics, event)])

@@ -29,6 +29,15 @@ class Shard(RedisSingleShardConnection):
     where channels_redis logs a traceback every second of an outage. redis-py's PubSub connects
     again on the next read and subscribes to everything it had."""
 
+    async def publish_many(self, items) -> None:
+        """ITEMS: (channel, serialized message) pairs, published in one round trip."""
+        async with self._lock:
+            self._ensure_redis()
+            pipe = self._redis.pipeline(transaction=False)
+            for channel, message in items:
+                pipe.publish(channel, message)
+            await pipe.execute()
+
     async def _do_receiving(self):
         lost = False
         while True:
@@ -74,6 +83,21 @@ class LoopLayer(RedisPubSubLoopLayer):
             self.forget(channel)
             raise
         return self.channel_layer.deserialize(message)
+
+    async def group_send_many(self, sends) -> None:
+        """SENDS: (group, message) pairs, one round trip per shard; a message sent to several
+        groups is serialized once."""
+        serialized: dict[int, bytes] = {}
+        by_shard: dict[Shard, list] = {}
+        for group, message in sends:
+            if id(message) not in serialized:
+                serialized[id(message)] = self.channel_layer.serialize(message)
+            channel = self._get_group_channel_name(group)
+            by_shard.setdefault(self._get_shard(channel), []).append(
+                (channel, serialized[id(message)])
+            )
+        for shard, items in by_shard.items():
+            await shard.publish_many(items)
 
     def forget(self, channel: str) -> None:
         """Stop hearing CHANNEL (made by ``new_channel``), in a task nobody cancels."""
