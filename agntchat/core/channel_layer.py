@@ -87,11 +87,17 @@ class LoopLayer(RedisPubSubLoopLayer):
     async def group_send_many(self, sends) -> None:
         """SENDS: (group, message) pairs, one round trip per shard; a message sent to several
         groups is serialized once."""
-        serialized: dict[int, bytes] = {}
+        serialized: dict[int, bytes | None] = {}
         by_shard: dict[Shard, list] = {}
         for group, message in sends:
             if id(message) not in serialized:
-                serialized[id(message)] = self.channel_layer.serialize(message)
+                try:
+                    serialized[id(message)] = self.channel_layer.serialize(message)
+                except (TypeError, ValueError, OverflowError):  # one bad event, not its batch
+                    log.exception("could not serialize %s", message.get("type"))
+                    serialized[id(message)] = None
+            if serialized[id(message)] is None:
+                continue
             channel = self._get_group_channel_name(group)
             by_shard.setdefault(self._get_shard(channel), []).append(
                 (channel, serialized[id(message)])
