@@ -11,6 +11,7 @@ threaded WSGI server runs them: on Django's single sync thread they would queue 
 other's database round trips. What this buys: docs/benchmarks.md.
 """
 
+import functools
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from tempfile import SpooledTemporaryFile
@@ -18,6 +19,26 @@ from tempfile import SpooledTemporaryFile
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+
+
+def daphne_leaves_bodies_to_django() -> None:
+    """Twisted, under daphne, parses each POST's Content-Type with the email package and a form
+    or multipart body whole into ``request.args``, on the event loop, before daphne passes the
+    raw body on; nothing reads those args. Off: 0.19 ms less per POST here, and a 10 MB upload
+    no longer holds every socket of the process still for 0.75 s while it is parsed twice."""
+    from daphne.http_protocol import WebRequest
+
+    init = WebRequest.__init__
+    if getattr(init, "leaves_bodies_to_django", False):
+        return
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._parsePOSTFormSubmission = False  # twisted.web.http.Request's own switch
+
+    __init__.leaves_bodies_to_django = True
+    WebRequest.__init__ = __init__
 
 
 def wsgi_environ(scope: dict, body) -> dict:
