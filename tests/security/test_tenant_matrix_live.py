@@ -109,7 +109,7 @@ def test_no_agent_socket_without_a_live_session(world, checksum_sql):
         assert (await comm.connect())[0]
         refusal = await next_frame(comm)
         closed = await comm.receive_output(timeout=3)
-        await comm.wait(timeout=3)  # the refused socket's application has ended
+        await ended(comm)
         after = await database(checksum)(checksum_sql)
         return refusal, closed, changed(before, after)
 
@@ -118,6 +118,14 @@ def test_no_agent_socket_without_a_live_session(world, checksum_sql):
         assert (refusal["type"], refusal["code"]) == ("error", "unauthorized"), who
         assert closed == {"type": "websocket.close", "code": 4401}, who
         assert diff == {}, who
+
+
+async def ended(comm) -> None:
+    """The client answers the close, as daphne tells the application it did, and the refused
+    socket's application ends (wait() alone would just time out, silently)."""
+    await comm.send_input({"type": "websocket.disconnect", "code": 4401})
+    await comm.wait(timeout=3)
+    assert comm.future.done() and not comm.future.cancelled()
 
 
 def database(function):
@@ -216,7 +224,7 @@ def test_no_host_socket_without_a_live_supervisor_token(world, checksum_sql):
         assert (await comm.connect())[0]
         refusal = await next_frame(comm)
         closed = await comm.receive_output(timeout=3)
-        await comm.wait(timeout=3)
+        await ended(comm)
         after = await database(checksum)(checksum_sql)
         return refusal, closed, changed(before, after)
 
