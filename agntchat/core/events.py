@@ -198,12 +198,14 @@ def publish_live(topics, event_type: str, **data) -> None:
 def work_available(agent_id, kind: str | None = None) -> dict:
     """The wake-up event for AGENT_ID's connections (and its host's supervisor, which starts a
     bridge that is down): work of KIND (a lane; None: any) may be waiting. Its id lets the
-    connections of one process claim once for it, not once each."""
+    connections of one process claim once for it, not once each. A wake-up still waiting for
+    a busy socket takes in a newer one of the same lane (its ``fold``, core/channel_layer.py)."""
     return {
         "type": "work.available",
         "agent": str(agent_id),
         "kind": kind,
         "wake": uuid.uuid4().hex,
+        "fold": f"work.available:{agent_id}:{kind}",
     }
 
 

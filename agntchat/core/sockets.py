@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 # The close code of a socket hung up because the server failed (a bug, a database outage): as
 # HTTP 500. Not 1011: a server may not send that as an application close (autobahn refuses it).
 SERVER_FAILED = 4500
+# The close code of a socket that fell too far behind its events (core/channel_layer.py): as
+# HTTP 503, come back and catch up.
+FELL_BEHIND = 4503
 
 # The largest frame taken in: bytes of its UTF-8 text (non-ASCII sent unescaped, as JSON allows).
 # daphne is started to read more than this (Procfile), so a bigger frame gets an answer here.
@@ -78,6 +81,15 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             # started, is never cancelled (core/channel_layer.py).
             if getattr(self, "channel_name", None):
                 self.channel_layer.discard_channel(self.channel_name)
+
+    async def channel_overflow(self, event):
+        """Its events piled up unread (core/channel_layer.py CAPACITY): rather than skip some,
+        it hangs up; the client reconnects and reloads what it missed."""
+        with contextlib.suppress(Disconnected):
+            await self.send_error(
+                "fell_behind", "This connection fell too far behind its events; reconnect."
+            )
+        await self.hang_up(FELL_BEHIND)
 
     @classmethod
     async def encode_json(cls, content) -> str:
