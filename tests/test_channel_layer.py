@@ -32,7 +32,7 @@ async def test_a_channel_nobody_reads_is_emptied_and_told_to_go(caplog):
         queue = layer._get_layer().channels[channel]
 
         def last_heard():
-            return queue.qsize() and queue._queue[-1].get("n")
+            return queue.qsize() and layer.deserialize(queue._queue[-1]).get("n")
 
         await until(lambda: last_heard() == CAPACITY + 4, timeout=10, what="every event heard")
         # The CAPACITY events it never read are gone; in their place, the word to go, then
@@ -65,7 +65,9 @@ async def test_wake_ups_waiting_for_a_busy_consumer_fold_into_one_per_lane():
         for n in range(3):
             await layer.group_send(group, {"type": "live.event", "n": n})
         queue = layer._get_layer().channels[channel]
-        await until(lambda: queue.qsize() and queue._queue[-1].get("n") == 2, timeout=10)
+        await until(
+            lambda: queue.qsize() and layer.deserialize(queue._queue[-1]).get("n") == 2, timeout=10
+        )
 
         # The first FOLD_AFTER as they came; every later wake-up folded into the last waiting
         # one of its lane (which carries the newest id); what has no fold key queued as usual.

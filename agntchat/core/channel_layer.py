@@ -90,8 +90,10 @@ class Shard(RedisSingleShardConnection):
             queue = layer.channels.get(channel)
             if queue is None:
                 continue
-            event = layer.channel_layer.deserialize(data)  # each consumer its own copy
-            fold = event.get("fold")
+            # Most events stay bytes until their consumer reads them (as channels_redis keeps
+            # them): a fan-out to 1,000 sockets is not unpacked 1,000 times before the first.
+            event = layer.channel_layer.deserialize(data) if b"fold" in data else data
+            fold = event.get("fold") if isinstance(event, dict) else None
             if (
                 fold is not None
                 and queue.qsize() >= FOLD_AFTER
@@ -128,14 +130,16 @@ class LoopLayer(RedisPubSubLoopLayer):
         if channel not in self.channels:
             await self._subscribe_to_channel(channel)
         try:
-            message = await self.channels[channel].get()  # deserialized as it came (Shard)
+            message = await self.channels[channel].get()
         except asyncio.CancelledError:
             # The consumer stopped (channels cancels its receive). channels_redis unsubscribes
             # right here, inside the cancelled task; when sockets closed with others at once,
             # that was cut short and their subscriptions stayed in Redis (tests/test_mass_sockets).
             self.forget(channel)
             raise
-        waiting = self.folds.get(channel)
+        if isinstance(message, bytes):
+            return self.channel_layer.deserialize(message)
+        waiting = self.folds.get(channel)  # unpacked on arrival: it may fold (Shard)
         if waiting and waiting.get(message.get("fold")) is message:
             del waiting[message["fold"]]
         return message
