@@ -24,8 +24,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 log = logging.getLogger(__name__)
 
 # The most events a channel keeps for its consumer. channels_redis' queues are unbounded: a
-# consumer that stops reading (stuck, or behind a client too slow to take its frames) would hold
-# the process's memory. Past this, its queue is emptied and it is told to go instead
+# consumer that stops reading (stuck on a store out of reach, say) would hold the process's
+# memory. Past this, its queue is emptied and it is told to go instead
 # (``channel.overflow``, JsonSocket hangs up): its client reconnects and reads what it missed
 # from the database, as after any reconnect.
 CAPACITY = 1000
@@ -86,13 +86,14 @@ class Shard(RedisSingleShardConnection):
             name = name.decode()
         layer = self.channel_layer
         targets = [name] if name in layer.channels else layer.groups.get(name, ())
+        # Most events stay bytes until their consumer reads them (as channels_redis keeps them):
+        # a fan-out to 1,000 sockets is not unpacked 1,000 times before the first.
+        may_fold = b"fold" in data
         for channel in targets:
             queue = layer.channels.get(channel)
             if queue is None:
                 continue
-            # Most events stay bytes until their consumer reads them (as channels_redis keeps
-            # them): a fan-out to 1,000 sockets is not unpacked 1,000 times before the first.
-            event = layer.channel_layer.deserialize(data) if b"fold" in data else data
+            event = layer.channel_layer.deserialize(data) if may_fold else data
             fold = event.get("fold") if isinstance(event, dict) else None
             if (
                 fold is not None

@@ -29,15 +29,12 @@ def daphne_leaves_bodies_to_django() -> None:
     from daphne.http_protocol import WebRequest
 
     init = WebRequest.__init__
-    if getattr(init, "leaves_bodies_to_django", False):
-        return
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self._parsePOSTFormSubmission = False  # twisted.web.http.Request's own switch
 
-    __init__.leaves_bodies_to_django = True
     WebRequest.__init__ = __init__
 
 
