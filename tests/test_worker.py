@@ -31,6 +31,12 @@ def test_the_worker_abandons_an_idle_thread(alice, team_a):
         assert Conversation.objects.get(kind="thread").thread_status == "abandoned"
 
 
+def test_a_worker_keeps_what_it_inherited_out_of_the_collectors_reach():
+    """Its collections then leave the pages it shares with its cluster unwritten."""
+    with running_worker():
+        assert run_job("gc.get_freeze_count") > 10_000
+
+
 def test_the_worker_decays_and_consolidates_memory_at_the_time_it_is_given(alice, team_a, nova):
     faded = memory.remember(nova, team_a.id, "The old printer code is 4471")
     pinned = memory.remember(nova, team_a.id, "Always answer in English", pinned=True)
