@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from agntchat.core import claims
 from conversations import actions
-from conversations.models import Delivery
+from conversations.models import Delivery, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -98,3 +98,22 @@ def test_extending_keeps_an_item_past_its_first_lease(alice, channel, nova):
     # The last extension's lease runs out like any other.
     later = start + timedelta(seconds=211)
     assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]
+
+
+def test_waiting_says_where_a_claim_would_take_something_as_the_claim_itself_decides(
+    alice, channel, nova
+):
+    kinds = [Delivery, Task]
+    start = timezone.now()
+    assert claims.waiting(kinds, nova.id, start) == [False, False]
+    actions.post_message(alice, channel, "one")
+    assert claims.waiting(kinds, nova.id, start) == [True, False]
+    (item,) = claims.claim(Delivery, nova.id, "holder", 1, start, 60)
+    # Held under a live lease: nothing for anyone else, so nothing waits.
+    assert claims.waiting(kinds, nova.id, start + timedelta(seconds=60)) == [False, False]
+    # Once the lease ran out the item waits again, as the claim would take it.
+    later = start + timedelta(seconds=61)
+    assert claims.waiting(kinds, nova.id, later) == [True, False]
+    assert claims.claim(Delivery, nova.id, "other", 1, later, 60) == [item]
+    claims.ack(Delivery, item, "other", later)
+    assert claims.waiting(kinds, nova.id, later + timedelta(days=1)) == [False, False]

@@ -94,6 +94,8 @@ def _trip(beat_session, agent, connection_id, acks, rooms):
         if not session_is_live(beat_session):
             return None
         presence.beat(agent.id, connection_id)
+        if rooms:  # mostly nothing waits: one probe, not a claim per lane that finds nothing
+            rooms = {kind: rooms[kind] for kind in gateway.waiting_kinds(agent, rooms)}
     if not rooms and not acks:
         return set(), []
     return gateway.ack_and_claim(agent, connection_id, acks, rooms)

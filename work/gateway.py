@@ -267,6 +267,14 @@ def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[
     return not_held, claim_work(agent, connection_id, rooms) if rooms else []
 
 
+def waiting_kinds(agent: Agent, kinds) -> set[str]:
+    """Of KINDS, those where AGENT has an item a claim would take now: a heartbeat looks for work
+    whose push was lost with this one probe, and claims only where it finds some."""
+    kinds = list(kinds)
+    found = claims.waiting([WORK_KINDS[kind][0] for kind in kinds], agent.id, timezone.now())
+    return {kind for kind, waits in zip(kinds, found, strict=True) if waits}
+
+
 def ack_permission(item_id, connection_id: str) -> bool:
     """The connection has the decision: a permission request leaves the queue."""
     return claims.ack(PermissionRequest, item_id, connection_id, timezone.now()) is not None

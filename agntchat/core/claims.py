@@ -100,7 +100,7 @@ picked AS (
     SELECT c.id FROM turns CROSS JOIN LATERAL (
         SELECT q.id FROM {t} q
          WHERE q.agent_id = %s AND q.workspace_id = turns.workspace_id
-           AND q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s){ready}
+           AND {claimable}
          ORDER BY q.created_at
          LIMIT %s
            FOR UPDATE OF q SKIP LOCKED
@@ -115,6 +115,13 @@ RETURNING q.*
 )
 {read}
 """
+
+# What a claim may take, on the row as ``q`` (parameter: now): open, and nobody's or its lease
+# ran out; a kind may add a condition of its own (``claim_ready_sql``).
+CLAIMABLE = "q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s){ready}"
+
+# Whether an agent has any such row (parameters: agent, now): a probe of the open-rows index.
+WAITING_SQL = "EXISTS (SELECT FROM {t} q WHERE q.agent_id = %s AND {claimable})"
 
 ACK_SQL = """
 WITH acked AS (
@@ -144,7 +151,8 @@ def _statement(model, sql: str, **parts) -> str:
     relaxed = "" if connection.in_atomic_block else RELAXED
     ready = f" AND {model.claim_ready_sql}" if model.claim_ready_sql else ""
     table = connection.ops.quote_name(model._meta.db_table)
-    return sql.format(t=table, relaxed=relaxed, ready=ready, **parts)
+    claimable = CLAIMABLE.format(ready=ready)
+    return sql.format(t=table, relaxed=relaxed, claimable=claimable, **parts)
 
 
 def _execute(sql: str, params, *, named: bool = False):
@@ -197,6 +205,13 @@ def claim(
         *claim_statement(model, agent_id, connection_id, limit, now, lease_seconds, read)
     )
     return rows if read is not None else [row[0] for row in rows]
+
+
+def waiting(models_, agent_id, now: datetime) -> list[bool]:
+    """For each of MODELS_, whether AGENT_ID has an item a claim would take at NOW: one
+    statement for them all, far cheaper than a claim that finds nothing."""
+    sql = "SELECT " + ", ".join(_statement(model, WAITING_SQL) for model in models_)
+    return list(_execute(sql, [agent_id, now] * len(models_))[0])
 
 
 def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), then=None):
