@@ -171,9 +171,11 @@ async def test_a_refused_renewal_does_not_stop_the_heartbeats(
     """One key exchange a minute here: the bridge's renewals are refused (429), which it says
     and tries again at the next beat; its heartbeats go on, so the server keeps it online
     until the session runs out."""
+    # Renewals start with a third of the session's life left: 2 s of beats to refuse, and on a
+    # loaded machine a refused renewal's round trip alone took over the 1 s that 3 s sessions left.
     server = Daphne(
         extra_env={
-            "AGENT_SESSION_TTL": "3",
+            "AGENT_SESSION_TTL": "6",
             "AGENT_SESSIONS_PER_MINUTE": "1",
             "AGENT_SESSIONS_BURST": "1",
         }
