@@ -24,9 +24,9 @@ ways through the one pipeline. docs/telegram.md says how it is set up and what i
 import asyncio
 import hmac
 import logging
+import os
 import re
 import secrets
-import warnings
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -38,7 +38,6 @@ from django_q.tasks import async_task
 from telegram import Bot, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
-from telegram.warnings import PTBDeprecationWarning
 
 from agntchat.core import crypto
 from agntchat.core.exceptions import AppError, Conflict, NotFound
@@ -54,6 +53,10 @@ from workspaces.audit import record_audit
 from workspaces.exceptions import NotAllowed
 
 log = logging.getLogger(__name__)
+
+# The library's own opt-in to what its next major version gives: time periods (a 429's
+# retry_after) as timedelta. Without it every 429 it parses warns that ints are deprecated.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 RELAY = "telegram"  # the name in a linked conversation's settings["relays"]
 # What BotFather hands out: the bot's id, a colon, a secret. Checked before it goes in a URL.
@@ -584,9 +587,7 @@ def _retry_after(exc: TelegramError) -> float | None:
     """Seconds Telegram asked to wait (429), whichever type this version of the library gives."""
     if not isinstance(exc, RetryAfter):
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PTBDeprecationWarning)
-        wait = exc.retry_after
+    wait = exc.retry_after
     return wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
 
 
