@@ -97,3 +97,17 @@ def test_a_claim_reads_no_other_rows_however_long_the_history(long_history, plan
         assert table_rows_read(plan) <= 10 + 5 + 2 * 21
     finally:
         set_plan_cache_mode(None)
+
+
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_a_heartbeats_look_for_waiting_work_reads_no_history(long_history, plan_cache_mode):
+    # Asked at every heartbeat of every agent: an index probe, whatever the history or the queue.
+    nova, other = long_history.nova, long_history.other
+    set_plan_cache_mode(plan_cache_mode)
+    try:
+        for agent_id, waits in ((nova.id, False), (other.id, True)):  # all acked; a deep queue
+            plan = executed_plan(*claims.waiting_statement([Delivery], agent_id, timezone.now()))
+            assert table_rows_read(plan) <= 1
+            assert claims.waiting([Delivery], agent_id, timezone.now()) == [waits]
+    finally:
+        set_plan_cache_mode(None)

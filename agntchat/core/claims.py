@@ -120,8 +120,12 @@ RETURNING q.*
 # ran out; a kind may add a condition of its own (``claim_ready_sql``).
 CLAIMABLE = "q.acked_at IS NULL AND (q.claimed_by IS NULL OR q.lease_expires_at < %s){ready}"
 
-# Whether an agent has any such row (parameters: agent, now): a probe of the open-rows index.
-WAITING_SQL = "EXISTS (SELECT FROM {t} q WHERE q.agent_id = %s AND {claimable})"
+# Whether an agent has any such row (parameters: agent, now): true, or NULL for none. A probe of
+# the open-rows index, in that index's own order: stale statistics (after a burst, every row
+# still open) would otherwise have the planner scan the whole table for an agent whose history
+# is all acked, and an EXISTS would drop the ORDER BY that prevents it.
+WAITING_SQL = """(SELECT true FROM {t} q WHERE q.agent_id = %s AND {claimable}
+  ORDER BY q.agent_id, q.workspace_id, q.created_at LIMIT 1)"""
 
 ACK_SQL = """
 WITH acked AS (
@@ -207,11 +211,16 @@ def claim(
     return rows if read is not None else [row[0] for row in rows]
 
 
+def waiting_statement(models_, agent_id, now: datetime) -> tuple[str, list]:
+    """The statement ``waiting`` runs, with its parameters."""
+    sql = "SELECT " + ", ".join(_statement(model, WAITING_SQL) for model in models_)
+    return sql, [agent_id, now] * len(models_)
+
+
 def waiting(models_, agent_id, now: datetime) -> list[bool]:
     """For each of MODELS_, whether AGENT_ID has an item a claim would take at NOW: one
     statement for them all, far cheaper than a claim that finds nothing."""
-    sql = "SELECT " + ", ".join(_statement(model, WAITING_SQL) for model in models_)
-    return list(_execute(sql, [agent_id, now] * len(models_))[0])
+    return [bool(found) for found in _execute(*waiting_statement(models_, agent_id, now))[0]]
 
 
 def ack_many(model, ids, connection_id: str, now: datetime, returning=("id",), then=None):
