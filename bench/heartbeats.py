@@ -54,10 +54,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args()
 
-    print(f"recreating database {pipeline.DB_NAME} and migrating", flush=True)
-    pipeline.setup_database()
-    pipeline.setup_django()
-    pipeline.clear_redis()
+    pipeline.fresh_start()
     cast = build_cast(args.agents)
     server = Daphne()
     try:

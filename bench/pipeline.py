@@ -134,6 +134,15 @@ def clear_redis() -> None:
         client.delete(*keys)
 
 
+def fresh_start() -> None:
+    """What each bench script does first: a freshly migrated bench database, Django set up in
+    this process against it, and nothing left in Redis under the bench prefix."""
+    print(f"recreating database {DB_NAME} and migrating", flush=True)
+    setup_database()
+    setup_django()
+    clear_redis()
+
+
 @dataclass
 class Scene:
     """One person, one workspace; per phase an agent and a channel it takes part in."""

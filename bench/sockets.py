@@ -442,10 +442,7 @@ def main() -> None:
     if hard < 2 * args.sockets + 200:
         print(f"warning: RLIMIT_NOFILE is {hard}, too few for {2 * args.sockets} sockets")
 
-    print(f"recreating database {pipeline.DB_NAME} and migrating", flush=True)
-    pipeline.setup_database()
-    pipeline.setup_django()
-    pipeline.clear_redis()
+    pipeline.fresh_start()
     facts = pipeline.machine_facts()
     print(f"building {args.sockets} agents and {args.sockets} browser sessions", flush=True)
     cast = build_cast(args.sockets)

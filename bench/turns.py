@@ -294,10 +294,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    print(f"recreating database {pipeline.DB_NAME} and migrating", flush=True)
-    pipeline.setup_database()
-    pipeline.setup_django()
-    pipeline.clear_redis()
+    pipeline.fresh_start()
     facts = pipeline.machine_facts()
     scene = pipeline.create_scene([f"turns{i}" for i in range(args.agents)])
     cookie = session_cookie(scene.user)

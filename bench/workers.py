@@ -64,9 +64,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="django-q2 worker processes")
     args = parser.parse_args()
 
-    print(f"recreating database {pipeline.DB_NAME} and migrating", flush=True)
-    pipeline.setup_database()
-    pipeline.setup_django()
+    pipeline.fresh_start()
     from django_q.models import Success
     from django_q.tasks import async_task
 
