@@ -6,6 +6,7 @@ from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
 from workspaces.exceptions import (
     CredentialNotFound,
+    InvitationNotFound,
     MemberNotFound,
     NotAllowed,
     NotificationNotFound,
@@ -17,6 +18,7 @@ from workspaces.exceptions import (
 from workspaces.models import (
     ApiToken,
     Credential,
+    Invitation,
     Membership,
     Notification,
     Role,
@@ -128,6 +130,17 @@ def access_credential(membership: Membership, credential_id) -> Credential:
     if credential is None:
         raise CredentialNotFound()
     return credential
+
+
+def access_invitation(membership: Membership, invitation_id) -> Invitation:
+    """An invitation of MEMBERSHIP's workspace. Only its managers handle invitations (others 403)."""
+    require_manager(membership)
+    invitation = Invitation.objects.filter(
+        workspace_id=membership.workspace_id, pk=as_uuid(invitation_id)
+    ).first()
+    if invitation is None:
+        raise InvitationNotFound()
+    return invitation
 
 
 def notifications_visible_to(user):

@@ -146,6 +146,8 @@ def change_role(membership: Membership, target: Membership, role: str) -> Member
         old = target.role
         target.role = role
         target.save(update_fields=["role", "updated_at"])
+        # Links an admin made stop working when they may no longer invite.
+        revoked = _revoke_invitations_of(target) if not target.is_manager else 0
         record_audit(
             "member.role_changed",
             actor=membership.user,
@@ -154,6 +156,7 @@ def change_role(membership: Membership, target: Membership, role: str) -> Member
             label=target.user.label,
             old=old,
             new=role,
+            invitations_revoked=revoked or None,
         )
     _announce(membership.workspace, "member.role_changed")
     return target
@@ -172,6 +175,7 @@ def remove_member(membership: Membership, target: Membership) -> None:
             target=target,
             label=target.user.label,
             role=target.role,
+            invitations_revoked=_revoke_invitations_of(target) or None,
         )
         target.delete()
     _announce(membership.workspace, "member.removed")
@@ -182,8 +186,52 @@ def leave_workspace(membership: Membership) -> None:
         raise PersonalWorkspaceRule("You cannot leave your personal workspace.")
     if membership.is_owner:
         raise OwnerRule("The owner cannot leave; delete the workspace instead.")
-    membership.delete()
+    with transaction.atomic():
+        record_audit(
+            "member.left",
+            actor=membership.user,
+            workspace=membership.workspace_id,
+            target=membership,
+            label=membership.user.label,
+            role=membership.role,
+            invitations_revoked=_revoke_invitations_of(membership) or None,
+        )
+        membership.delete()
     _announce(membership.workspace, "member.left")
+
+
+def revoke_invitation(membership: Membership, invitation: Invitation) -> Invitation:
+    """Withdraw a pending invitation link (a manager's; access_invitation checks who asks). A
+    used link cannot be withdrawn: remove the member instead. Revoking twice is revoking once."""
+    if invitation.accepted_at:
+        raise InvitationInvalid(
+            "This invitation has already been used; remove the member instead.", status=409
+        )
+    if invitation.revoked_at is None:
+        with transaction.atomic():
+            invitation.revoked_at = timezone.now()
+            invitation.save(update_fields=["revoked_at", "updated_at"])
+            record_audit(
+                "invitation.revoked",
+                actor=membership.user,
+                workspace=membership.workspace_id,
+                target=invitation,
+                label=invitation.email or "a link",
+                role=invitation.role,
+            )
+    return invitation
+
+
+def _revoke_invitations_of(member: Membership) -> int:
+    """Withdraw the pending links MEMBER made in their workspace: someone who leaves, is
+    removed or loses the right to invite can no longer let anyone in, themselves included."""
+    now = timezone.now()
+    return Invitation.objects.filter(
+        workspace_id=member.workspace_id,
+        created_by_id=member.user_id,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+    ).update(revoked_at=now, updated_at=now)
 
 
 def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:

@@ -14,6 +14,7 @@ from workspaces.access import (
     IsPerson,
     access_api_token,
     access_credential,
+    access_invitation,
     access_member,
     access_membership,
     require_manager,
@@ -271,6 +272,17 @@ class InvitationListView(APIView):
         return Response(out, status=201)
 
 
+class InvitationDetailView(APIView):
+    """DELETE: withdraw a pending invitation link (admins and the owner)."""
+
+    permission_classes = [IsPerson]
+
+    def delete(self, request, workspace_id, invitation_id):
+        membership = access_membership(request.user, workspace_id)
+        actions.revoke_invitation(membership, access_invitation(membership, invitation_id))
+        return Response(status=204)
+
+
 def _invitation_out(invitation):
     return {
         "id": invitation.id,
@@ -278,6 +290,7 @@ def _invitation_out(invitation):
         "email": invitation.email,
         "expires_at": invitation.expires_at,
         "accepted_at": invitation.accepted_at,
+        "revoked_at": invitation.revoked_at,
         "created_at": invitation.created_at,
     }
 
@@ -400,6 +413,10 @@ urlpatterns = [
     path("workspaces/<uuid:workspace_id>/members/", MemberListView.as_view()),
     path("workspaces/<uuid:workspace_id>/members/<uuid:user_id>/", MemberDetailView.as_view()),
     path("workspaces/<uuid:workspace_id>/invitations/", InvitationListView.as_view()),
+    path(
+        "workspaces/<uuid:workspace_id>/invitations/<uuid:invitation_id>/",
+        InvitationDetailView.as_view(),
+    ),
     path("workspaces/<uuid:workspace_id>/credentials/", CredentialListView.as_view()),
     path("workspaces/<uuid:workspace_id>/audit/", AuditListView.as_view()),
     path(

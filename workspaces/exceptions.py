@@ -21,6 +21,11 @@ class TokenNotFound(NotFound):
     default_message = "Token not found."
 
 
+class InvitationNotFound(NotFound):
+    code = "invitation_not_found"
+    default_message = "Invitation not found."
+
+
 class NotificationNotFound(NotFound):
     code = "notification_not_found"
     default_message = "Notification not found."

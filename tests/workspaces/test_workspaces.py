@@ -264,6 +264,71 @@ class TestTeamWorkspaces:
         )
         assert not team_a.memberships.filter(user=bob).exists()
 
+    def test_managers_revoke_a_pending_invitation_link(self, alice, bob, charlie, team_a, api):
+        created = api(alice).post(f"/api/v1/workspaces/{team_a.id}/invitations/", {}, format="json")
+        invitation_id, token = created.json()["id"], created.json()["token"]
+        url = f"/api/v1/workspaces/{team_a.id}/invitations/{invitation_id}/"
+        before = snapshot(), Invitation.objects.get(pk=invitation_id).revoked_at
+        assert api(bob).delete(url).status_code == 403  # a plain member
+        assert api(charlie).delete(url).status_code == 404  # an outsider
+        other = f"/api/v1/workspaces/{team_a.id}/invitations/{Membership.objects.first().id}/"
+        assert api(alice).delete(other).status_code == 404  # no such invitation here
+        assert (snapshot(), Invitation.objects.get(pk=invitation_id).revoked_at) == before
+        assert api(alice).delete(url).status_code == 204
+        assert api(alice).delete(url).status_code == 204  # twice is once
+        listed = api(alice).get(f"/api/v1/workspaces/{team_a.id}/invitations/").json()["results"]
+        assert next(i for i in listed if i["id"] == invitation_id)["revokedAt"]
+        refused = api(charlie).post("/api/v1/invitations/accept/", {"token": token}, format="json")
+        assert refused.status_code == 404
+        assert not team_a.memberships.filter(user=charlie).exists()
+        audit = team_a.audit_entries.filter(action="invitation.revoked")
+        assert list(audit.values_list("actor_user", "target_id")) == [(alice.id, invitation_id)]
+        # A used link cannot be withdrawn: the member is removed instead.
+        used = Invitation.objects.get(accepted_by=bob, workspace=team_a)
+        conflict = api(alice).delete(f"/api/v1/workspaces/{team_a.id}/invitations/{used.id}/")
+        assert conflict.status_code == 409 and "remove the member" in conflict.text
+
+    @pytest.mark.parametrize("how", ["removed", "leaves", "demoted"])
+    def test_an_admins_links_stop_working_once_they_may_no_longer_invite(
+        self, alice, bob, charlie, team_a, api, how
+    ):
+        owner, admin = team_a.memberships.get(user=alice), team_a.memberships.get(user=bob)
+        actions.change_role(owner, admin, "admin")
+        _, own_link = actions.create_invitation(admin)  # the way back in, kept for later
+        _, for_charlie = actions.create_invitation(admin)
+        _, owners_link = actions.create_invitation(owner)
+        if how == "removed":
+            actions.remove_member(owner, team_a.memberships.get(user=bob))
+        elif how == "leaves":
+            actions.leave_workspace(team_a.memberships.get(user=bob))
+        else:
+            actions.change_role(owner, team_a.memberships.get(user=bob), "member")
+        refused = api(charlie).post(
+            "/api/v1/invitations/accept/", {"token": for_charlie}, format="json"
+        )
+        assert refused.status_code == 404
+        assert not team_a.memberships.filter(user=charlie).exists()
+        if how != "demoted":
+            back = api(bob).post("/api/v1/invitations/accept/", {"token": own_link}, format="json")
+            assert back.status_code == 404
+            assert not team_a.memberships.filter(user=bob).exists()
+            assert api(bob).get(f"/api/v1/workspaces/{team_a.id}/").status_code == 404
+        # The owner's own links are theirs: untouched.
+        dora = User.objects.create_user("dora", "d@example.com", "pw")
+        assert (
+            api(dora)
+            .post("/api/v1/invitations/accept/", {"token": owners_link}, format="json")
+            .status_code
+            == 200
+        )
+        action = {
+            "removed": "member.removed",
+            "leaves": "member.left",
+            "demoted": "member.role_changed",
+        }
+        entry = team_a.audit_entries.filter(action=action[how]).latest("created_at")
+        assert entry.details["invitations_revoked"] == 2
+
     def test_credentials_are_encrypted_and_never_returned(self, alice, bob, team_a, api):
         response = api(alice).post(
             f"/api/v1/workspaces/{team_a.id}/credentials/",
