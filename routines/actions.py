@@ -10,6 +10,7 @@ from agents.access import agent_appears_in, is_agent_owner
 from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent
 from agntchat.core.exceptions import AppError, Conflict
+from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
 from conversations.models import Participant
 from conversations.tasks import create_task
@@ -178,19 +179,12 @@ def run_due_routines(now=None) -> int:
     schedulers may run this at once: each routine is taken by one (SKIP LOCKED) and a slot
     runs once (a unique constraint)."""
     now = now or timezone.now()
-    ran = 0
-    while True:
-        with transaction.atomic():
-            routine = (
-                Routine.objects.select_for_update(skip_locked=True)
-                .select_related("agent", "workspace", "conversation")
-                .filter(enabled=True, next_run_at__lte=now)
-                .order_by("next_run_at")
-                .first()
-            )
-            if routine is None:
-                return ran
-            ran += _run(routine, now)
+    due = (
+        Routine.objects.select_related("agent", "workspace", "conversation")
+        .filter(enabled=True, next_run_at__lte=now)
+        .order_by("next_run_at")
+    )
+    return sweep(due, lambda routine: _run(routine, now), "routine")
 
 
 def _run(routine: Routine, now) -> int:

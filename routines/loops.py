@@ -13,10 +13,12 @@ from django.utils import timezone
 from agents.access import agent_appears_in, is_agent_owner
 from agents.exceptions import AgentNotFound, NotAgentOwner
 from agntchat.core.exceptions import AppError
+from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
 from conversations.models import Task, TurnUsage
 from conversations.tasks import create_task
 from routines.models import Loop, LoopIteration
+from routines.reminders import MAX_AHEAD
 from work.actions import set_tool_grant
 from work.tools.registry import REGISTRY, granted_tool
 
@@ -60,6 +62,10 @@ def start_loop(
         raise LoopInvalid("intervalMinutes is at least 1 (leave it out to run continuously).")
     if deadline is not None and deadline <= now:
         raise LoopInvalid("The deadline has passed.", fields={"deadline": "In the past."})
+    if deadline is not None and deadline > now + MAX_AHEAD:
+        raise LoopInvalid(
+            "A loop's deadline is at most two years ahead.", fields={"deadline": "Too far."}
+        )
     if not 1 <= no_progress_limit <= 20:
         raise LoopInvalid("noProgressLimit is 1 to 20.")
     with transaction.atomic():
@@ -220,33 +226,26 @@ def advance_loops(now=None) -> int:
     """Weigh every finished iteration and start every due one; how many loops moved. Safe to
     run from several schedulers at once (SKIP LOCKED)."""
     now = now or timezone.now()
-    moved = 0
-    running = Loop.objects.filter(status=Loop.Status.RUNNING)
-    candidates = list(running.values_list("id", flat=True)[:1000])
-    for loop_id in candidates:
-        with transaction.atomic():
-            loop = (
-                Loop.objects.select_for_update(skip_locked=True)
-                .select_related("agent", "workspace", "conversation")
-                .filter(pk=loop_id, status=Loop.Status.RUNNING)
-                .first()
-            )
-            if loop is None:
-                continue
-            iteration = _running_iteration(loop)
-            changed = False
-            if iteration is not None:
-                task = Task.objects.filter(pk=iteration.task_id).first()
-                if task is not None and task.is_terminal:
-                    _weigh(loop, iteration, task, now)
-                    changed = True
-            if loop.status == Loop.Status.RUNNING and loop.next_run_at and loop.next_run_at <= now:
-                if loop.deadline is not None and now >= loop.deadline:
-                    _finish(loop, Loop.Status.STOPPED, "Its deadline passed.")
-                else:
-                    _begin(loop, now)
+
+    def advance(loop) -> int:
+        iteration = _running_iteration(loop)
+        changed = False
+        if iteration is not None:
+            task = Task.objects.filter(pk=iteration.task_id).first()
+            if task is not None and task.is_terminal:
+                _weigh(loop, iteration, task, now)
                 changed = True
-            if changed:
-                loop.save()
-                moved += 1
-    return moved
+        if loop.status == Loop.Status.RUNNING and loop.next_run_at and loop.next_run_at <= now:
+            if loop.deadline is not None and now >= loop.deadline:
+                _finish(loop, Loop.Status.STOPPED, "Its deadline passed.")
+            else:
+                _begin(loop, now)
+            changed = True
+        if changed:
+            loop.save()
+        return int(changed)
+
+    running = Loop.objects.filter(status=Loop.Status.RUNNING).select_related(
+        "agent", "workspace", "conversation"
+    )
+    return sweep(running, advance, "loop")

@@ -12,6 +12,7 @@ from agents.access import agent_appears_in
 from agents.exceptions import AgentNotFound
 from agents.models import Agent
 from agntchat.core.exceptions import AppError
+from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
 from routines.models import Reminder
 from workspaces.models import Notification
@@ -26,20 +27,22 @@ class ReminderInvalid(AppError):
     code = "reminder_invalid"
 
 
-def when(at: str, owner) -> datetime:
-    """AT (ISO 8601: ``2026-12-04T09:00``, with or without an offset) as an aware time; without
-    an offset it is read in OWNER's time zone."""
+def when(at: str, owner, field: str = "at") -> datetime:
+    """AT (ISO 8601: ``2026-12-04T09:00``, with or without an offset) as an aware time in UTC;
+    without an offset it is read in OWNER's time zone. FIELD names it in a refusal."""
     try:
         moment = datetime.fromisoformat(at.strip().replace("Z", "+00:00"))
-    except (ValueError, AttributeError):
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=ZoneInfo(owner.timezone))
+        # In UTC, as PostgreSQL keeps it: 9999-12-31T23:59-12:00 would be stored in year 10000,
+        # which no later read of the row could turn back into a Python datetime.
+        return moment.astimezone(UTC)
+    except (ValueError, AttributeError, OverflowError):
         raise ReminderInvalid(
             f"{at!r} is not a date and time; write it as 2026-12-04T09:00 (read in "
             f"{owner.timezone}) or with an offset, 2026-12-04T09:00+01:00.",
-            fields={"at": "Not an ISO 8601 date and time."},
+            fields={field: "Not an ISO 8601 date and time."},
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=ZoneInfo(owner.timezone))
-    return moment
 
 
 def set_reminder(
@@ -97,34 +100,29 @@ def fire_due_reminders(now=None) -> int:
     """Post every reminder due by NOW in its DM, once (SKIP LOCKED: several sweeps may run);
     how many were sent."""
     now = now or timezone.now()
-    sent = 0
-    while True:
-        with transaction.atomic():
-            reminder = (
-                Reminder.objects.select_for_update(skip_locked=True)
-                .select_related("agent", "conversation")
-                .filter(status=Reminder.Status.PENDING, due_at__lte=now)
-                .order_by("due_at")
-                .first()
-            )
-            if reminder is None:
-                return sent
-            reminder.message = post_message(
-                reminder.agent, reminder.conversation, f"⏰ Reminder: {reminder.text}", wake=[]
-            )
-            reminder.status, reminder.sent_at = Reminder.Status.SENT, now
-            reminder.save(update_fields=["message", "status", "sent_at", "updated_at"])
-            # ---- inbox: the reminder's person finds it there too ----
-            notify_person(
-                reminder.agent.owner,
-                reminder.workspace_id,
-                Notification.Kind.REMINDER,
-                f"Reminder from {reminder.agent.name}: {reminder.text}",
-                conversation_link(
-                    reminder.workspace_id, reminder.conversation_id, reminder.message.pk
-                ),
-                conversation_id=reminder.conversation_id,
-                message_id=reminder.message.pk,
-                target_id=reminder.pk,
-            )
-            sent += 1
+
+    def fire(reminder) -> int:
+        reminder.message = post_message(
+            reminder.agent, reminder.conversation, f"⏰ Reminder: {reminder.text}", wake=[]
+        )
+        reminder.status, reminder.sent_at = Reminder.Status.SENT, now
+        reminder.save(update_fields=["message", "status", "sent_at", "updated_at"])
+        # ---- inbox: the reminder's person finds it there too ----
+        notify_person(
+            reminder.agent.owner,
+            reminder.workspace_id,
+            Notification.Kind.REMINDER,
+            f"Reminder from {reminder.agent.name}: {reminder.text}",
+            conversation_link(reminder.workspace_id, reminder.conversation_id, reminder.message.pk),
+            conversation_id=reminder.conversation_id,
+            message_id=reminder.message.pk,
+            target_id=reminder.pk,
+        )
+        return 1
+
+    due = (
+        Reminder.objects.select_related("agent", "conversation")
+        .filter(status=Reminder.Status.PENDING, due_at__lte=now)
+        .order_by("due_at")
+    )
+    return sweep(due, fire, "reminder")

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agntchat.core.events import publish_live
+from agntchat.core.sweeps import sweep
 from workspaces.access import notifications_visible_to
 from workspaces.models import Membership, Notification, User
 
@@ -178,32 +179,22 @@ def send_digests(now=None) -> int:
     waiting = Notification.objects.filter(
         user=OuterRef("pk"), read_at__isnull=True, emailed_at__isnull=True
     )
-    candidates = User.objects.filter(_digest_due(now), Exists(waiting), is_active=True).exclude(
-        email=""
-    )
-    return sum(_send_digest(user_id, now) for user_id in candidates.values_list("pk", flat=True))
+    due = User.objects.filter(_digest_due(now), Exists(waiting), is_active=True).exclude(email="")
+    return sweep(due, lambda user: _send_digest(user, now), "digest for person")
 
 
-def _send_digest(user_id, now) -> bool:
-    with transaction.atomic():
-        user = (
-            User.objects.select_for_update(skip_locked=True)
-            .filter(_digest_due(now), pk=user_id)
-            .first()
-        )
-        if user is None:  # another worker has it, or sent it meanwhile
-            return False
-        items = list(_waiting(user).order_by("-created_at")[:DIGEST_MAX_ITEMS])
-        if not items:
-            return False
-        # Sent holding this person's row: a failed send rolls the marks back and the next run
-        # tries again; a second worker skips the row rather than send it twice.
-        _digest_email(user, items).send()
-        Notification.objects.filter(pk__in=[n.pk for n in items]).update(emailed_at=now)
-        user.digest_sent_at = now
-        user.save(update_fields=["digest_sent_at", "updated_at"])
+def _send_digest(user, now) -> int:
+    """Under the person's row lock (sweep): a failed send rolls the marks back and the next run
+    tries again; a second worker skips the row rather than send it twice."""
+    items = list(_waiting(user).order_by("-created_at")[:DIGEST_MAX_ITEMS])
+    if not items:
+        return 0
+    _digest_email(user, items).send()
+    Notification.objects.filter(pk__in=[n.pk for n in items]).update(emailed_at=now)
+    user.digest_sent_at = now
+    user.save(update_fields=["digest_sent_at", "updated_at"])
     log.info("digest emailed", extra={"user": str(user.pk), "items": len(items)})
-    return True
+    return 1
 
 
 def _digest_email(user, items) -> EmailMultiAlternatives:

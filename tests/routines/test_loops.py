@@ -144,3 +144,20 @@ def test_a_deadline_without_an_offset_is_read_in_the_owners_time_zone(alice, tea
     assert loop.deadline == datetime(year, 3, 1, 0, 0, tzinfo=UTC)  # 9:00 in Tokyo
     bad = api(alice).post("/api/v1/loops/", {**body, "deadline": "soon"}, format="json")
     assert bad.status_code == 400 and Loop.objects.count() == 1
+
+
+def test_a_deadline_past_what_can_be_kept_is_refused_and_nothing_is_stored(
+    alice, team_a, nova, api
+):
+    """9999-12-31T23:59:59-12:00 is year 10000 in UTC: stored, no read of the row (the loop, the
+    owner's list, the sweep) could have turned it back into a time."""
+    body = {"agent": str(nova.id), "workspace": str(team_a.id), "goal": "Ship it"}
+    for deadline, field_says in (
+        ("9999-12-31T23:59:59-12:00", "Not an ISO 8601 date and time."),
+        (f"{timezone.now().year + 3}-01-01T00:00Z", "Too far."),
+    ):
+        refused = api(alice).post("/api/v1/loops/", {**body, "deadline": deadline}, format="json")
+        assert refused.status_code == 400, refused.json()
+        assert refused.json()["error"]["fields"] == {"deadline": field_says}
+    assert not Loop.objects.exists()
+    assert api(alice).get("/api/v1/loops/").status_code == 200

@@ -95,3 +95,30 @@ def test_rest_sets_lists_and_cancels_for_the_owner_only(alice, bob, charlie, tea
         owner.patch("/api/v1/me/", {"timezone": "Europe/Lisbon"}, format="json").json()["timezone"]
         == "Europe/Lisbon"
     )
+
+
+def test_a_reminder_that_cannot_be_sent_holds_up_none_of_the_others(alice, team_a, nova, caplog):
+    """The sweep takes each due reminder in its own transaction (agntchat.core.sweeps): the
+    first due, whose conversation refuses the post, is logged and left pending; the next is
+    still sent, by this sweep and not a minute later."""
+    from conversations.models import Conversation
+    from workspaces.models import Workspace
+
+    now = timezone.now()
+    personal = Workspace.objects.get(owner=alice, kind="personal")
+    stuck = reminders.set_reminder(nova, team_a, "First", now + timedelta(minutes=1), user=alice)
+    later = reminders.set_reminder(nova, personal, "Second", now + timedelta(minutes=2), user=alice)
+    assert stuck.conversation_id != later.conversation_id
+    Conversation.objects.filter(pk=stuck.conversation_id).update(archived_at=now)
+    at = now + timedelta(minutes=3)
+    assert reminders.fire_due_reminders(now=at) == 1
+    stuck.refresh_from_db()
+    later.refresh_from_db()
+    assert (stuck.status, later.status) == ("pending", "sent")
+    assert f"reminder {stuck.id} failed" in caplog.text
+    assert not Message.objects.filter(conversation_id=stuck.conversation_id).exists()
+    # Once its conversation takes posts again, the next sweep sends it.
+    Conversation.objects.filter(pk=stuck.conversation_id).update(archived_at=None)
+    assert reminders.fire_due_reminders(now=at) == 1
+    stuck.refresh_from_db()
+    assert stuck.status == "sent"
