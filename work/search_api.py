@@ -25,6 +25,8 @@ class MomentField(serializers.DateTimeField):
     """An ISO 8601 time, or a date alone: the start of that day in the caller's time zone, or
     with ``end_of_day`` the start of the next (so ``until=2026-05-01`` includes the 1st)."""
 
+    default_error_messages = {"out_of_range": "Too late a day: the last one is 9999-12-30."}
+
     def __init__(self, *, end_of_day=False, **options):
         super().__init__(**options)
         self.end_of_day = end_of_day
@@ -38,7 +40,10 @@ class MomentField(serializers.DateTimeField):
             if day is None:
                 self.fail("invalid", format="YYYY-MM-DD or YYYY-MM-DDThh:mm[:ss][+HH:MM]")
             start = timezone.make_aware(datetime.combine(day, time.min))
-            return start + timedelta(days=1) if self.end_of_day else start
+            try:
+                return start + timedelta(days=1) if self.end_of_day else start
+            except OverflowError:  # the day after 9999-12-31
+                self.fail("out_of_range")
         return super().to_internal_value(value)
 
 

@@ -175,6 +175,7 @@ def test_another_workspaces_user_gets_404(alice, charlie, team_a, team_b, channe
         ({"q": "x", "since": "2026-02-30"}, "since"),
         ({"q": "x", "until": "soon"}, "until"),
         ({"q": "x", "since": "2026-05-02", "until": "2026-05-01"}, "until"),
+        ({"q": "x", "until": "9999-12-31"}, "until"),  # its end of day is past year 9999
         ({"q": "x", "page": "0"}, "page"),
         ({"q": "x", "limit": "51"}, "limit"),
     ],
