@@ -570,6 +570,16 @@ def update_settings(user, conversation: Conversation, changes: dict) -> Conversa
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
         )
+    if "fallback_order" in changes:
+        taking_part = Participant.objects.filter(
+            conversation=conversation, agent_id__in=changes["fallback_order"]
+        ).values_list("agent_id", flat=True)
+        strangers = set(changes["fallback_order"]) - {str(a) for a in taking_part}
+        if strangers:
+            raise ConversationRule(
+                "The fallback order names only agents taking part in this conversation.",
+                fields={"fallback_order": f"Not taking part: {', '.join(sorted(strangers))}."},
+            )
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
         settings = dict(conversation.settings)

@@ -291,6 +291,7 @@ class SideThreadsInput(StrictSerializer):
 
 
 class SettingsInput(StrictSerializer):
+    min_fields = 1
     rulebook = RulebookInput(required=False)
     loop_guard = LoopGuardInput(required=False)
     side_threads = SideThreadsInput(required=False)

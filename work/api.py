@@ -61,6 +61,9 @@ class AgentInput(StrictSerializer):
 
 
 class AgentUpdate(AgentInput):
+    min_fields = 1
+    handle = None  # how others address the agent: fixed once it is created
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, partial=True, **kwargs)
 
@@ -130,12 +133,11 @@ class AgentDetailView(APIView):
     def patch(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
         data = validated(AgentUpdate, request.data)
-        if "pinned_workspaces" in data:
-            # Through the directory's check: a published agent is not pinned to a team (AGT-7).
-            directory.set_pins(agent, data.pop("pinned_workspaces"))
-        data.pop("handle", None)  # the handle is how others address it: fixed after creation
         runtime, host_id = data.pop("runtime", None), data.pop("host", None)
-        with transaction.atomic():
+        with transaction.atomic():  # a refused part leaves every other part unchanged too
+            if "pinned_workspaces" in data:
+                # Through the directory's check: a published agent is not pinned to a team (AGT-7).
+                directory.set_pins(agent, data.pop("pinned_workspaces"))
             if runtime is not None or host_id is not None:
                 moved = (runtime or agent.runtime) != agent.runtime or (
                     host_id is not None and host_id != agent.host_id

@@ -155,8 +155,10 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
-            # Required fields missing say so themselves; otherwise an empty change is refused.
-            if len(data) < self.min_fields and not any(f.required for f in self.fields.values()):
+            # Required fields missing say so themselves (a partial update requires none);
+            # otherwise an empty change is refused.
+            says_itself = not self.partial and any(f.required for f in self.fields.values())
+            if len(data) < self.min_fields and not says_itself:
                 raise serializers.ValidationError(
                     {"non_field_errors": ["Nothing to change: name a field to change."]}
                 )

@@ -106,6 +106,30 @@ def test_pinning_to_someone_elses_workspace_is_refused(alice, charlie, team_b, n
     assert nova.visibility == "all" and nova.pins.count() == 0
 
 
+@pytest.mark.parametrize(
+    "change, status, field",
+    [
+        # The pins are fine; where it runs is not: the whole change is refused.
+        ({"host": "00000000-0000-0000-0000-000000000000"}, 400, "host"),
+        ({"handle": "brand-new"}, 400, "handle"),  # fixed once created: said, not ignored
+        ({"name": ""}, 400, "name"),
+    ],
+)
+def test_a_refused_change_leaves_the_pins_and_everything_else_alone(
+    alice, team_a, nova, api, change, status, field
+):
+    before = (list(Agent.objects.values()), list(nova.pins.values_list("workspace_id")))
+    response = api(alice).patch(
+        f"/api/v1/agents/{nova.id}/",
+        {"pinnedWorkspaces": [str(team_a.id)], "role": "changed", **change},
+        format="json",
+    )
+    assert response.status_code == status and field in response.json()["error"]["fields"]
+    assert (list(Agent.objects.values()), list(nova.pins.values_list("workspace_id"))) == before
+    nothing = api(alice).patch(f"/api/v1/agents/{nova.id}/", {}, format="json")
+    assert nothing.status_code == 400 and "Nothing to change" in nothing.text
+
+
 def test_a_key_is_shown_once_and_stored_only_as_a_hash(alice, nova, api):
     response = api(alice).post(f"/api/v1/agents/{nova.id}/keys/", {"name": "laptop"}, format="json")
     assert response.status_code == 201

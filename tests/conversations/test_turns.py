@@ -2,6 +2,7 @@
 through post_message and the agent socket with several agents in one room."""
 
 import threading
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -247,6 +248,20 @@ class TestLoopGuard:
         assert response.json()["settings"]["loopGuard"] == {"directCap": 3}
         room.refresh_from_db()
         assert caps.cap_for(room) == caps.GROUP_CAP
+
+    def test_a_fallback_order_names_only_agents_taking_part(self, alice, cast, charlie, api):
+        room, url = cast["room"], f"/api/v1/conversations/{cast['room'].id}/settings/"
+        stranger = agent_actions.create_agent(charlie, name="Spy", handle="spy", backend="scripted")
+        before = dict(room.settings)
+        for order in ([str(cast["rex"].id), str(stranger.id)], [str(uuid.uuid4())]):
+            refused = api(alice).patch(url, {"fallbackOrder": order}, "json")
+            assert refused.status_code == 400, refused.json()
+            assert order[-1] in refused.json()["error"]["fields"]["fallbackOrder"]
+        assert api(alice).patch(url, {}, "json").status_code == 400  # nothing to change
+        room.refresh_from_db()
+        assert room.settings == before
+        taken = api(alice).patch(url, {"fallbackOrder": [str(cast["rex"].id)]}, "json")
+        assert taken.status_code == 200, taken.json()
 
     def test_capped_shows_in_the_api(self, alice, cast, api):
         for i in range(caps.GROUP_CAP):
