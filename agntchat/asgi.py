@@ -9,10 +9,15 @@ import django  # noqa: E402
 
 django.setup(set_prefix=False)
 
-from agntchat.core.http import OneHopDjango, daphne_leaves_bodies_to_django  # noqa: E402
+from agntchat.core.http import (  # noqa: E402
+    OneHopDjango,
+    daphne_leaves_bodies_to_django,
+    daphne_refuses_large_bodies,
+)
 
 django_http = OneHopDjango()  # all our views are sync: one hop per request (see core/http.py)
 daphne_leaves_bodies_to_django()
+daphne_refuses_large_bodies()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -205,3 +205,63 @@ def test_a_frame_past_the_message_size_is_refused_before_it_is_read_whole(nova, 
         additional_headers={"Authorization": f"Bearer {token}"},
     ) as ws:
         assert json.loads(ws.recv(timeout=15))["type"] == "hello"
+
+
+def _answer(raw) -> bytes:
+    """All the server sends until it closes the connection (a reset ends it too)."""
+    answer = b""
+    try:
+        while chunk := raw.recv(65536):
+            answer += chunk
+    except ConnectionResetError:
+        pass
+    return answer
+
+
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(hostile_server):
+    """Twisted would take in the whole body before Django's limit could speak: 50 MB declared,
+    1 KB sent, and the 413 must come at once, in the API's error shape."""
+    from agntchat.core.http import largest_body
+
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(
+            b"POST /api/v1/auth/token/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 52428800\r\n\r\n"
+            + b'{"username": "'
+            + b"a" * 1000
+        )
+        started = time.monotonic()
+        answer = _answer(raw)
+        assert time.monotonic() - started < 10
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), answer[:200]
+    error = json.loads(body)["error"]
+    assert error["code"] == "too_large" and str(largest_body()) in error["message"]
+    assert "Traceback" not in hostile_server.proc.output()
+
+
+def test_a_chunked_body_growing_too_large_is_cut_off_and_the_server_goes_on(hostile_server):
+    """No length declared: the body is counted as it arrives, and past the limit the server
+    stops reading it, long before the client has sent what it meant to."""
+    from agntchat.core.http import largest_body
+
+    chunk = b"%x\r\n%s\r\n" % (1024 * 1024, b"x" * 1024 * 1024)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(
+            b"POST /api/v1/auth/token/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        try:
+            while sent < 4 * largest_body():
+                raw.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        _answer(raw)
+    assert sent < 4 * largest_body()  # the server hung up on the body
+    assert "Traceback" not in hostile_server.proc.output()
+    # A request within the limit is still served.
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert _answer(raw).startswith(b"HTTP/1.1 200")

@@ -19,6 +19,9 @@ from tempfile import SpooledTemporaryFile
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
+from twisted.web import http
+
+from agntchat.core.api import error_body, json_bytes
 
 
 def daphne_leaves_bodies_to_django() -> None:
@@ -36,6 +39,76 @@ def daphne_leaves_bodies_to_django() -> None:
         self._parsePOSTFormSubmission = False  # twisted.web.http.Request's own switch
 
     WebRequest.__init__ = __init__
+
+
+def largest_body() -> int:
+    """The most bytes any request body may have here: a file upload's, with its multipart
+    framing (conversations.api.FileUploadView), or a JSON body's, whichever is larger."""
+    return max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.FILE_UPLOAD_MAX_SIZE + 64 * 1024)
+
+
+class _Discarded:
+    """Where the rest of a refused body goes while the connection closes."""
+
+    def write(self, data: bytes) -> None:
+        pass
+
+
+def daphne_refuses_large_bodies() -> None:
+    """Twisted reads a whole request body (to memory or a temporary file) before daphne passes
+    the request on, so Django's size limits only speak once every byte has arrived: a client
+    could make each node take in gigabytes. Here a body declared larger than ``largest_body``
+    (Content-Length), or growing past it (chunked), is answered 413 at once and the connection
+    closed, before the body is read; nothing of it reaches Django."""
+    from daphne.http_protocol import WebRequest
+
+    limit = largest_body()
+    body = json_bytes(
+        error_body(
+            "too_large",
+            f"The request body is larger than this server accepts ({limit} bytes at most).",
+        )
+    )
+    refusal = (
+        b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    got_length, handle_chunk, lost = (
+        WebRequest.gotLength,
+        WebRequest.handleContentChunk,
+        WebRequest.connectionLost,
+    )
+
+    def refuse(request) -> None:
+        request.content = _Discarded()
+        request.channel.transport.write(refusal)
+        request.channel.loseConnection()  # reads no more of it
+
+    @functools.wraps(got_length)
+    def gotLength(self, length):
+        self.body_size = 0
+        if length is not None and length > limit:
+            return refuse(self)
+        return got_length(self, length)
+
+    @functools.wraps(handle_chunk)
+    def handleContentChunk(self, data):
+        self.body_size += len(data)
+        if self.body_size > limit and not isinstance(self.content, _Discarded):
+            return refuse(self)
+        return handle_chunk(self, data)
+
+    @functools.wraps(lost)
+    def connectionLost(self, reason):
+        # A request whose body never arrived whole (refused here, or the client left) never
+        # reached daphne's list of connections, where daphne's own handler would look it up.
+        if self in self.server.connections:
+            return lost(self, reason)
+        return http.Request.connectionLost(self, reason)
+
+    WebRequest.gotLength = gotLength
+    WebRequest.handleContentChunk = handleContentChunk
+    WebRequest.connectionLost = connectionLost
 
 
 def wsgi_environ(scope: dict, body) -> dict:
