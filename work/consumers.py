@@ -187,14 +187,22 @@ def _configured_agent(agent_id) -> Agent:
 DRAFT_SECONDS = 0.05
 
 
+# Who may read a turn's drafts, and whether its agent may still write there, is looked up again
+# this often while the turn goes on: someone removed meanwhile stops getting its text, and an
+# agent that lost access stops showing any, within this bound (not at every draft: a turn sends
+# up to one every DRAFT_SECONDS).
+AUDIENCE_SECONDS = 1.0
+
+
 class DraftState:
     """Where the drafts of one chat turn go: read from its work frame's payload; the topics
-    are looked up at its first draft."""
+    are looked up at its first draft, and again every AUDIENCE_SECONDS."""
 
     def __init__(self, payload: dict):
         self.conversation_id = (payload.get("conversation") or {}).get("id")
         self.reply_to = (payload.get("message") or {}).get("id")
         self.topics: list[str] | None = None
+        self.checked_at = float("-inf")
         self.sent_at = float("-inf")
 
 
@@ -458,8 +466,9 @@ class AgentSocket(JsonSocket):
         now = asyncio.get_running_loop().time()
         if not state.conversation_id or now - state.sent_at < DRAFT_SECONDS:
             return
-        if state.topics is None:
+        if now - state.checked_at >= AUDIENCE_SECONDS:
             state.topics = await _draft_audience(self.agent, state.conversation_id)
+            state.checked_at = now
         state.sent_at = now
         envelope = live_envelope(
             "message.draft",

@@ -74,6 +74,7 @@ class PostFrame(MessageInput):
 
     def validate(self, data):
         if data.get("stopped") and not data.get("body"):
+            data.setdefault("body", "")
             return data
         return super().validate(data)
 

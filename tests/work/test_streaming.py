@@ -4,6 +4,8 @@ ends (for a person who opens the conversation mid-turn); Stop reaches the connec
 holds the turn; the stopped reply is posted once and the item acked, never redelivered;
 Regenerate queues the same agent's delivery again through the claims."""
 
+import asyncio
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -66,6 +68,36 @@ async def test_drafts_reach_the_conversations_readers_and_not_another_workspace(
     # No message was stored.
     assert await Message.objects.filter(author_agent=nova).acount() == 0
     for socket in (comm, alice_live, charlie_live):
+        await socket.disconnect()
+
+
+async def test_someone_removed_mid_turn_stops_getting_its_drafts(alice, bob, team_a, nova):
+    """A direct conversation's drafts go to each reader's own topic: who they are is looked up
+    again while the turn goes on (AUDIENCE_SECONDS), not once for the whole turn."""
+    from work.consumers import AUDIENCE_SECONDS
+    from workspaces import actions as workspace_actions
+
+    group = await sync_to_async(actions.create_conversation)(
+        alice, team_a, kind="direct", user_ids=[bob.id], agent_ids=[nova.id]
+    )
+    comm = await connect(nova)
+    alice_live, bob_live = await live_socket_for(alice), await live_socket_for(bob)
+    await post(alice, group, "Draft the plan")
+    work = await next_frame(comm)
+    await comm.send_json_to({"type": "draft", "id": work["id"], "text": "One"})
+    assert [d["text"] for d in await drafts_seen(bob_live, 1)] == ["One"]
+    owner, member = await sync_to_async(
+        lambda: (team_a.memberships.get(user=alice), team_a.memberships.get(user=bob))
+    )()
+    await sync_to_async(workspace_actions.remove_member)(owner, member)
+    await asyncio.sleep(AUDIENCE_SECONDS + 0.2)
+    await comm.send_json_to({"type": "draft", "id": work["id"], "text": "One two"})
+    assert [d["text"] for d in await drafts_seen(alice_live, 2)][-1] == "One two"
+    later = []
+    while not await bob_live.receive_nothing(timeout=0.5):
+        later.append(await bob_live.receive_json_from())
+    assert [f for f in later if f["type"] == "message.draft"] == []
+    for socket in (comm, alice_live, bob_live):
         await socket.disconnect()
 
 
@@ -173,9 +205,10 @@ async def test_stop_reaches_the_holder_and_the_stopped_reply_is_posted_once(
     response = await call(alice, url, {"work": work["id"]})
     assert response.status_code == 202
     assert await next_frame(comm) == {"type": "cancel", "id": work["id"]}
-    # The bridge posts what it had, marked stopped (blank is allowed then), and acks.
+    # The bridge posts what it had, marked stopped (blank, or no body at all, is allowed then),
+    # and acks.
     await comm.send_json_to(
-        {"type": "post", "conversationId": str(channel.id), "body": "", "stopped": True,
+        {"type": "post", "conversationId": str(channel.id), "stopped": True,
          "replyTo": str(question.id), "ref": f"work:{work['id']}"}
     )  # fmt: skip
     assert (await next_frame(comm))["type"] == "posted"
