@@ -1,6 +1,12 @@
 """The browser socket: live events of every conversation a person can read, and nothing else."""
 
+import time
+from importlib import import_module
+from types import SimpleNamespace
+
 from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user
 from rest_framework import serializers
 
 from agntchat.core.api import StrictSerializer
@@ -10,6 +16,18 @@ from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
 from conversations.live import audience_topics
 from workspaces.models import Membership
+
+SIGNED_IN_CHECK_SECONDS = 300
+
+
+@database_sync_to_async
+def _still_signed_in(scope) -> bool:
+    """Whether the session the socket was opened with still signs its person in, read afresh
+    (not the copy the socket loaded): not logged out, expired or deleted, the password not
+    changed since, the person still active."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore(scope["session"].session_key)
+    user = get_user(SimpleNamespace(session=session))
+    return user.is_authenticated and user.pk == scope["user"].pk
 
 
 @database_sync_to_async
@@ -57,6 +75,7 @@ class LiveSocket(JsonSocket):
             await self.refuse("Log in first.")
             return
         self.user = user
+        self.signed_in_at = time.monotonic()
         self.groups_joined: set[str] = set()
         await self.accept()
         await self.sync_groups()
@@ -78,7 +97,23 @@ class LiveSocket(JsonSocket):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def on_ping(self, frame):
+        # The browser pings every 25 s; its sign-in is checked again on one of them every
+        # SIGNED_IN_CHECK_SECONDS, for what sends no event (a password changed, a session run
+        # out or deleted). Logging out and deactivation close the socket at once (session_ended).
+        now = time.monotonic()
+        if now - self.signed_in_at >= SIGNED_IN_CHECK_SECONDS:
+            if not await _still_signed_in(self.scope):
+                await self.session_ended({"session": None})
+                return
+            self.signed_in_at = now
         await self.send_json({"type": "pong"})
+
+    async def session_ended(self, event):
+        """Its person logged out (this session, or every one: SESSION None) or was deactivated
+        (workspaces.login): the socket closes now, on every node (4401)."""
+        if event["session"] in (None, self.scope["session"].session_key):
+            await self.send_error("unauthorized", "You are logged out.")
+            await self.hang_up(4401)
 
     async def on_typing(self, data):
         # An unknown id, or one of another workspace, raises ConversationNotFound: an error frame.

@@ -160,13 +160,15 @@ async def drain(comm, quiet=0.3) -> list[dict]:
     return frames
 
 
-async def live_socket_for(user) -> WebsocketCommunicator:
-    """A browser's /ws/live/ socket, logged in as USER the way a browser is (session cookie)."""
+async def live_socket_for(user, client=None) -> WebsocketCommunicator:
+    """A browser's /ws/live/ socket, logged in as USER the way a browser is (session cookie);
+    CLIENT: a test client of USER's already, whose session the socket is to use."""
     from asgiref.sync import sync_to_async
     from django.test import Client
 
-    client = Client()
-    await sync_to_async(client.force_login)(user)
+    if client is None:
+        client = Client()
+        await sync_to_async(client.force_login)(user)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     comm = WebsocketCommunicator(
         application,

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.auth import authenticate
 
 from agntchat.core import throttle
+from agntchat.core.events import publish
 from agntchat.core.exceptions import RateLimited
 from workspaces.exceptions import LoginThrottled
 
@@ -62,3 +63,22 @@ def count_token_issued(request, user) -> None:
         wait = throttle.hit(rate, key)
         if wait:
             raise RateLimited(wait, "token requests")
+
+
+# ---- a browser's live socket ends with the sign-in it was opened under ----
+# (conversations.consumers.LiveSocket.session_ended closes it: 4401, "Logged out" in the page.)
+
+
+def end_live_sockets_of_session(sender, request, user, **kwargs) -> None:
+    """Logging out (Django's user_logged_out, before the session is flushed) closes the live
+    sockets opened with that session, on every node."""
+    if user is not None and getattr(request, "session", None) is not None:
+        publish(
+            f"user.{user.pk}", {"type": "session.ended", "session": request.session.session_key}
+        )
+
+
+def end_live_sockets_of_inactive(sender, instance, **kwargs) -> None:
+    """A person made inactive can sign in nowhere: all their live sockets close."""
+    if not instance.is_active:
+        publish(f"user.{instance.pk}", {"type": "session.ended", "session": None})
