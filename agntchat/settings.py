@@ -408,6 +408,10 @@ AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
 # beyond the limit is dropped quietly) and agent sockets (acks and heartbeats included).
 BROWSER_FRAMES_PER_MINUTE = env_int("BROWSER_FRAMES_PER_MINUTE", 120)
 BROWSER_FRAMES_BURST = env_int("BROWSER_FRAMES_BURST", 30)
+# What every other member sees of it: typing announcements per person, over all their sockets
+# and every node (Redis); beyond it they are dropped quietly. A page sends one per 3 s at most.
+TYPING_PER_MINUTE = env_int("TYPING_PER_MINUTE", 60)
+TYPING_BURST = env_int("TYPING_BURST", 10)
 AGENT_FRAMES_PER_MINUTE = env_int("AGENT_FRAMES_PER_MINUTE", 60_000)
 AGENT_FRAMES_BURST = env_int("AGENT_FRAMES_BURST", 5000)
 # Open agent sockets per agent, over every node; the next one is refused (close code 4429).

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from rest_framework import serializers
 
+from agntchat.core import throttle
 from agntchat.core.api import StrictSerializer
 from agntchat.core.events import group_name, publish_live, wire
 from agntchat.core.origin import origin_allowed
@@ -42,6 +43,10 @@ def _announce_typing(user, conversation_id) -> None:
     """Tell everyone who may read the conversation that USER is typing there. Nothing is stored,
     and the sender is not excluded: each browser ignores its own user."""
     conversation = access_conversation(user, conversation_id)
+    # Per person, not per socket: ten tabs must not make ten times the noise for everyone.
+    rate = throttle.Rate("typing:person", settings.TYPING_PER_MINUTE, burst=settings.TYPING_BURST)
+    if throttle.hit(rate, user.pk):
+        return
     publish_live(
         audience_topics(conversation),
         "typing",

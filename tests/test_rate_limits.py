@@ -192,6 +192,30 @@ def test_browser_frames_over_the_rate_get_an_error_and_typing_is_dropped_quietly
     assert frames[2]["message"] == "Too many frames: try again in 1 second."
 
 
+@override_settings(
+    BROWSER_FRAMES_PER_MINUTE=600, BROWSER_FRAMES_BURST=100, TYPING_PER_MINUTE=6, TYPING_BURST=3
+)
+def test_typing_is_limited_per_person_over_all_their_sockets(alice, bob, channel):
+    """Each socket is well within its own frame rate; the person, over three of them, is not:
+    the others hear TYPING_BURST announcements, and the rest is dropped without a word."""
+
+    async def run():
+        listener = await live_socket_for(bob)
+        tabs = [await live_socket_for(alice) for _ in range(3)]
+        for tab in tabs:
+            for _ in range(2):
+                await tab.send_json_to({"type": "typing", "conversationId": str(channel.id)})
+        heard = await drain(listener, quiet=0.7)
+        said = [await drain(tab, quiet=0.1) for tab in tabs]
+        for comm in (listener, *tabs):
+            await comm.disconnect()
+        return heard, said
+
+    heard, said = async_to_sync(run)()
+    assert [f["type"] for f in heard] == ["typing"] * 3
+    assert all(f["type"] == "typing" for frames in said for f in frames)  # no error frame
+
+
 @override_settings(AGENT_MAX_CONNECTIONS=2)
 def test_an_agent_over_its_connection_cap_is_refused_with_a_reason(nova):
     token = agent_session(nova)
