@@ -708,6 +708,11 @@ class AgentSocket(JsonSocket):
         kind = self.holds(item_id)
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
+        state = self.drafting.get(item_id)
+        if state is not None and state.conversation_id:
+            # An agent that can no longer write where the message was posted (its owner left the
+            # workspace, say) cannot keep the turn either: refused, the lease runs out.
+            await in_pool(access_conversation)(self.agent, state.conversation_id)
         try:
             expires = await database_sync_to_async(gateway.extend_work)(
                 kind, item_id, self.connection_id

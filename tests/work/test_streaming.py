@@ -101,6 +101,38 @@ async def test_someone_removed_mid_turn_stops_getting_its_drafts(alice, bob, tea
         await socket.disconnect()
 
 
+async def test_an_agent_that_lost_access_can_neither_draft_nor_keep_its_turn(
+    alice, bob, team_a, channel
+):
+    """Bob's agent holds a turn in team A's channel when Bob is removed from team A: its posts
+    were refused already; its drafts and lease extensions are refused too."""
+    from agents import actions as agent_actions
+    from work.consumers import AUDIENCE_SECONDS
+    from workspaces import actions as workspace_actions
+
+    bix = await sync_to_async(agent_actions.create_agent)(
+        bob, name="Bix", handle="bix", backend="scripted"
+    )
+    await sync_to_async(actions.add_agent_to_conversation)(bob, channel, bix)
+    comm = await connect(bix)
+    await post(alice, channel, "@bix summarise the week")
+    work = await next_frame(comm)
+    await comm.send_json_to({"type": "extend", "id": work["id"]})
+    assert (await next_frame(comm))["type"] == "extended"
+    owner, member = await sync_to_async(
+        lambda: (team_a.memberships.get(user=alice), team_a.memberships.get(user=bob))
+    )()
+    await sync_to_async(workspace_actions.remove_member)(owner, member)
+    await comm.send_json_to({"type": "extend", "id": work["id"]})
+    refused = await next_frame(comm)
+    assert refused["type"] == "error" and refused["code"] == "conversation_not_found"
+    await asyncio.sleep(AUDIENCE_SECONDS + 0.1)
+    await comm.send_json_to({"type": "draft", "id": work["id"], "text": "Monday:"})
+    refused = await next_frame(comm)
+    assert refused["type"] == "error" and refused["code"] == "conversation_not_found"
+    await comm.disconnect()
+
+
 async def test_the_latest_draft_is_kept_until_the_turn_is_acked(alice, channel, nova):
     comm = await connect(nova)
     question = await post(alice, channel, "Tell me a story")
