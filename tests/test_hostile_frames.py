@@ -265,3 +265,49 @@ def test_a_chunked_body_growing_too_large_is_cut_off_and_the_server_goes_on(host
     with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
         raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         assert _answer(raw).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.slow
+def test_a_socket_that_stops_reading_is_dropped_not_buffered(alice):
+    """A browser that never reads what it is sent: once more than WEBSOCKET_MAX_UNSENT_BYTES
+    wait for it in the server's memory, the server drops it (before, Twisted kept everything
+    until daphne's ping timeout, a minute of events later)."""
+    import uuid
+
+    from agntchat.core.events import publish_live
+
+    server = Daphne(extra_env={"WEBSOCKET_MAX_UNSENT_BYTES": str(256 * 1024)})
+    try:
+        client = Client()
+        client.force_login(alice)
+        cookie = client.cookies["sessionid"].value
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        raw.settimeout(15)
+        raw.connect(("127.0.0.1", server.port))
+        raw.sendall(
+            b"GET /ws/live/ HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nOrigin: http://127.0.0.1:%d\r\n"
+            b"Cookie: sessionid=%s\r\n\r\n" % (server.port, server.port, cookie.encode())
+        )
+        answer = raw.recv(4096)
+        while b"hello" not in answer:
+            answer += raw.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 101")
+        # From here on the client reads nothing; about 16 MB of events are sent its way.
+        ids = [str(uuid.uuid4()) for _ in range(2000)]
+        for _ in range(200):
+            publish_live(
+                [f"user.{alice.id}"], "notification.read", notification_ids=ids, unread_count=0
+            )
+        deadline = time.monotonic() + 60
+        while "dropped a socket" not in server.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "dropped a socket" in server.proc.output()
+        # What the kernel had taken before the drop can still be read; then the connection ends.
+        assert _answer(raw) is not None
+        raw.close()
+        assert "Traceback" not in server.proc.output()
+    finally:
+        server.stop()

@@ -253,3 +253,34 @@ def header(scope, name: bytes) -> str:
         if key.lower() == name:
             return value.decode("latin-1")
     return ""
+
+
+def _unsent(transport) -> int:
+    """Bytes written to TRANSPORT that the client has not taken yet, beyond the kernel's buffer."""
+    try:
+        return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
+    except AttributeError:  # not a plain TCP transport (daphne serving TLS itself): not measured
+        return 0
+
+
+def daphne_drops_stalled_sockets() -> None:
+    """A client that stops reading (stalled, or hostile) makes Twisted keep every frame sent to
+    it in memory until daphne's ping timeout drops it, up to a minute of its events later. Here
+    a socket with more than WEBSOCKET_MAX_UNSENT_BYTES waiting to go out is dropped at once:
+    its consumer hears the disconnect and releases what it held, as on any close, and a client
+    that was merely slow reconnects and catches up (as after 4503)."""
+    from daphne.ws_protocol import WebSocketProtocol
+
+    limit = settings.WEBSOCKET_MAX_UNSENT_BYTES
+    send = WebSocketProtocol.serverSend
+
+    @functools.wraps(send)
+    def serverSend(self, content, binary=False):
+        unsent = _unsent(self.transport)
+        if unsent > limit:
+            log.warning("dropped a socket with %d bytes it did not read", unsent)
+            self.dropConnection(abort=True)
+            return
+        send(self, content, binary)
+
+    WebSocketProtocol.serverSend = serverSend
