@@ -13,15 +13,16 @@ from django.conf import settings
 
 from agents.auth import bearer_secret, person_for_token
 from agntchat.core.origin import origin_allowed
-from agntchat.core.validation import MAX_JSON_DEPTH, json_depth
+from agntchat.core.validation import MAX_JSON_DEPTH, json_depth, json_value_problem
 
 
 class BadBody(Exception):
-    """The body is not one JSON object within the limits; STATUS and MESSAGE say why."""
+    """The body is not one JSON object within the limits; STATUS and MESSAGE say why. PARSED:
+    it was JSON, just not what is taken in (not an object, or text PostgreSQL cannot store)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, *, parsed: bool = False):
         super().__init__(message)
-        self.status, self.message = status, message
+        self.status, self.message, self.parsed = status, message, parsed
 
 
 class Exchange:
@@ -74,7 +75,10 @@ class Exchange:
         except orjson.JSONDecodeError:
             raise BadBody(400, "The body is not valid JSON.") from None
         if not isinstance(data, dict):
-            raise BadBody(400, "The body must be a JSON object.")
+            raise BadBody(400, "The body must be a JSON object.", parsed=True)
+        # As REST bodies and socket frames: no NUL, lone surrogates, NaN or outsized numbers.
+        if problem := json_value_problem(data):
+            raise BadBody(400, problem, parsed=True)
         return data
 
     async def person(self):

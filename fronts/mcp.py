@@ -398,7 +398,8 @@ class Endpoint:
         try:
             body = await x.read_json()
         except BadBody as exc:
-            code = PARSE_ERROR if exc.status == 400 else INVALID_REQUEST
+            # Not JSON at all: a parse error; JSON but not one request object: an invalid one.
+            code = PARSE_ERROR if exc.status == 400 and not exc.parsed else INVALID_REQUEST
             return await self.error(None, RpcError(code, exc.message, status=exc.status))
         try:
             await self.message(body)

@@ -80,8 +80,14 @@ async def test_no_token_or_a_revoked_one_is_401_saying_what_to_send(alice):
 async def test_bad_json_is_400_parse_error(token):
     answer = await post(b'{"jsonrpc": "2.0", "id": 1, "method": ', token)
     assert answer["status"] == 400 and answer["json"]["error"]["code"] == -32700
-    answer = await post(b"[]", token)  # batches were removed in 2025-06-18
-    assert answer["status"] == 400
+    # JSON, but not one request object: batches were removed in 2025-06-18.
+    for body in (b"[]", b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', b"5"):
+        answer = await post(body, token)
+        assert answer["status"] == 400 and answer["json"]["error"]["code"] == -32600, body
+    # Text PostgreSQL cannot store is refused before anything is stored (it was a 500).
+    nul = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x\x00"}}
+    answer = await post(nul, token)
+    assert answer["status"] == 400 and answer["json"]["error"]["code"] == -32600
     answer = await post({"id": 1, "method": "ping"}, token)  # not JSON-RPC 2.0
     assert answer["status"] == 400 and answer["json"]["error"]["code"] == -32600
     await nothing_created()
