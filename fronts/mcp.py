@@ -16,6 +16,7 @@ browsers get (``fronts.live.Following``), reading the task again after subscribi
 a wait times out, so a lost event only delays the answer.
 """
 
+import asyncio
 import importlib.metadata
 import json
 import re
@@ -25,6 +26,7 @@ import jsonschema
 import mcp_types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.db import transaction
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
@@ -596,6 +598,8 @@ class Endpoint:
         """TASK once terminal, or None when the client cancelled the call or went away."""
         state = database_sync_to_async(task_state)
         progress, last_seq = 0, 0
+        loop = asyncio.get_running_loop()
+        start_by = loop.time() + settings.MCP_START_SECONDS
 
         async def report(seq: int, data: dict) -> None:
             nonlocal progress, last_seq
@@ -623,6 +627,10 @@ class Endpoint:
                     await report(event.seq, event.data)
                 if task.is_terminal:
                     return task
+                if task.status == Task.Status.QUEUED and loop.time() >= start_by:
+                    # No bridge took it: the agent is offline. Answered, not waited on for ever.
+                    await database_sync_to_async(give_up_unstarted)(task.id)
+                    continue  # read it again: cancelled, or taken at the last moment
                 while True:
                     try:
                         event = await live.next_unless_gone(self.x.gone, WAIT_SLICE)
@@ -639,6 +647,20 @@ class Endpoint:
                         await report(event["seq"], event.get("data") or {})
                     elif (event.get("task") or {}).get("id") == str(task.id):
                         break  # started, cancel requested, finished: read it
+
+
+def give_up_unstarted(task_id) -> None:
+    """Cancel a call's task that no bridge has taken in MCP_START_SECONDS, saying why; one taken
+    meanwhile goes on."""
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        if task.status != Task.Status.QUEUED or task.claimed_by is not None:
+            return
+        tasks.request_cancel(task)
+        Task.objects.filter(pk=task_id).update(
+            error=f"{task.agent.name} did not start it within {settings.MCP_START_SECONDS} s: "
+            "its bridge is not connected. Nothing was run; call again once it is online."
+        )
 
 
 def cancel_task(task_id) -> None:

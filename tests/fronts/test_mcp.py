@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from agents import actions as agent_actions
 from artifacts.models import Artifact
 from conversations.models import Message, Task
-from tests.socket_helpers import start_bridge
+from tests.socket_helpers import Daphne, start_bridge
 from tests.waiting import wait_until
 from workspaces.actions import issue_api_token
 from workspaces.models import Workspace
@@ -194,6 +194,28 @@ def test_cancelling_a_call_cancels_its_task(mode, alice, nova, server, tmp_path)
     finally:
         stop(bridge)
     assert task.cancel_state == "confirmed" and task.error == "cancelled on request"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_call_to_an_agent_whose_bridge_is_offline_is_answered_not_waited_on(mode, alice, nova):
+    """No bridge of Nova's is connected: after MCP_START_SECONDS the call is answered with an
+    error that says so, and its task is cancelled (before, the call waited for ever, its keep-
+    alive comments resetting every client timeout)."""
+    server = Daphne(extra_env={"MCP_START_SECONDS": "2"})
+    _, secret = issue_api_token(alice)
+
+    async def call():
+        async with connect(server, secret, mode) as client:
+            with anyio.fail_after(30):
+                return await client.call_tool("nova", {"instructions": "Anyone there?"})
+
+    try:
+        result = asyncio.run(call())
+    finally:
+        server.stop()
+    assert result.is_error is True and "bridge is not connected" in result.content[0].text
+    (task,) = Task.objects.all()
+    assert task.status == "cancelled" and "bridge is not connected" in task.error
 
 
 @pytest.mark.parametrize("mode", MODES)
