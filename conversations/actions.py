@@ -66,22 +66,23 @@ def _participants(creator, workspace, user_ids, agent_ids) -> tuple[list[str], l
     """The people and agents of a new conversation: those named and its creator, every one
     belonging to (or appearing in) the workspace. Agents keep the order given: that order is
     the default fallback order (TURN-1)."""
-    user_ids = {str(u) for u in user_ids}
-    agent_order = list(dict.fromkeys(str(a) for a in agent_ids))
+    # Ids as UUIDs' own spelling; anything that is no UUID at all stays as given, unknown below.
+    user_ids = {str(as_uuid(u) or u) for u in user_ids}
+    agent_order = list(dict.fromkeys(str(as_uuid(a) or a) for a in agent_ids))
     if _is_agent(creator):
         agent_order = list(dict.fromkeys([*agent_order, str(creator.id)]))
     else:
         user_ids.add(str(creator.id))
     members = {
         str(u)
-        for u in Membership.objects.filter(workspace=workspace, user_id__in=user_ids).values_list(
-            "user_id", flat=True
-        )
+        for u in Membership.objects.filter(
+            workspace=workspace, user_id__in=[u for u in user_ids if as_uuid(u)]
+        ).values_list("user_id", flat=True)
     }
     agents = {
         str(a)
         for a in agents_visible_in(workspace.id)
-        .filter(pk__in=agent_order)
+        .filter(pk__in=[a for a in agent_order if as_uuid(a)])
         .values_list("id", flat=True)
     }
     if _is_agent(creator):
@@ -215,6 +216,13 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
     """A person brings an agent into a conversation they can read. The agent must appear in the
     conversation's workspace (AGT-1): an agent pinned elsewhere never joins."""
     conversation = access_conversation(user, conversation.id)
+    if conversation.kind != Conversation.Kind.CHANNEL:
+        # A direct conversation is found again by who is in it (open_direct); side threads,
+        # tasks and API sessions have the participants their purpose gives them.
+        raise ConversationRule(
+            "Agents are added to channels only: start a direct conversation with them instead.",
+            fields={"agent": "Not in a conversation of this kind."},
+        )
     if not agent_appears_in(agent, conversation.workspace_id):
         raise ConversationRule(
             f"{agent.name} does not appear in this workspace.",

@@ -55,7 +55,24 @@ def test_refused_changes_nothing(alice, charlie, team_a, team_b, channel, publis
     # An agent of another workspace.
     with pytest.raises(ConversationRule):
         add_agent_to_conversation(alice, channel, spy)
+    # A direct conversation is found again by who is in it: an agent added would make a second
+    # one with the same people (open_direct); only channels take agents in.
+    with pytest.raises(ConversationRule, match="channels only"):
+        add_agent_to_conversation(alice, dm, rex)
     assert Participant.objects.count() == before and published == []
+
+
+def test_a_new_channel_naming_no_agent_id_says_so_on_the_page(client, alice, team_a):
+    """A value that is no UUID at all, as a hand-made form sends: the form says what is wrong
+    (it was a 500, Django's own UUID error escaping the view), and no channel is made."""
+    client.force_login(alice)
+    before = team_a.conversations.count()
+    response = client.post(
+        f"/w/{team_a.id}/channels/new/", {"title": "plans", "agents": ["not-a-uuid"]}
+    )
+    assert response.status_code == 200
+    assert "Some participants are not in this workspace." in response.content.decode()
+    assert team_a.conversations.count() == before
 
 
 def test_the_page_says_why_an_agent_was_not_added(client, alice, team_a, channel):
