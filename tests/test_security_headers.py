@@ -43,6 +43,13 @@ def test_pages_carry_the_headers(alice):
     page = client.get("/", follow=True)
     assert page.status_code == 200
     assert_secure_headers(page)
+    # A signed-in person's page is kept by no cache: after logging out, Back shows nothing.
+    assert "no-store" in page["Cache-Control"]
+
+
+def test_what_a_person_reads_is_not_stored_and_what_anyone_reads_may_be(alice):
+    assert client_for(alice).get("/api/v1/workspaces/")["Cache-Control"] == "no-store"
+    assert "Cache-Control" not in Client().get("/nowhere/")  # no session, no credentials
 
 
 def test_the_api_and_its_errors_carry_them(alice):

@@ -74,7 +74,17 @@ def add_headers(request, response):
         policy = "default-src 'none'; frame-ancestors 'none'"
     response.headers.setdefault("Content-Security-Policy", policy)
     response.headers.setdefault("Permissions-Policy", PERMISSIONS_POLICY)
+    if signed_in(request):
+        # A person's pages and data are kept by no cache, the browser's own included: after
+        # logging out, Back shows nothing of them.
+        response.headers.setdefault("Cache-Control", "no-store")
     return response
+
+
+def signed_in(request) -> bool:
+    """Whether the request came with a session cookie or credentials (not checked here: a cheap
+    test, with no database read)."""
+    return settings.SESSION_COOKIE_NAME in request.COOKIES or "HTTP_AUTHORIZATION" in request.META
 
 
 @sync_and_async_middleware
