@@ -414,9 +414,10 @@ TYPING_PER_MINUTE = env_int("TYPING_PER_MINUTE", 60)
 TYPING_BURST = env_int("TYPING_BURST", 10)
 AGENT_FRAMES_PER_MINUTE = env_int("AGENT_FRAMES_PER_MINUTE", 60_000)
 AGENT_FRAMES_BURST = env_int("AGENT_FRAMES_BURST", 5000)
-# An MCP tools/call whose task no bridge has taken by then (its agent is offline) is cancelled
-# and answered with an error saying so (fronts/mcp.py), rather than waited on for ever.
-MCP_START_SECONDS = env_int("MCP_START_SECONDS", 120)
+# A call through a front whose work no bridge has taken by then (its agent is offline) is
+# answered with an error saying so, rather than waited on for ever: an MCP tools/call's task is
+# cancelled (fronts/mcp.py); an OpenAI-style completion answers 503, its message kept (openai.py).
+FRONT_START_SECONDS = env_int("FRONT_START_SECONDS", 120)
 # A socket whose client leaves this much unread is dropped (core/sockets.py): frames waiting
 # for a client that stopped reading are held in the node's memory.
 WEBSOCKET_MAX_UNSENT_BYTES = env_int("WEBSOCKET_MAX_UNSENT_BYTES", 4 * 1024 * 1024)

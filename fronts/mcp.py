@@ -599,7 +599,7 @@ class Endpoint:
         state = database_sync_to_async(task_state)
         progress, last_seq = 0, 0
         loop = asyncio.get_running_loop()
-        start_by = loop.time() + settings.MCP_START_SECONDS
+        start_by = loop.time() + settings.FRONT_START_SECONDS
 
         async def report(seq: int, data: dict) -> None:
             nonlocal progress, last_seq
@@ -650,7 +650,7 @@ class Endpoint:
 
 
 def give_up_unstarted(task_id) -> None:
-    """Cancel a call's task that no bridge has taken in MCP_START_SECONDS, saying why; one taken
+    """Cancel a call's task that no bridge has taken in FRONT_START_SECONDS, saying why; one taken
     meanwhile goes on."""
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task_id)
@@ -658,7 +658,7 @@ def give_up_unstarted(task_id) -> None:
             return
         tasks.request_cancel(task)
         Task.objects.filter(pk=task_id).update(
-            error=f"{task.agent.name} did not start it within {settings.MCP_START_SECONDS} s: "
+            error=f"{task.agent.name} did not start it within {settings.FRONT_START_SECONDS} s: "
             "its bridge is not connected. Nothing was run; call again once it is online."
         )
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import orjson
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from agents.models import Agent
 from agntchat.core.exceptions import AppError
@@ -73,6 +74,7 @@ class OpenAIError(Exception):
         405: "invalid_request_error",
         413: "invalid_request_error",
         502: "server_error",
+        503: "server_error",
         504: "timeout",
     }
 
@@ -298,6 +300,8 @@ class Outcome:
 
     reply: Message | None = None
     finished: bool = False
+    taken: bool = True  # a bridge of the agent has taken the post (False: none yet)
+    offline: bool = False  # none took it within FRONT_START_SECONDS: the wait was given up
 
 
 def outcome_of(agent: Agent, post: Message) -> Outcome:
@@ -313,8 +317,9 @@ def outcome_of(agent: Agent, post: Message) -> Outcome:
     )
     if reply is not None:
         return Outcome(reply=reply, finished=True)
-    acked = Delivery.objects.filter(message=post, agent=agent, acked_at__isnull=False).exists()
-    return Outcome(finished=acked)
+    delivery = Delivery.objects.filter(message=post, agent=agent).values("acked_at", "attempts")
+    delivery = delivery.first() or {"acked_at": None, "attempts": 1}
+    return Outcome(finished=delivery["acked_at"] is not None, taken=delivery["attempts"] > 0)
 
 
 def is_about(event: dict, turn: Turn) -> bool:
@@ -336,11 +341,17 @@ async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome
     async with Following(turn.topics) as live:
         outcome = await read(turn.agent, turn.post)  # what came before we listened
         last_read = loop.time()
+        start_by = loop.time() + settings.FRONT_START_SECONDS
         while not outcome.finished:
             left = turn.deadline - loop.time()
             if left <= 0:
                 return outcome
+            if not outcome.taken and loop.time() >= start_by:
+                outcome.offline = True
+                return outcome
             wait = min(left, KEEPALIVE_SECONDS if on_idle else RECHECK_SECONDS)
+            if not outcome.taken:
+                wait = max(0.05, min(wait, start_by - loop.time()))
             event = await live.next_unless_gone(exchange.gone, wait)
             if event is not None and is_about(event, turn):
                 outcome = await read(turn.agent, turn.post)
@@ -348,7 +359,11 @@ async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome
             elif event is None:
                 if on_idle is not None:
                     await on_idle()
-                if loop.time() - last_read >= RECHECK_SECONDS or on_idle is None:
+                if (
+                    loop.time() - last_read >= RECHECK_SECONDS
+                    or on_idle is None
+                    or not outcome.taken
+                ):
                     # Events are at-most-once: a lost one only delays us.
                     outcome = await read(turn.agent, turn.post)
                     last_read = loop.time()
@@ -416,6 +431,14 @@ def failure(turn: Turn, outcome: Outcome) -> OpenAIError | None:
     if outcome.reply is not None and outcome.reply.kind == Message.Kind.NOTICE:
         return OpenAIError(
             502, f"{outcome.reply.body} {where}", code="agent_failed", headers=header
+        )
+    if outcome.offline:
+        return OpenAIError(
+            503,
+            f"{turn.agent.name} is offline: no bridge of it took your message within "
+            f"{settings.FRONT_START_SECONDS} s. It is answered there when one connects. {where}",
+            code="agent_offline",
+            headers=header,
         )
     if not outcome.finished:
         return OpenAIError(

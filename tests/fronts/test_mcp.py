@@ -198,10 +198,10 @@ def test_cancelling_a_call_cancels_its_task(mode, alice, nova, server, tmp_path)
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_call_to_an_agent_whose_bridge_is_offline_is_answered_not_waited_on(mode, alice, nova):
-    """No bridge of Nova's is connected: after MCP_START_SECONDS the call is answered with an
+    """No bridge of Nova's is connected: after FRONT_START_SECONDS the call is answered with an
     error that says so, and its task is cancelled (before, the call waited for ever, its keep-
     alive comments resetting every client timeout)."""
-    server = Daphne(extra_env={"MCP_START_SECONDS": "2"})
+    server = Daphne(extra_env={"FRONT_START_SECONDS": "2"})
     _, secret = issue_api_token(alice)
 
     async def call():

@@ -188,6 +188,23 @@ def test_earlier_history_is_not_posted_again_only_the_new_user_text(alice, nova,
     assert header.session_key == "s"
 
 
+def test_an_agent_no_bridge_takes_the_message_for_is_a_503_saying_it_is_offline(
+    alice, nova, token, settings
+):
+    """Its turn may last ten minutes, but no bridge takes the message at all: after
+    FRONT_START_SECONDS the client hears that the agent is offline (before, a plain request
+    outlasted the SDK's own ten-minute timeout, and it never saw why). The message stays."""
+    settings.FRONT_START_SECONDS = 1
+    body = ask(messages=[{"role": "user", "content": "anyone?"}])
+    response = call("POST", "/v1/chat/completions", token, json=body)
+    error = error_of(response, 503)
+    assert error["code"] == "agent_offline" and "is offline" in error["message"]
+    assert response.headers["x-should-retry"] == "false"
+    post = Message.objects.get()
+    assert str(post.conversation_id) in error["message"]
+    assert post.deliveries.get().acked_at is None  # still queued: answered once a bridge is on
+
+
 def test_no_answer_in_time_is_a_504_that_keeps_the_message_and_a_retry_posts_nothing_new(
     alice, nova, token, monkeypatch
 ):
