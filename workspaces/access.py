@@ -121,26 +121,22 @@ def invitation_refusal(membership: Membership, role: str) -> AppError | None:
     return None
 
 
-def access_credential(membership: Membership, credential_id) -> Credential:
-    """A credential of MEMBERSHIP's workspace. Only its managers handle credentials (others 403)."""
+def _managed(membership: Membership, model, row_id, not_found):
+    """A row of MODEL in MEMBERSHIP's workspace that only its managers handle (others 403); one
+    of another workspace, or none, is NOT_FOUND."""
     require_manager(membership)
-    credential = Credential.objects.filter(
-        workspace_id=membership.workspace_id, pk=as_uuid(credential_id)
-    ).first()
-    if credential is None:
-        raise CredentialNotFound()
-    return credential
+    row = model.objects.filter(workspace_id=membership.workspace_id, pk=as_uuid(row_id)).first()
+    if row is None:
+        raise not_found()
+    return row
+
+
+def access_credential(membership: Membership, credential_id) -> Credential:
+    return _managed(membership, Credential, credential_id, CredentialNotFound)
 
 
 def access_invitation(membership: Membership, invitation_id) -> Invitation:
-    """An invitation of MEMBERSHIP's workspace. Only its managers handle invitations (others 403)."""
-    require_manager(membership)
-    invitation = Invitation.objects.filter(
-        workspace_id=membership.workspace_id, pk=as_uuid(invitation_id)
-    ).first()
-    if invitation is None:
-        raise InvitationNotFound()
-    return invitation
+    return _managed(membership, Invitation, invitation_id, InvitationNotFound)
 
 
 def notifications_visible_to(user):

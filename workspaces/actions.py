@@ -167,18 +167,7 @@ def remove_member(membership: Membership, target: Membership) -> None:
         return leave_workspace(membership)
     if refusal := removal_refusal(membership, target):
         raise refusal
-    with transaction.atomic():
-        record_audit(
-            "member.removed",
-            actor=membership.user,
-            workspace=membership.workspace_id,
-            target=target,
-            label=target.user.label,
-            role=target.role,
-            invitations_revoked=_revoke_invitations_of(target) or None,
-        )
-        target.delete()
-    _announce(membership.workspace, "member.removed")
+    _end_membership(membership, target, "member.removed")
 
 
 def leave_workspace(membership: Membership) -> None:
@@ -186,18 +175,24 @@ def leave_workspace(membership: Membership) -> None:
         raise PersonalWorkspaceRule("You cannot leave your personal workspace.")
     if membership.is_owner:
         raise OwnerRule("The owner cannot leave; delete the workspace instead.")
+    _end_membership(membership, membership, "member.left")
+
+
+def _end_membership(membership: Membership, target: Membership, action: str) -> None:
+    """TARGET leaves (or MEMBERSHIP removes them): audited as ACTION, announced the same, and
+    the links they made stop working."""
     with transaction.atomic():
         record_audit(
-            "member.left",
+            action,
             actor=membership.user,
-            workspace=membership.workspace_id,
-            target=membership,
-            label=membership.user.label,
-            role=membership.role,
-            invitations_revoked=_revoke_invitations_of(membership) or None,
+            workspace=target.workspace_id,
+            target=target,
+            label=target.user.label,
+            role=target.role,
+            invitations_revoked=_revoke_invitations_of(target) or None,
         )
-        membership.delete()
-    _announce(membership.workspace, "member.left")
+        target.delete()
+    _announce(target.workspace, action)
 
 
 def revoke_invitation(membership: Membership, invitation: Invitation) -> Invitation:
