@@ -472,6 +472,8 @@ class Endpoint:
                 )
             return await self.initialize(request_id, params)
         session_id = self.x.headers.get("mcp-session-id")
+        if not session_id and method == "ping" and is_request:
+            return await self.request(method, request_id, params)  # allowed before initialize
         if not session_id:
             raise RpcError(
                 INVALID_REQUEST,

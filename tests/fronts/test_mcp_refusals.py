@@ -124,6 +124,9 @@ async def test_an_unknown_session_is_404_and_a_missing_one_400(token):
     )
     assert answer["status"] == 404
     assert (await post(call, token))["status"] == 400
+    # Only ping is allowed before initialize, so only ping is answered without a session.
+    pong = await post({"jsonrpc": "2.0", "id": 3, "method": "ping"}, token)
+    assert pong["status"] == 200 and pong["json"] == {"jsonrpc": "2.0", "id": 3, "result": {}}
     await nothing_created()
 
 
