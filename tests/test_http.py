@@ -212,3 +212,24 @@ def test_daphne_leaves_a_form_body_to_django():
     request.requestReceived(b"POST", b"/api/v1/x", b"HTTP/1.1")
     assert request.args == {}
     assert request.content.read() == b"a=1&b=2"
+
+
+def test_a_refused_body_is_never_passed_on_even_when_its_end_came_in_the_same_read():
+    """Past the limit the server stops reading, but what one read brought is still parsed: a
+    chunked body's last chunk may be in it. The request it ends is not handed to the app."""
+    from daphne.http_protocol import WebRequest
+    from twisted.web.test.requesthelper import DummyChannel
+
+    from agntchat.core.http import largest_body
+
+    channel = DummyChannel()
+    channel.factory = type("Factory", (), {"server": type("S", (), {})()})()
+    channel.factory.server.protocol_connected = lambda request: None
+    request = WebRequest(channel)
+    handed_on = []
+    request.process = lambda: handed_on.append(request)  # daphne's hand-off to the application
+    request.gotLength(None)  # chunked: no length declared
+    request.handleContentChunk(b"x" * (largest_body() + 1))
+    request.requestReceived(b"POST", b"/api/v1/x", b"HTTP/1.1")
+    assert channel.transport.written.getvalue().startswith(b"HTTP/1.1 413")
+    assert handed_on == []

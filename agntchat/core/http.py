@@ -19,7 +19,6 @@ from tempfile import SpooledTemporaryFile
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
-from twisted.web import http
 
 from agntchat.core.api import error_body, json_bytes
 
@@ -73,10 +72,10 @@ def daphne_refuses_large_bodies() -> None:
         b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     )
-    got_length, handle_chunk, lost = (
+    got_length, handle_chunk, received = (
         WebRequest.gotLength,
         WebRequest.handleContentChunk,
-        WebRequest.connectionLost,
+        WebRequest.requestReceived,
     )
 
     def refuse(request) -> None:
@@ -98,17 +97,15 @@ def daphne_refuses_large_bodies() -> None:
             return refuse(self)
         return handle_chunk(self, data)
 
-    @functools.wraps(lost)
-    def connectionLost(self, reason):
-        # A request whose body never arrived whole (refused here, or the client left) never
-        # reached daphne's list of connections, where daphne's own handler would look it up.
-        if self in self.server.connections:
-            return lost(self, reason)
-        return http.Request.connectionLost(self, reason)
+    @functools.wraps(received)
+    def requestReceived(self, command, path, version):
+        # The end of a refused body already read with its last chunk: not passed on.
+        if not isinstance(self.content, _Discarded):
+            return received(self, command, path, version)
 
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
-    WebRequest.connectionLost = connectionLost
+    WebRequest.requestReceived = requestReceived
 
 
 def wsgi_environ(scope: dict, body) -> dict:
