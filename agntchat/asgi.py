@@ -13,12 +13,14 @@ from agntchat.core.http import (  # noqa: E402
     OneHopDjango,
     daphne_leaves_bodies_to_django,
     daphne_refuses_large_bodies,
+    daphne_times_out_slow_requests,
 )
 from agntchat.core.sockets import daphne_drops_stalled_sockets  # noqa: E402
 
 django_http = OneHopDjango()  # all our views are sync: one hop per request (see core/http.py)
 daphne_leaves_bodies_to_django()
 daphne_refuses_large_bodies()
+daphne_times_out_slow_requests()
 daphne_drops_stalled_sockets()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

@@ -421,6 +421,9 @@ FRONT_START_SECONDS = env_int("FRONT_START_SECONDS", 120)
 # A socket whose client leaves this much unread is dropped (core/sockets.py): frames waiting
 # for a client that stopped reading are held in the node's memory.
 WEBSOCKET_MAX_UNSENT_BYTES = env_int("WEBSOCKET_MAX_UNSENT_BYTES", 4 * 1024 * 1024)
+# A request whose headers are not all in this long after its first line is answered 408 and
+# closed (core/http.py): a client sending them a byte at a time would hold its connection.
+HTTP_HEADERS_SECONDS = env_int("HTTP_HEADERS_SECONDS", 20)
 # Open agent sockets per agent, over every node; the next one is refused (close code 4429).
 AGENT_MAX_CONNECTIONS = env_int("AGENT_MAX_CONNECTIONS", 20)
 

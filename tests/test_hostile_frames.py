@@ -311,3 +311,104 @@ def test_a_socket_that_stops_reading_is_dropped_not_buffered(alice):
         assert "Traceback" not in server.proc.output()
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def impatient_server(django_db_setup):
+    daphne = Daphne(extra_env={"HTTP_HEADERS_SECONDS": "2"})
+    yield daphne
+    daphne.stop()
+
+
+def test_headers_sent_a_byte_at_a_time_are_timed_out(impatient_server):
+    """Twisted's idle timeout restarts at every byte: a client dribbling its headers held its
+    connection for as long as it kept dribbling. Past HTTP_HEADERS_SECONDS it gets a 408."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100
+    started = time.monotonic()
+    answer = b""
+    with socket.create_connection(("127.0.0.1", impatient_server.port), timeout=15) as raw:
+        raw.settimeout(0.5)
+        for byte in head:
+            try:
+                raw.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                answer += raw.recv(65536)
+            except TimeoutError:
+                continue
+            except ConnectionResetError:
+                break
+            if answer:
+                break
+        raw.settimeout(15)
+        answer += _answer(raw)
+    took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "request_timeout"
+    assert 2 <= took < 6  # the deadline, 2 s from the first byte
+    assert "Traceback" not in impatient_server.proc.output()
+
+
+def test_a_slow_body_is_not_cut_by_the_headers_deadline(impatient_server):
+    """An upload over a poor link: the headers come at once, the body slowly, past the
+    deadline. It is answered as usual."""
+    body = json.dumps({"username": "nobody", "password": "wrong-password"}).encode()
+    with socket.create_connection(("127.0.0.1", impatient_server.port), timeout=15) as raw:
+        raw.sendall(
+            b"POST /api/v1/auth/token/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        for part in (body[:10], body[10:20], body[20:]):
+            time.sleep(1.6)  # 4.8 s in all: well past the deadline
+            raw.sendall(part)
+        answer = _answer(raw)
+    assert answer.startswith(b"HTTP/1.1 4") and not answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"request_timeout" not in answer
+
+
+def test_a_kept_alive_connection_idle_past_the_deadline_still_serves(impatient_server):
+    """The deadline runs from a request's first byte, not from the end of the last one: a
+    connection kept alive and quiet between requests (within Twisted's idle minute) is fine."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", impatient_server.port), timeout=15) as raw:
+        for _ in range(2):
+            raw.sendall(request)
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+                answer += raw.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200"), answer
+            time.sleep(4.5)
+        raw.sendall(request + request)  # two at once (pipelined): both answered
+        answer = b""
+        while answer.count(b"HTTP/1.1 200") < 2:
+            chunk = raw.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    assert b"408" not in answer
+
+
+def test_headers_past_16_kb_get_a_431_that_says_so(hostile_server):
+    """Twisted refused them with a bare 400 and no body; now the status and the API's error
+    shape say what was wrong, and the server goes on."""
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(
+            b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"
+        )
+        answer = _answer(raw)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert json.loads(body)["error"]["code"] == "headers_too_large"
+    many = b"".join(b"X-H%d: 1\r\n" % i for i in range(600))  # each short, 500 at most
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + many + b"\r\n")
+        assert _answer(raw).startswith(b"HTTP/1.1 431")
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(b"NOT A REQUEST LINE AT ALL\r\n\r\n")
+        answer = _answer(raw)
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "bad_request"
+    with socket.create_connection(("127.0.0.1", hostile_server.port), timeout=15) as raw:
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert _answer(raw).startswith(b"HTTP/1.1 200")
+    assert "Traceback" not in hostile_server.proc.output()

@@ -46,6 +46,16 @@ def largest_body() -> int:
     return max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE, settings.FILE_UPLOAD_MAX_SIZE + 64 * 1024)
 
 
+def _plain_answer(status: bytes, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 answer in the API's error shape, written straight to the connection
+    (before daphne or Django have a request to answer), which is then closed."""
+    body = json_bytes(error_body(code, message))
+    return (
+        b"HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (status, len(body), body)
+    )
+
+
 class _Discarded:
     """Where the rest of a refused body goes while the connection closes."""
 
@@ -62,15 +72,10 @@ def daphne_refuses_large_bodies() -> None:
     from daphne.http_protocol import WebRequest
 
     limit = largest_body()
-    body = json_bytes(
-        error_body(
-            "too_large",
-            f"The request body is larger than this server accepts ({limit} bytes at most).",
-        )
-    )
-    refusal = (
-        b"HTTP/1.1 413 Content Too Large\r\nContent-Type: application/json\r\n"
-        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    refusal = _plain_answer(
+        b"413 Content Too Large",
+        "too_large",
+        f"The request body is larger than this server accepts ({limit} bytes at most).",
     )
     got_length, handle_chunk, received = (
         WebRequest.gotLength,
@@ -106,6 +111,100 @@ def daphne_refuses_large_bodies() -> None:
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
     WebRequest.requestReceived = requestReceived
+
+
+def daphne_times_out_slow_requests() -> None:
+    """Twisted's idle timeout restarts at every byte, so a client sending its request a byte
+    at a time holds its connection (and, once the first line is in, a request in daphne) for as
+    long as it likes: a few thousand such clients starve a node with no balancer in front. Here
+    a request whose headers are not all in HTTP_HEADERS_SECONDS after its first byte is
+    answered 408 and closed. A slow body is not cut: an upload over a poor link is legitimate,
+    and the size limit bounds it. A connection idle between requests is Twisted's (60 s).
+
+    Twisted's refusals of a malformed request, or of one whose request line and headers pass
+    16 KB, were a bare ``400 Bad Request`` with no body; they now say what was wrong (431 for
+    the size), in the API's error shape."""
+    from twisted.internet import reactor
+    from twisted.web.http import HTTPChannel
+
+    deadline = settings.HTTP_HEADERS_SECONDS
+    timed_out = _plain_answer(
+        b"408 Request Timeout",
+        "request_timeout",
+        f"The request's headers did not arrive within {deadline} seconds.",
+    )
+    too_large = _plain_answer(
+        b"431 Request Header Fields Too Large",
+        "headers_too_large",
+        f"The request line and headers pass {HTTPChannel.totalHeadersSize} bytes, "
+        f"or number more than {HTTPChannel.maxHeaders} headers.",
+    )
+    malformed = _plain_answer(b"400 Bad Request", "bad_request", "The request is malformed.")
+    made, received, all_headers, done, lost = (
+        HTTPChannel.connectionMade,
+        HTTPChannel.dataReceived,
+        HTTPChannel.allHeadersReceived,
+        HTTPChannel.requestDone,
+        HTTPChannel.connectionLost,
+    )
+
+    def late(channel) -> None:
+        channel.headers_timer = None
+        channel.transport.write(timed_out)
+        channel.loseConnection()
+
+    def stop_timer(channel) -> None:
+        if channel.headers_timer is not None:
+            channel.headers_timer.cancel()
+            channel.headers_timer = None
+
+    @functools.wraps(made)
+    def connectionMade(self):
+        self.headers_timer, self.awaiting_request = None, True
+        made(self)
+
+    @functools.wraps(received)
+    def dataReceived(self, data):
+        if self.awaiting_request:  # the first byte of a request
+            self.awaiting_request = False
+            self.headers_timer = reactor.callLater(deadline, late, self)
+        received(self, data)
+
+    @functools.wraps(all_headers)
+    def allHeadersReceived(self):
+        stop_timer(self)
+        all_headers(self)
+
+    @functools.wraps(done)
+    def requestDone(self, request):
+        # Before Twisted's own, which goes on with what the client sent next (pipelining).
+        self.awaiting_request = True
+        done(self, request)
+
+    @functools.wraps(lost)
+    def connectionLost(self, reason):
+        stop_timer(self)
+        lost(self, reason)
+
+    def _respondToBadRequestAndDisconnect(self):
+        oversized = (
+            self._receivedHeaderSize > self.totalHeadersSize
+            or self._receivedHeaderCount > self.maxHeaders
+        )
+        self.transport.write(too_large if oversized else malformed)
+        self.loseConnection()
+
+    def lineLengthExceeded(self, line):  # one line past 16 KB: Twisted closed without a word
+        self.transport.write(too_large)
+        self.loseConnection()
+
+    HTTPChannel.connectionMade = connectionMade
+    HTTPChannel.dataReceived = dataReceived
+    HTTPChannel.allHeadersReceived = allHeadersReceived
+    HTTPChannel.requestDone = requestDone
+    HTTPChannel.connectionLost = connectionLost
+    HTTPChannel._respondToBadRequestAndDisconnect = _respondToBadRequestAndDisconnect
+    HTTPChannel.lineLengthExceeded = lineLengthExceeded
 
 
 def wsgi_environ(scope: dict, body) -> dict:
