@@ -426,6 +426,9 @@ WEBSOCKET_MAX_UNSENT_BYTES = env_int("WEBSOCKET_MAX_UNSENT_BYTES", 4 * 1024 * 10
 HTTP_HEADERS_SECONDS = env_int("HTTP_HEADERS_SECONDS", 20)
 # Open agent sockets per agent, over every node; the next one is refused (close code 4429).
 AGENT_MAX_CONNECTIONS = env_int("AGENT_MAX_CONNECTIONS", 20)
+# Open browser sockets per person, over every node (tabs and devices); the next is refused
+# (4429). Each holds a node's memory and a share of every event of the person's workspaces.
+BROWSER_MAX_CONNECTIONS = env_int("BROWSER_MAX_CONNECTIONS", 50)
 
 if HTTPS:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)

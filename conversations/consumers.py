@@ -1,6 +1,7 @@
 """The browser socket: live events of every conversation a person can read, and nothing else."""
 
 import time
+import uuid
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -9,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from rest_framework import serializers
 
-from agntchat.core import throttle
+from agntchat.core import presence, throttle
 from agntchat.core.api import StrictSerializer
 from agntchat.core.events import group_name, publish_live, wire
 from agntchat.core.origin import origin_allowed
@@ -21,14 +22,35 @@ from workspaces.models import Membership
 SIGNED_IN_CHECK_SECONDS = 300
 
 
+def _counted_seconds() -> int:
+    # How long a socket stays counted against its person's cap unless checked in again: a
+    # node that died without saying its sockets closed frees their places by then.
+    return 2 * SIGNED_IN_CHECK_SECONDS + 60
+
+
 @database_sync_to_async
-def _still_signed_in(scope) -> bool:
+def _socket_opened(user_id, socket_id: str) -> bool:
+    """Count a new socket of the person, unless they have BROWSER_MAX_CONNECTIONS already."""
+    cap = settings.BROWSER_MAX_CONNECTIONS
+    return presence.join(user_id, socket_id, cap, ttl=_counted_seconds(), kind="person")
+
+
+@database_sync_to_async
+def _socket_closed(user_id, socket_id: str) -> None:
+    presence.leave(user_id, socket_id, kind="person")
+
+
+@database_sync_to_async
+def _still_signed_in(scope, socket_id: str) -> bool:
     """Whether the session the socket was opened with still signs its person in, read afresh
     (not the copy the socket loaded): not logged out, expired or deleted, the password not
-    changed since, the person still active."""
+    changed since, the person still active. While it does, the socket stays counted."""
     session = import_module(settings.SESSION_ENGINE).SessionStore(scope["session"].session_key)
     user = get_user(SimpleNamespace(session=session))
-    return user.is_authenticated and user.pk == scope["user"].pk
+    if not (user.is_authenticated and user.pk == scope["user"].pk):
+        return False
+    presence.refresh(user.pk, socket_id, _counted_seconds(), "person")
+    return True
 
 
 @database_sync_to_async
@@ -79,7 +101,16 @@ class LiveSocket(JsonSocket):
         if user is None or not user.is_authenticated:
             await self.refuse("Log in first.")
             return
-        self.user = user
+        socket_id = uuid.uuid4().hex
+        if not await _socket_opened(user.pk, socket_id):
+            await self.refuse(
+                f"You have {settings.BROWSER_MAX_CONNECTIONS} live connections open already, "
+                "the most allowed: close a tab or another device's page first.",
+                "too_many_connections",
+                4429,
+            )
+            return
+        self.user, self.socket_id = user, socket_id
         self.signed_in_at = time.monotonic()
         self.groups_joined: set[str] = set()
         await self.accept()
@@ -100,6 +131,8 @@ class LiveSocket(JsonSocket):
     async def disconnect(self, code):
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
+        if hasattr(self, "socket_id"):
+            await _socket_closed(self.user.pk, self.socket_id)
 
     async def on_ping(self, frame):
         # The browser pings every 25 s; its sign-in is checked again on one of them every
@@ -107,7 +140,7 @@ class LiveSocket(JsonSocket):
         # out or deleted). Logging out and deactivation close the socket at once (session_ended).
         now = time.monotonic()
         if now - self.signed_in_at >= SIGNED_IN_CHECK_SECONDS:
-            if not await _still_signed_in(self.scope):
+            if not await _still_signed_in(self.scope, self.socket_id):
                 await self.session_ended({"session": None})
                 return
             self.signed_in_at = now

@@ -18,8 +18,9 @@ def client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, health_check_interval=30)
 
 
-def _key(agent_id) -> str:
-    return f"{settings.REDIS_PREFIX}:presence:agent:{agent_id}"
+def _key(owner_id, kind: str = "agent") -> str:
+    # KIND "person": a person's browser sockets, counted for their cap only (not presence).
+    return f"{settings.REDIS_PREFIX}:presence:{kind}:{owner_id}"
 
 
 def _seen_key() -> str:
@@ -59,20 +60,32 @@ def _join_script():
     return client().register_script(JOIN)
 
 
-def join(agent_id, connection_id: str, cap: int, ttl: int | None = None) -> bool:
-    """Register a new connection of an agent unless it already has CAP live ones (0: no cap);
-    whether it was registered. One round trip, as a beat."""
+def join(
+    agent_id, connection_id: str, cap: int, ttl: int | None = None, kind: str = "agent"
+) -> bool:
+    """Register a new connection of an agent (or KIND's owner) unless it already has CAP live
+    ones (0: no cap); whether it was registered. One round trip, as a beat."""
     ttl = ttl or settings.PRESENCE_TTL_SECONDS
     now = time.time()
     return bool(
-        _join_script()(keys=[_key(agent_id)], args=[now, now + ttl, ttl, cap, connection_id])
+        _join_script()(keys=[_key(agent_id, kind)], args=[now, now + ttl, ttl, cap, connection_id])
     )
 
 
-def leave(agent_id, connection_id: str) -> None:
+def refresh(owner_id, connection_id: str, ttl: int, kind: str) -> None:
+    """Keep a connection joined with ``join`` counted for TTL seconds more."""
+    key = _key(owner_id, kind)
     pipe = client().pipeline()
-    pipe.zrem(_key(agent_id), connection_id)
-    pipe.hset(_seen_key(), str(agent_id), time.time())
+    pipe.zadd(key, {connection_id: time.time() + ttl})
+    pipe.expire(key, ttl)
+    pipe.execute()
+
+
+def leave(agent_id, connection_id: str, kind: str = "agent") -> None:
+    pipe = client().pipeline()
+    pipe.zrem(_key(agent_id, kind), connection_id)
+    if kind == "agent":
+        pipe.hset(_seen_key(), str(agent_id), time.time())
     pipe.execute()
 
 

@@ -69,3 +69,54 @@ async def test_a_ping_finds_a_session_that_ended_without_a_word(alice, monkeypat
     await sync_to_async(Session.objects.all().delete)()  # run out, or cleared by an admin
     await comm.send_json_to({"type": "ping"})
     assert await closed_as_logged_out(comm)
+
+
+async def test_a_person_has_at_most_browser_max_connections_sockets(alice, bob, settings):
+    """Each socket holds a node's memory and a share of every event: a person opening them
+    without end is refused past the cap (4429, saying why), on every node alike (Redis), and
+    a closed socket frees its place."""
+    from channels.testing import WebsocketCommunicator
+
+    from agntchat.asgi import application
+
+    settings.BROWSER_MAX_CONNECTIONS = 2
+    client = Client()
+    await sync_to_async(client.force_login)(alice)
+    first = await live_socket_for(alice, client=client)
+    second = await live_socket_for(alice, client=client)
+    refused = WebsocketCommunicator(
+        application,
+        "/ws/live/",
+        headers=[
+            (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
+            (b"origin", b"http://127.0.0.1"),
+            (b"host", b"127.0.0.1"),
+        ],
+    )
+    await refused.connect()
+    error = await next_frame(refused)
+    assert error["code"] == "too_many_connections" and "2 live connections" in error["message"]
+    assert await refused.receive_output(timeout=5) == {"type": "websocket.close", "code": 4429}
+    _, bobs = await signed_in(bob)  # another person's count is their own
+    await first.disconnect()
+    third = await live_socket_for(alice, client=client)
+    assert await still_open(second) and await still_open(third)
+    for comm in (second, third, bobs):
+        await comm.disconnect()
+
+
+async def test_a_socket_stays_counted_only_while_it_checks_in(alice, monkeypatch, settings):
+    """A node that dies says nothing of its sockets: their places are freed when they stop
+    checking in (the sign-in check of a ping refreshes them)."""
+    from agntchat.core import presence
+
+    settings.BROWSER_MAX_CONNECTIONS = 1
+    monkeypatch.setattr(consumers, "SIGNED_IN_CHECK_SECONDS", 0)  # so counted for 60 s
+    _, comm = await signed_in(alice)
+    key = presence._key(alice.pk, "person")
+    (expiry,) = await sync_to_async(presence.client().zrange)(key, 0, -1, withscores=True)
+    assert await still_open(comm)  # its check-in pushes the expiry on
+    (later,) = await sync_to_async(presence.client().zrange)(key, 0, -1, withscores=True)
+    assert later[1] > expiry[1] and 50 < later[1] - __import__("time").time() <= 60
+    await comm.disconnect()
+    assert await sync_to_async(presence.client().zcard)(key) == 0
