@@ -150,6 +150,8 @@ def finish_authorization(
         raise AuthorizationFailed(
             f"{label(provider)} did not give access ({error}); nothing changed."
         )
+    if flow.workspace_id:
+        _require_manager_still(user, flow.workspace_id, provider)
     if not code:
         raise AuthorizationFailed(f"{label(provider)} sent no authorization code; nothing changed.")
     found = configuration(provider)
@@ -167,6 +169,8 @@ def finish_authorization(
         raise ProviderUnreachable(f"Could not reach {label(provider)}: {exc}") from None
     owner = {"workspace": flow.workspace} if flow.workspace_id else {"user": user}
     with transaction.atomic():
+        if flow.workspace_id:  # the role may have been lost since the sign-in started
+            _require_manager_still(user, flow.workspace_id, provider)
         connection = Connection.objects.select_for_update().filter(
             provider=provider, **owner
         ).first() or Connection(provider=provider, **owner)
@@ -179,6 +183,18 @@ def finish_authorization(
             label=f"{label(provider)}: {account}", provider=provider,
         )  # fmt: skip
     return connection
+
+
+def _require_manager_still(user: User, workspace_id, provider: str) -> None:
+    """A workspace's account is set by its admins: one removed or demoted after starting the
+    sign-in may not finish it (their connection would act for everyone in the workspace)."""
+    try:
+        require_manager(access_membership(user, workspace_id))
+    except AppError:
+        raise AuthorizationFailed(
+            f"Only an admin of that workspace can connect its {label(provider)} account, and "
+            "you no longer are one; nothing changed."
+        ) from None
 
 
 def _account(provider: str, access_token: str) -> str:

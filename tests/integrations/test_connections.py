@@ -120,6 +120,44 @@ def test_only_a_workspace_admin_connects_the_workspace_account(alice, bob, team_
     assert Connection.objects.filter(pk=shared.pk).exists()
 
 
+@pytest.mark.parametrize("lost", ["removed", "demoted"])
+def test_an_admin_who_lost_the_role_cannot_finish_a_workspace_sign_in(
+    alice, bob, team_a, standin, lost
+):
+    """The workspace's account acts for everyone in it: a sign-in an admin started before
+    being removed or demoted is refused at the callback, and the account already set stays."""
+    from workspaces.models import Membership, Role
+
+    connect(alice, standin, workspace=team_a)
+    kept = Connection.objects.get(workspace=team_a)
+    membership = Membership.objects.get(workspace=team_a, user=bob)
+    membership.role = Role.ADMIN
+    membership.save()
+    client = browser_for(bob)
+    started = client.post(
+        "/api/v1/connections/",
+        {"provider": "google", "workspace": str(team_a.id)},
+        content_type="application/json",
+    )
+    assert started.status_code == 200, started.content
+    back = urlparse(httpx.get(started.json()["authorizeUrl"]).headers["location"])
+    owner = browser_for(alice)
+    if lost == "removed":
+        gone = owner.delete(f"/api/v1/workspaces/{team_a.id}/members/{bob.id}/")
+    else:
+        gone = owner.patch(
+            f"/api/v1/workspaces/{team_a.id}/members/{bob.id}/",
+            {"role": "member"},
+            content_type="application/json",
+        )
+    assert gone.status_code in (200, 204), gone.content
+    page = client.get(back.path, parse_qs(back.query), follow=True)
+    assert b"you no longer are one; nothing changed" in page.content
+    assert list(Connection.objects.filter(workspace=team_a)) == [kept]
+    kept.refresh_from_db()
+    assert kept.created_by == alice and kept.account == "alice@example.com"
+
+
 def test_another_workspaces_person_finds_no_connection(alice, charlie, team_a, standin):
     connect(alice, standin, workspace=team_a)
     shared = Connection.objects.get(workspace=team_a)
