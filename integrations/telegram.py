@@ -350,10 +350,8 @@ def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
         if message.chat.type == "private":
             replies.append((chat_id, "This chat is not linked. Send the code agntchat showed you."))
         return
-    try:
-        conversation = access_conversation(link.created_by, link.conversation_id)
-    except NotFound:
-        log.info("Telegram link %s: its creator can no longer read the conversation", link.id)
+    conversation = _readable_by_linker(link)
+    if conversation is None:
         return
     sender = message.from_user
     post_message(
@@ -370,6 +368,17 @@ def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
         },
         client_ref=f"tg:{chat_id}:{message.message_id}",
     )
+
+
+def _readable_by_linker(link: TelegramLink) -> Conversation | None:
+    """LINK's conversation if the person who linked the chat may still read it. A chat reaches
+    no further than that person, both ways: nothing is posted from it or sent to it once they
+    are removed from the workspace or the conversation."""
+    try:
+        return access_conversation(link.created_by, link.conversation_id)
+    except NotFound:
+        log.info("Telegram link %s: its creator can no longer read the conversation", link.id)
+        return None
 
 
 def _bind(bot, message, code: str, bound: TelegramLink | None, replies: list) -> None:
@@ -455,8 +464,12 @@ def relay(conversation: Conversation, message: Message) -> None:
         return
     if "edit_of" in (message.payload or {}):
         return  # the agents' notice of an edit: the chat gets the edit itself (relay_change)
-    link = TelegramLink.objects.filter(conversation=conversation, chat_id__isnull=False).first()
-    if link is None:
+    link = (
+        TelegramLink.objects.filter(conversation=conversation, chat_id__isnull=False)
+        .select_related("created_by")
+        .first()
+    )
+    if link is None or _readable_by_linker(link) is None:
         return
     send, created = TelegramSend.objects.get_or_create(
         link=link, message=message, defaults={"next_attempt_at": timezone.now()}
@@ -526,7 +539,9 @@ def deliver(send_id) -> bool:
     with transaction.atomic():
         send = (
             TelegramSend.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("link__bot", "message__author_user", "message__author_agent")
+            .select_related(
+                "link__bot", "link__created_by", "message__author_user", "message__author_agent"
+            )
             .filter(pk=send_id, status=TelegramSend.Status.PENDING)
             .first()
         )
@@ -535,6 +550,13 @@ def deliver(send_id) -> bool:
         link, message = send.link, send.message
         if message.deleted_at is not None and send.telegram_message_id is None:
             send.status = TelegramSend.Status.DELETED  # deleted before it was sent: never is
+            send.save()
+            return False
+        if message.deleted_at is None and _readable_by_linker(link) is None:
+            # Queued before its linker lost access: neither the text nor an edit goes out (a
+            # deletion still does: it takes away, and shows nothing).
+            send.status = TelegramSend.Status.FAILED
+            send.problem = "The person who linked this chat can no longer read the conversation."
             send.save()
             return False
         try:

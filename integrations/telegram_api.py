@@ -142,6 +142,30 @@ urlpatterns = [
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
+def _whole(value, bound: int = 2**62) -> bool:
+    return type(value) is int and -bound < value < bound  # not a bool, and fits the database
+
+
+def is_update(data) -> bool:
+    """Whether DATA has the shape of the parts of an update we read (python-telegram-bot takes
+    almost anything, and what it let through failed later as a 500, which Telegram retries)."""
+    if not isinstance(data, dict) or not _whole(data.get("update_id")) or data["update_id"] < 0:
+        return False
+    message = data.get("message")
+    if message is None:
+        return True
+    sender = message.get("from") if isinstance(message, dict) else None
+    return (
+        isinstance(message, dict)
+        and _whole(message.get("message_id"))
+        and isinstance(message.get("chat"), dict)
+        and _whole(message["chat"].get("id"))
+        and isinstance(message["chat"].get("type", ""), str)
+        and isinstance(message.get("text", ""), str)
+        and (sender is None or (isinstance(sender, dict) and _whole(sender.get("id"))))
+    )
+
+
 @csrf_exempt
 @require_POST
 def webhook(request, bot_id):
@@ -154,10 +178,10 @@ def webhook(request, bot_id):
     try:
         check_json_text(request.body, max_bytes=1_000_000)
         data = json.loads(request.body)
-        update = Update.de_json(data, None)
+        update = Update.de_json(data, None) if is_update(data) else None
     except (AppError, ValueError, TypeError, KeyError, AttributeError):
-        return JsonResponse({"ok": False, "description": "Not an update."}, status=400)
-    if update is None or not isinstance(update.update_id, int):
+        update = None
+    if update is None:
         return JsonResponse({"ok": False, "description": "Not an update."}, status=400)
     telegram.handle_update(bot, update)
     return JsonResponse({"ok": True})

@@ -289,8 +289,21 @@ def test_updates_through_the_webhook_need_its_secret(
     message = channel.messages.get(body="Via the webhook")
     assert message.payload["external_author"]["name"] == "Dana Scully"
     assert Delivery.objects.filter(message=message, agent=nova).exists()
-    # Not an update at all.
+    # Not an update at all, or not one whose parts have the types we read: 400, nothing done.
     assert post_update(url, b"[1, 2]", headers).status_code == 400
+    offset = TelegramBot.objects.get().update_offset
+    good = json.loads(body)
+    message = good["message"]
+    for bad in (
+        {**good, "update_id": 2**63},
+        {**good, "update_id": True},
+        {**good, "message": {k: v for k, v in message.items() if k != "chat"}},
+        {**good, "message": {**message, "text": {"a": 1}}},
+        {**good, "message": {**message, "chat": {**message["chat"], "id": "12"}}},
+        {**good, "message": {**message, "from": "dana"}},
+    ):
+        assert post_update(url, json.dumps(bad).encode(), headers).status_code == 400, bad
+    assert TelegramBot.objects.get().update_offset == offset
 
 
 # ---- messages out -----------------------------------------------------------------------------
@@ -437,6 +450,22 @@ def test_a_chat_reaches_no_further_than_the_person_who_linked_it(linked, tg, bob
     tg.say(TOKEN, GROUP, DANA, "Still here?")
     assert telegram.poll_once(telegram.bot_of(team_a.id)) == 1
     assert not channel.messages.filter(body="Still here?").exists()
+
+
+def test_nothing_is_sent_to_the_chat_once_its_linker_is_removed(linked, tg, bob, nova, channel):
+    """Outbound too: what is posted after Bob (who linked the chat) is removed is not relayed,
+    and what was queued for the chat before is not sent."""
+    TelegramLink.objects.filter(pk=linked.pk).update(created_by=bob)
+    queued = post_message(nova, channel, "Queued before Bob was removed.")
+    after_commit()
+    channel.workspace.memberships.filter(user=bob).delete()
+    post_message(nova, channel, "Posted after.")
+    run_jobs()
+    assert tg.sent(TOKEN) == []
+    (send,) = TelegramSend.objects.exclude(status=TelegramSend.Status.SENT)  # the "Linked" one
+    assert send.message_id == queued.id and send.status == TelegramSend.Status.FAILED
+    assert "can no longer read" in send.problem
+    assert telegram.retry_sends() == 0 and tg.sent(TOKEN) == []
 
 
 # ---- tenancy --------------------------------------------------------------------------------------

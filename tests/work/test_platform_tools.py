@@ -468,6 +468,20 @@ def test_web_fetch_refuses_private_addresses_by_default(fetching, site):
         assert error["code"] == "web_fetch_refused" and "private" in error["message"], url
 
 
+def test_ipv6_forms_that_carry_a_private_ipv4_address_are_refused():
+    refused = platform_web.refused_address
+    for address in (
+        "::ffff:127.0.0.1",  # mapped
+        "2002:7f00:1::",  # 6to4 around 127.0.0.1
+        "2002:a9fe:a9fe::1",  # 6to4 around 169.254.169.254
+        "2002:c0a8:101::",  # 6to4 around 192.168.1.1
+        "fec0::1",  # site-local (deprecated, still routed by some)
+    ):
+        assert refused(address), address
+    for address in ("2002:808:808::", "2606:4700:4700::1111", "8.8.8.8"):  # public: fetched
+        assert not refused(address), address
+
+
 def test_web_fetch_checks_every_redirect(fetching, site, settings, monkeypatch):
     # 127.0.0.1 stands in for a public web server here; every other address is judged as ever.
     judged = platform_web.refused_address

@@ -40,10 +40,15 @@ class FetchFailed(AppError):
 
 def refused_address(address: str) -> bool:
     """True for addresses of the server's own networks: private, loopback, link-local,
-    multicast, reserved, unspecified (an IPv4 address mapped into IPv6 counts as itself)."""
+    site-local, multicast, reserved, unspecified. An IPv6 address carrying an IPv4 one (mapped,
+    6to4, Teredo) counts as that one too: 2002:7f00:1:: is 127.0.0.1 on a 6to4 host."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if ip.version == 6:
+        if ip.is_site_local:
+            return True
+        carried = ip.ipv4_mapped or ip.sixtofour or (ip.teredo and ip.teredo[1])
+        if carried is not None and refused_address(str(carried)):
+            return True
     return (
         not ip.is_global
         or ip.is_private
