@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from conversations import actions
 from conversations.models import Message
-from tests.socket_helpers import frames_until, live_socket_for
+from tests.conftest import agent_session
+from tests.socket_helpers import agent_communicator, frames_until, live_socket_for
 from tests.work.test_tool_frames import NOTE, call, connected, held_message, note, notices
 from work import approvals
 from work.models import PermissionRequest, ToolCall, ToolPermission
@@ -228,4 +229,51 @@ async def test_no_message_is_posted_for_a_waiting_call(alice, channel, nova, out
     await pending_call(comm, alice, channel)
     assert await Message.objects.filter(conversation=channel).acount() == 1
     assert await comm.receive_nothing(timeout=0.2)
+    await comm.disconnect()
+
+
+async def test_an_approved_call_resent_from_other_work_does_not_run_there(
+    alice, channel, team_a, nova, outside_tool, api
+):
+    """An approval is for the call as it was asked: the same call id sent from another item
+    (another conversation, possibly another workspace with its own rules) is refused and runs
+    nothing; from its own item it runs once."""
+    other = await sync_to_async(actions.create_conversation)(
+        alice, team_a, kind="channel", title="elsewhere", agent_ids=[nova.id]
+    )
+    token = await sync_to_async(agent_session)(nova)
+    comm = agent_communicator(token, "prefetch=2")
+    assert (await comm.connect())[0]
+    assert (await frames_until(comm, lambda f: f["type"] == "hello"))[-1]["type"] == "hello"
+    work, request_id = await pending_call(comm, alice, channel)
+    elsewhere = await held_message(comm, alice, other)
+    assert (await decide(api, alice, request_id, "approve")).status_code == 200
+    decision = await decision_frame(comm)
+    await comm.send_json_to({"type": "ack", "id": decision["id"]})
+    moved = await call(comm, elsewhere["id"], "a-1", "test_outside", {"text": "outside"})
+    assert moved["ok"] is False and moved["error"]["code"] == "call_id_reused", moved
+    assert await sync_to_async(notices)(other) == [] and await sync_to_async(notices)(channel) == []
+    ran = await call(comm, work["id"], "a-1", "test_outside", {"text": "outside"})
+    assert ran["ok"] is True and await sync_to_async(notices)(channel) == ["outside"]
+    await comm.disconnect()
+
+
+async def test_a_deny_set_while_a_call_waited_wins_over_its_approval(
+    alice, channel, team_a, nova, outside_tool, api
+):
+    comm = await connected(nova)
+    work, request_id = await pending_call(comm, alice, channel)
+    assert (await decide(api, alice, request_id, "approve")).status_code == 200
+    decision = await decision_frame(comm)
+    await comm.send_json_to({"type": "ack", "id": decision["id"]})
+    client = await sync_to_async(api)(alice)
+    made = await sync_to_async(client.post)(
+        f"/api/v1/workspaces/{team_a.id}/tool-permissions/",
+        {"tool": "test_outside", "decision": "deny"},
+        format="json",
+    )
+    assert made.status_code == 201, made.content
+    refused = await call(comm, work["id"], "a-1", "test_outside", {"text": "outside"})
+    assert refused["ok"] is False and refused["error"]["code"] == "tool_denied"
+    assert await sync_to_async(notices)(channel) == []
     await comm.disconnect()

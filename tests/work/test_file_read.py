@@ -39,3 +39,19 @@ def test_a_file_of_another_conversation_is_not_found(alice, bob, team_a, channel
     error = held_message(nova, channel, alice).error("file_read", {"file_id": str(upload.id)})
     assert error["code"] == "file_not_found", error
     assert "launch" not in str(error)
+
+
+def test_a_file_of_another_workspace_is_not_found_even_where_the_agent_sees_it(
+    alice, channel, nova
+):
+    """Nova is in Alice's personal workspace too, and sees the file there; but what a call
+    gives is kept with team A's work, for team A's people to read."""
+    from workspaces.models import Workspace
+
+    personal = Workspace.objects.get(owner=alice, kind=Workspace.Kind.PERSONAL)
+    direct = create_conversation(alice, personal, kind="channel", title="mine", agent_ids=[nova.id])
+    _, upload = attach(alice, direct, "secret.txt", b"the launch date")
+    assert held_message(nova, direct, alice).output("file_read", {"file_id": str(upload.id)})
+    error = held_message(nova, channel, alice).error("file_read", {"file_id": str(upload.id)})
+    assert error["code"] == "file_not_found", error
+    assert "launch" not in str(error)

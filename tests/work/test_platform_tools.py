@@ -161,6 +161,21 @@ def test_another_workspaces_artifact_is_not_found(alice, channel, nova, elsewher
     assert ArtifactVersion.objects.filter(artifact=artifact).count() == 1
 
 
+def test_an_artifact_of_another_workspace_of_the_agent_is_not_found(alice, channel, nova):
+    """Nova is in Alice's personal workspace too; from team A's work its artifacts there are
+    out of reach (that workspace's own rules were not the ones checked)."""
+    from workspaces.models import Workspace
+
+    personal = Workspace.objects.get(owner=alice, kind=Workspace.Kind.PERSONAL)
+    mine = create_conversation(alice, personal, kind="channel", title="mine", agent_ids=[nova.id])
+    artifact = artifact_actions.publish_artifact(nova, mine, "Plan", "markdown", "One.")
+    error = held_message(nova, channel, alice).error(
+        "artifact_update", {"artifact_id": str(artifact.id), "content": "Two."}
+    )
+    assert error["code"] == "artifact_not_found"
+    assert ArtifactVersion.objects.filter(artifact=artifact).count() == 1
+
+
 def test_card_post_offers_the_curated_templates_and_posts_a_card(alice, channel, nova, api):
     card_tool = REGISTRY["card_post"]
     names = [t["name"] for t in SEED_TEMPLATES]

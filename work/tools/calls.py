@@ -173,6 +173,13 @@ def call_tool(
     item = held_item(agent, kind, item_id, connection_id)
     existing = ToolCall.objects.filter(agent=agent, call_id=call_id).first()
     if existing is not None:
+        if not _same_work(existing, item):
+            # An approval (or an outcome) is for the work it was asked in: resent from another
+            # item, a call would run in another conversation, or workspace, than was approved.
+            return _error(call_id, "call_id_reused", (
+                "This call id belongs to a call made for other work. Give each call its own "
+                "id; nothing was done."
+            )), None  # fmt: skip
         return _again(agent, existing, item)
     context = context_for(agent, item, call_id)
     tool = granted_tool(agent, name, context.workspace.id)
@@ -293,6 +300,12 @@ def pending_answer(call: ToolCall, request: PermissionRequest) -> Answer:
     )
 
 
+def _same_work(call: ToolCall, item: Item) -> bool:
+    return call.delivery_id == (item.delivery and item.delivery.id) and call.task_id == (
+        item.task and item.task.id
+    )
+
+
 def _again(agent: Agent, call: ToolCall, item: Item) -> tuple[Answer | None, Prepared | None]:
     """The same call made again (a redelivered turn, or the call resent once its approval was
     decided): its stored outcome, or, approved meanwhile, run it now."""
@@ -307,6 +320,11 @@ def _again(agent: Agent, call: ToolCall, item: Item) -> tuple[Answer | None, Pre
         if tool is None or not_here(tool, context):  # taken away while the call waited
             return _finish_refused(call, "tool_not_granted", (
                 f"{call.tool} was taken away from your tools while this call waited."
+            )), None  # fmt: skip
+        if permission_for(agent, context.workspace.id, tool) == Decision.DENY:
+            return _finish_refused(call, "tool_denied", (
+                f"A standing permission set while this call waited forbids you to use "
+                f"{call.tool} here."
             )), None  # fmt: skip
         return None, Prepared(context, item, tool, call.arguments, call)
     if request.status == PermissionRequest.Status.DENIED:

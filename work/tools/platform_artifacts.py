@@ -8,6 +8,7 @@ sees every template, what it is for and which item elements it shows.
 from artifacts import actions, cards
 from artifacts.access import access_artifact
 from artifacts.card_library import SEED_TEMPLATES
+from artifacts.exceptions import ArtifactNotFound
 from artifacts.models import Artifact
 from conversations.actions import MAX_BODY
 from work.models import Risk
@@ -74,7 +75,7 @@ def artifact_publish(context: ToolContext, arguments: dict):
 @tool(
     "artifact_update",
     description=(
-        "Store new content as the next version of an artifact you can see (by its id); "
+        "Store new content as the next version of an artifact of this workspace (by its id); "
         "earlier versions stay as they were. Send the whole new content, not a diff."
     ),
     risk=Risk.WRITE,
@@ -91,6 +92,9 @@ def artifact_publish(context: ToolContext, arguments: dict):
 )
 def artifact_update(context: ToolContext, arguments: dict):
     artifact = access_artifact(context.agent, arguments["artifact_id"])
+    if artifact.conversation.workspace_id != context.workspace.id:
+        # Its permission was checked for this workspace: another's artifact is not reachable.
+        raise ArtifactNotFound()
     version = actions.update_artifact(
         context.agent, artifact, arguments["content"], arguments.get("note", "")
     )

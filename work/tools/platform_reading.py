@@ -7,7 +7,7 @@ from django.db.models import Q
 
 from conversations import files
 from conversations.access import access_attachment, access_message, messages_visible_to
-from conversations.exceptions import MessageNotFound
+from conversations.exceptions import AttachmentNotFound, MessageNotFound
 from conversations.models import Message
 from work import search
 from work.directives import HISTORY_TURNS
@@ -154,7 +154,7 @@ TEXT_TYPES = ("text/", "application/json")
 @tool(
     "file_read",
     description=(
-        "Read a file attached to a message you can see, by its id (listed with the message as "
+        "Read a file attached to a message you can see in this workspace, by its id (listed with the message as "
         "“Attached”). Text files (txt, md, csv, json) come back as text, the first 50,000 "
         "characters; for other files (pictures, PDF, zip) you get what they are and a link."
     ),
@@ -168,6 +168,10 @@ TEXT_TYPES = ("text/", "application/json")
 )
 def file_read(context: ToolContext, arguments: dict):
     found = access_attachment(context.agent, arguments["file_id"])
+    if found.conversation.workspace_id != context.workspace.id:
+        # What the call gives is kept with this workspace's work, for its people to read: an
+        # agent in two workspaces never carries one's files into the other.
+        raise AttachmentNotFound()
     about = files.attachment_data(files.ref_data(found))
     described = {
         "id": about["id"],
