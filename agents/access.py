@@ -90,10 +90,11 @@ def access_own_agent(user, agent_id) -> Agent:
 
 def hosts_for(agent: Agent):
     """The hosts AGENT may be placed on: agntchat's shared hosts, and the own hosts of the
-    workspaces its owner belongs to."""
+    workspaces its owner manages. A member only reads a workspace's hosts: running an agent
+    on one is running code on the workspace's machine, which its admins decide."""
+    managed = Membership.objects.filter(user_id=agent.owner_id, role__in=MANAGER_ROLES)
     return Host.objects.filter(
-        Q(workspace__isnull=True)
-        | Q(workspace__in=Membership.objects.filter(user_id=agent.owner_id).values("workspace"))
+        Q(workspace__isnull=True) | Q(workspace__in=managed.values("workspace"))
     )
 
 

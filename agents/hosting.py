@@ -258,3 +258,38 @@ def open_hosted_session(secret: str) -> tuple[AgentSession, str] | None:
     )
     AgentSession.objects.filter(agent=agent, expires_at__lt=now).delete()
     return session, session_secret
+
+
+def evict_agents(agents) -> None:
+    """Take AGENTS off their hosts (each made local, as its owner would)."""
+    for agent in agents.select_related("host"):
+        make_agent_local(agent)
+
+
+def host_going(sender, instance: Host, **kwargs) -> None:
+    """pre_delete of a host (staff deleting one in the admin): its agents are made local, not
+    left hosted on nothing."""
+    evict_agents(Agent.objects.filter(host=instance))
+
+
+def workspace_closing(sender, workspace, **kwargs) -> None:
+    evict_agents(Agent.objects.filter(host__workspace=workspace))
+
+
+def _evict_from(membership) -> None:
+    evict_agents(
+        Agent.objects.filter(
+            owner_id=membership.user_id, host__workspace_id=membership.workspace_id
+        )
+    )
+
+
+def membership_saved(sender, instance, created, **kwargs) -> None:
+    """A person who no longer manages a workspace (demoted) runs no agent on its hosts."""
+    if not created and not instance.is_manager:
+        _evict_from(instance)
+
+
+def membership_deleted(sender, instance, **kwargs) -> None:
+    """Nor one removed from it, or who left."""
+    _evict_from(instance)

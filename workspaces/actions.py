@@ -5,6 +5,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from agntchat.core import crypto
@@ -54,13 +55,20 @@ def update_workspace(membership: Membership, **changes) -> Workspace:
     return workspace
 
 
+# Sent (in the deleting transaction) before a workspace is deleted: WORKSPACE.
+workspace_closing = Signal()
+
+
 def delete_workspace(membership: Membership) -> None:
     workspace = membership.workspace
     if workspace.is_personal:
         raise PersonalWorkspaceRule("A personal workspace can never be deleted.")
     require_owner(membership)
     _announce(workspace, "workspace.deleted")
-    workspace.delete()
+    with transaction.atomic():
+        # What lives above this app and must end first (agents placed on the workspace's hosts).
+        workspace_closing.send(sender=Workspace, workspace=workspace)
+        workspace.delete()
 
 
 def create_invitation(

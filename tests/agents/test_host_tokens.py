@@ -137,3 +137,58 @@ def test_a_workspace_host_is_only_for_its_members_agents(alice, charlie, team_b)
     charlies = create_agent(charlie, name="His")
     assert hosting.place_agent(charlies, theirs).host == theirs
     assert make_person("dora")  # nobody else's agents see it either
+
+
+def test_only_a_workspace_manager_runs_agents_on_its_hosts(alice, bob, team_a):
+    """A member reads the workspace's hosts; running code on one is for its admins."""
+    from agents.actions import create_agent
+    from workspaces.models import Membership, Role
+
+    host = make_host("a-host", workspace=team_a)
+    bobs = create_agent(bob, name="Bobs")
+    with pytest.raises(hosting.HostNotFound):
+        hosting.place_agent(bobs, host)
+    Membership.objects.filter(workspace=team_a, user=bob).update(role=Role.ADMIN)
+    assert hosting.place_agent(bobs, host).host == host
+
+
+@pytest.mark.parametrize("ends", ["removed", "left", "demoted"])
+def test_a_person_who_stops_managing_a_workspace_loses_its_hosts(alice, bob, team_a, ends):
+    """Bob's agent stops running on team A's machine the moment he no longer manages team A:
+    made local, its placement token revoked (the host stops its bridge)."""
+    from agents.actions import create_agent
+    from workspaces import actions as workspace_actions
+    from workspaces.models import Membership, Role
+
+    host = make_host("a-host", workspace=team_a)
+    shared = make_host("shared")
+    Membership.objects.filter(workspace=team_a, user=bob).update(role=Role.ADMIN)
+    bobs, elsewhere = create_agent(bob, name="Bobs"), create_agent(bob, name="Roams")
+    hosting.place_agent(bobs, host)
+    hosting.place_agent(elsewhere, shared)
+    placement = hosting.issue_host_token(host, bobs)
+    owner = Membership.objects.get(workspace=team_a, user=alice)
+    his = Membership.objects.get(workspace=team_a, user=bob)
+    if ends == "removed":
+        workspace_actions.remove_member(owner, his)
+    elif ends == "left":
+        workspace_actions.leave_workspace(his)
+    else:
+        workspace_actions.change_role(owner, his, Role.MEMBER)
+    bobs.refresh_from_db()
+    assert (bobs.runtime, bobs.host_id) == (Agent.Runtime.LOCAL, None)
+    assert exchange(placement).status_code == 401
+    elsewhere.refresh_from_db()
+    assert elsewhere.host == shared  # a shared host is not the workspace's
+
+
+def test_deleting_a_workspace_makes_the_agents_on_its_hosts_local(alice, team_a, nova):
+    from workspaces import actions as workspace_actions
+    from workspaces.models import Membership
+
+    host = make_host("a-host", workspace=team_a)
+    hosting.place_agent(nova, host)
+    workspace_actions.delete_workspace(Membership.objects.get(workspace=team_a, user=alice))
+    nova.refresh_from_db()
+    assert (nova.runtime, nova.host_id) == (Agent.Runtime.LOCAL, None)
+    assert not HostToken.objects.filter(agent=nova, revoked_at__isnull=True).exists()
