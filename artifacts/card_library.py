@@ -183,7 +183,7 @@ SEED_TEMPLATES = [
                         {"label": "Cc", "value": "finance@example.com"},
                     ],
                     "text": "Hi Ana,\n\nThe final Q3 numbers are attached. Headline: revenue "
-                    "**+8%** quarter on quarter.\n\nSee you Thursday,\nSam",
+                    "+8% quarter on quarter.\n\nSee you Thursday,\nSam",
                     "data": {"thread_id": "thr-18c2f0a1"},
                 }
             ],

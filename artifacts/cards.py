@@ -22,6 +22,8 @@ MAX_DATA_BYTES = 2048
 MAX_NUMBER = 1e15
 TONES = ("info", "success", "warning", "danger")
 ACTION_STYLES = ("primary", "default", "danger")
+# The template of a drafted email, whose buttons send it from the mailbox of the person clicking.
+EMAIL_DRAFT = "email_draft"
 
 CARD_KEYS = {"type", "template", "title", "items"}
 ITEM_KEYS = {
@@ -454,7 +456,11 @@ def item_elements(item, sealed, index, outcomes=None):
         out.append({"kind": "rows", "rows": item["fields"]})
     if "chips" in show and item.get("chips"):
         out.append({"kind": "chips", "chips": item["chips"]})
-    if "body" in show and item.get("text"):
+    if "body" in show and item.get("text") and sealed.get("template") == EMAIL_DRAFT:
+        # An email's body is shown as the plain text that is sent: rendered as Markdown, parts
+        # of it (a link definition line, an HTML comment) would be mailed without being seen.
+        out.append({"kind": "plain_text", "text": item["text"]})
+    elif "body" in show and item.get("text"):
         out.append({"kind": "text", "markdown": item["text"]})
     actions = _actions(item, sealed, index, outcomes) if "actions" in show else []
     if actions:
@@ -546,6 +552,8 @@ def _element_html(el, index):
         return format_html(
             '<div class="card__body">{}</div>', mark_safe(render_markdown(el["markdown"]))
         )
+    if kind == "plain_text":
+        return format_html('<div class="card__body pre-wrap">{}</div>', el["text"])
     if kind == "change":
         arrow = {"up": "▲", "down": "▼", "flat": "■"}[el["direction"]]
         return format_html(

@@ -6,6 +6,7 @@ conversations show it without knowing cards) and, once buttons are used, `card_o
 """
 
 from artifacts.cards import (
+    EMAIL_DRAFT,
     CardError,
     item_elements,
     render_card_html,
@@ -16,9 +17,9 @@ from artifacts.cards import (
 from artifacts.exceptions import CardActionNotFound, CardActionRule, CardInvalid, CardNotFound
 from artifacts.models import CardTemplate
 
-EMAIL_DRAFT = "email_draft"
-# Buttons of an email-draft card that stand for mailbox operations rather than a reply.
-EMAIL_ACTIONS = ("send", "save_draft")
+# Buttons of an email-draft card that stand for mailbox operations rather than a reply, with
+# the only labels they may carry: a button that sends mail says so.
+EMAIL_ACTIONS = {"send": "Send", "save_draft": "Save draft"}
 
 
 def template_lookup(name: str) -> dict | None:
@@ -36,6 +37,7 @@ def seal_card_payload(payload: dict) -> dict:
         where = f"card.{exc.field_path}" if exc.field_path else "card"
         raise CardInvalid(f"Invalid card: {exc.message}", fields={where: exc.message}) from None
     sealed = resolve_layout(card["type"], card.get("template"), lookup=template_lookup)
+    _check_email_card(card, sealed)
     # Outcomes are the server's record of button use; a poster cannot pre-fill them.
     rest = {k: v for k, v in payload.items() if k not in CARD_KEYS}
     return with_card_html({**rest, "card": card, "card_layout": sealed})
@@ -93,8 +95,42 @@ def card_button(payload: dict, item_index, action_id) -> tuple[dict, dict]:
     )
 
 
+def shows_email(sealed: dict) -> bool:
+    """Whether a sealed layout is the email draft's, which shows all that Send mails: the subject
+    (title), the To / Cc / Bcc rows and the body as plain text."""
+    layout = sealed["layout"]
+    return (
+        sealed.get("template") == EMAIL_DRAFT
+        and layout.get("rows") == "fields"
+        and layout.get("body") == "text"
+    )
+
+
+def _relabelled_email_actions(card: dict) -> list[str]:
+    """Paths of item buttons that would send or save mail under another label ("Add to cart")."""
+    return [
+        f"card.items[{i}].actions[{j}].label"
+        for i, item in enumerate(card["items"])
+        for j, action in enumerate(item.get("actions", []))
+        if EMAIL_ACTIONS.get(action["id"], action["label"]) != action["label"]
+    ]
+
+
+def _check_email_card(card: dict, sealed: dict) -> None:
+    """Refuse a card whose Send would mail something the person clicking it cannot see."""
+    if EMAIL_DRAFT in (card["type"], card.get("template")) and not shows_email(sealed):
+        message = "an email_draft card must use the email_draft template, which shows the email"
+        raise CardInvalid(f"Invalid card: {message}.", fields={"card.template": message})
+    relabelled = _relabelled_email_actions(card) if shows_email(sealed) else []
+    if relabelled:
+        message = "Send and Save draft on an email draft must say so"
+        raise CardInvalid(f"Invalid card: {message}.", fields={relabelled[0]: message})
+
+
 def is_email_action(payload: dict, action_id: str) -> bool:
-    """Send / Save draft on an email draft: done in the mailbox (artifacts/mailbox.py), not a reply."""
+    """Send / Save draft on a card that shows the email: done in the mailbox (artifacts/mailbox.py),
+    not a reply. Checked again at the click for cards stored before posting refused the rest."""
     card, sealed = payload["card"], _sealed(payload)
-    is_draft = card["type"] == EMAIL_DRAFT or sealed.get("template") == EMAIL_DRAFT
-    return is_draft and action_id in EMAIL_ACTIONS
+    return (
+        action_id in EMAIL_ACTIONS and shows_email(sealed) and not _relabelled_email_actions(card)
+    )

@@ -27,6 +27,8 @@ class Email:
 
 
 def email_of(item: dict) -> Email:
+    """The email of an item the email-draft layout shows (cards_store.is_email_action decides):
+    that layout shows every part read here, the body as plain text, so what is sent is seen."""
     rows = {f["label"].strip().lower(): str(f["value"]) for f in item.get("fields", [])}
     data = item.get("data") or {}
     return Email(
