@@ -5,8 +5,8 @@ line each) in the stable block; the model reads a skill's full text with ``skill
 
 A package is a ``SKILL.md`` (YAML front matter, then Markdown) or a zip of a folder holding one,
 with other text files beside it. Nothing in a package is ever run: front matter is read with
-``yaml.safe_load`` and files are kept as text. Imports from a URL follow ``web_fetch``'s rules
-(public addresses only, every redirect checked, size and time limits).
+``yaml.safe_load``'s loader and files are kept as text. Imports from a URL follow ``web_fetch``'s
+rules (public addresses only, every redirect checked, size and time limits).
 """
 
 import io
@@ -27,6 +27,7 @@ from agents.exceptions import NotAgentOwner
 from agents.models import Agent
 from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict
+from agntchat.core.validation import MAX_JSON_DEPTH, UNSTORABLE_TEXT
 from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
 from work.tools import platform_web
@@ -36,6 +37,8 @@ from workspaces.audit import record_audit
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 MAX_PACKAGE_BYTES = 256 * 1024  # a whole package, unpacked
 MAX_FRONT_MATTER = 16 * 1024
+# The project's rule for nesting in what comes from outside (agntchat.core.validation).
+MAX_FRONT_MATTER_DEPTH = MAX_JSON_DEPTH
 MAX_FILES = 32
 SUMMARY_CHARS = 160
 # Most specific last: an agent's own skill wins over its owner's, which wins over the platform's.
@@ -74,6 +77,24 @@ class Package:
     files: dict[str, str] = field(default_factory=dict)
 
 
+class _FrontMatterLoader(yaml.SafeLoader):
+    """``safe_load``'s loader, refusing nesting deeper than MAX_FRONT_MATTER_DEPTH: the composer
+    recurses once per level (``[[[…]]]`` or ``- - - …``), and a RecursionError would be a 500."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        if self.depth >= MAX_FRONT_MATTER_DEPTH:
+            raise SkillInvalid(
+                f"The front matter is nested too deeply (at most {MAX_FRONT_MATTER_DEPTH} levels)."
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
 def _tool_names(value, key: str) -> list[str]:
     """A list of tool names, given as a YAML list or as one space-separated string."""
     if value is None:
@@ -98,7 +119,7 @@ def parse_skill_md(text: str, folder: str | None = None, files=None) -> Package:
     if len(front) > MAX_FRONT_MATTER:
         raise SkillInvalid(f"The front matter is over {MAX_FRONT_MATTER // 1024} KB.")
     try:
-        meta = yaml.safe_load(front)
+        meta = yaml.load(front, Loader=_FrontMatterLoader)
     except yaml.YAMLError as exc:
         raise SkillInvalid(f"The front matter is not valid YAML: {exc}".strip()) from None
     if not isinstance(meta, dict):
@@ -136,9 +157,32 @@ def parse_skill_md(text: str, folder: str | None = None, files=None) -> Package:
 
 def _text(data: bytes, what: str) -> str:
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise SkillInvalid(f"{what} is not UTF-8 text; a skill holds text files only.") from None
+    # Valid UTF-8 all the same, but PostgreSQL stores no NUL in text or JSON.
+    if UNSTORABLE_TEXT.search(text):
+        raise SkillInvalid(f"{what} holds a NUL character; a skill holds text files only.")
+    return text
+
+
+def _unpack(archive: zipfile.ZipFile, entry: zipfile.ZipInfo) -> bytes:
+    """ENTRY's bytes, never more than the size the archive claims for it (the sum of those is
+    checked first): an entry that under-states its size fails its CRC check, unread beyond it."""
+    # bzip2 and LZMA unpack a whole chunk of input at once, however large it grows (200 MB of
+    # zeros fit in 177 bytes of bzip2); deflate unpacks as much as it is asked for.
+    if entry.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise SkillInvalid(f"{entry.filename} is compressed with other than deflate.")
+    try:
+        with archive.open(entry) as file:
+            # read() with no size would unpack all the data there is, whatever the header says.
+            return file.read(entry.file_size + 1)
+    # A damaged or crafted entry raises any of a dozen errors (BadZipFile, zlib.error, EOFError,
+    # ...) from zipfile or zlib.
+    except Exception:
+        raise SkillInvalid(
+            f"{entry.filename} could not be unpacked: the archive is damaged."
+        ) from None
 
 
 def read_package(data: bytes) -> Package:
@@ -150,7 +194,9 @@ def read_package(data: bytes) -> Package:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = [e for e in archive.infolist() if not e.is_dir()]
-    except zipfile.BadZipFile:
+    # Mostly BadZipFile, but a crafted directory also raises NotImplementedError,
+    # UnicodeDecodeError (a name flagged UTF-8 that is not), IndexError, ...
+    except Exception:
         raise SkillInvalid("The file is not a readable zip archive.") from None
     if len(entries) > MAX_FILES + 1:
         raise SkillInvalid(f"A skill package may hold at most {MAX_FILES} files besides SKILL.md.")
@@ -177,9 +223,9 @@ def read_package(data: bytes) -> Package:
         if root.parts and path.parts[: len(root.parts)] != root.parts:
             raise SkillInvalid(f"{entry.filename} is outside the skill's folder {root}.")
         relative = str(path.relative_to(root))
-        files[relative] = _text(archive.read(entry)[: entry.file_size + 1], relative)
+        files[relative] = _text(_unpack(archive, entry), relative)
     folder = root.name if root.parts else None
-    return parse_skill_md(_text(archive.read(paths[manifest]), "SKILL.md"), folder, files)
+    return parse_skill_md(_text(_unpack(archive, paths[manifest]), "SKILL.md"), folder, files)
 
 
 def fetch_package(url: str) -> Package:

@@ -5,6 +5,7 @@ granted by assignment, imports from a URL under web_fetch's rules, and the marke
 import base64
 import io
 import threading
+import tracemalloc
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -67,6 +68,9 @@ def test_a_skill_md_is_read_with_its_tools_and_activation_rule():
         (skill_md(metadata="{version: [1]}"), "metadata must map"),
         # YAML that would build objects is refused by safe_load: nothing is ever run.
         ("---\nname: !!python/object/apply:os.system ['true']\n---\nbody", "not valid YAML"),
+        # The YAML composer recurses once per level, in brackets or in block sequences.
+        (skill_md(x="[" * 500 + "]" * 500), "nested too deeply"),
+        (skill_md(x="\n" + "- " * 2000 + "deep"), "nested too deeply"),
     ],
 )
 def test_a_malformed_skill_md_is_refused_saying_why(text, says):
@@ -96,6 +100,48 @@ def test_a_zipped_folder_brings_its_files_and_its_name_must_be_the_folders():
         skills.read_package(zipped({"SKILL.md": skill_md(), "logo.png": b"\x89PNG\xff\xfe"}))
     with pytest.raises(skills.SkillInvalid, match="at most"):
         skills.read_package(zipped({"SKILL.md": skill_md(), "big.txt": "x" * (300 * 1024)}))
+
+
+def test_a_package_postgresql_could_not_store_is_refused():
+    with pytest.raises(skills.SkillInvalid, match="notes.txt holds a NUL"):
+        skills.read_package(zipped({"SKILL.md": skill_md(), "notes.txt": "a\x00b"}))
+    with pytest.raises(skills.SkillInvalid, match="SKILL.md holds a NUL"):
+        skills.read_package(zipped({"SKILL.md": skill_md() + "\x00"}))
+    with pytest.raises(skills.SkillInvalid, match="SKILL.md holds a NUL"):
+        skills.read_package((skill_md() + "\x00").encode())
+
+
+def lying_zip(real: bytes, claimed_size: int | None = None, method: int | None = None) -> bytes:
+    """A zip of a skill and big.txt (REAL), its central directory lying about big.txt."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("SKILL.md", skill_md())
+        archive.writestr("big.txt", real)
+        # Written from this record at close, after the entry's data went out truthfully.
+        entry = archive.getinfo("big.txt")
+        if claimed_size is not None:
+            entry.file_size = claimed_size
+        if method is not None:
+            entry.compress_type = method
+    return buffer.getvalue()
+
+
+def test_a_damaged_or_lying_archive_is_refused_without_unpacking_it():
+    # 20 MB of zeros deflate to some 20 KB; the archive claims they unpack to 10 bytes.
+    bomb = lying_zip(b"\x00" * (20 * 1024 * 1024), claimed_size=10)
+    assert len(bomb) < skills.MAX_PACKAGE_BYTES
+    tracemalloc.start()
+    try:
+        with pytest.raises(skills.SkillInvalid, match="big.txt could not be unpacked"):
+            skills.read_package(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+    with pytest.raises(skills.SkillInvalid, match="big.txt could not be unpacked"):
+        skills.read_package(lying_zip(b"text", claimed_size=0))
+    with pytest.raises(skills.SkillInvalid, match="big.txt is compressed with other than deflate"):
+        skills.read_package(lying_zip(b"text", method=zipfile.ZIP_BZIP2))
 
 
 # -- layers, activation, index and load ------------------------------------------------------
@@ -307,6 +353,26 @@ def test_rest_creates_from_text_or_a_file_and_refuses_bad_input(alice, nova, api
         ("filed", "agent", True),
         ("inbox-triage", "owner", True),
     ]
+
+
+def test_rest_refuses_a_skill_that_cannot_be_parsed_or_stored(alice, api):
+    client = api(alice)
+    skill = client.post("/api/v1/skills/", {"skillMd": skill_md()}, format="json").json()
+    stored = list(Skill.objects.values_list("id", "name", "source"))
+    deep = skill_md(x="[" * 500 + "]" * 500)
+    nul = zipped({"SKILL.md": skill_md(name="nul"), "notes.txt": "a\x00b"})
+    for body in (
+        {"skillMd": deep},
+        {"package": base64.b64encode(deep.encode()).decode()},
+        {"package": base64.b64encode(nul).decode()},
+        {"package": base64.b64encode(lying_zip(b"x" * 200_000, claimed_size=10)).decode()},
+    ):
+        bad = client.post("/api/v1/skills/", body, format="json")
+        assert (bad.status_code, bad.json()["error"]["code"]) == (400, "skill_invalid")
+    changed = client.patch(f"/api/v1/skills/{skill['id']}/", {"skillMd": deep}, format="json")
+    assert (changed.status_code, changed.json()["error"]["code"]) == (400, "skill_invalid")
+    assert "nested too deeply" in changed.json()["error"]["message"]
+    assert list(Skill.objects.values_list("id", "name", "source")) == stored
 
 
 def test_an_unpublished_skill_is_nobody_elses(alice, bob, charlie, team_a, nova, api):
