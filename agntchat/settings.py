@@ -378,11 +378,15 @@ WEB_FETCH_ALLOW_PRIVATE = env_bool("WEB_FETCH_ALLOW_PRIVATE", False)
 MEMORY_BUDGET_MS = int(os.environ.get("MEMORY_BUDGET_MS", "300"))
 
 # Password sign-in throttling (workspaces/login.py, in Redis): this many failures within the
-# window lock a username (or a client address) for LOGIN_LOCK_SECONDS, twice as long for each
-# further lock within a day, up to LOGIN_LOCK_MAX_SECONDS. A client address is where the
-# connection comes from: behind a proxy, run daphne with --proxy-headers.
+# window lock a username from one client address (…_PER_USERNAME), an address (…_PER_ADDRESS)
+# or a username from every address it has not signed in from in LOGIN_KNOWN_ADDRESS_DAYS
+# (…_ANYWHERE), for LOGIN_LOCK_SECONDS, twice as long for each further lock within a day, up to
+# LOGIN_LOCK_MAX_SECONDS. A client address is where the connection comes from: behind a proxy,
+# run daphne with --proxy-headers.
 LOGIN_FAILURES_PER_USERNAME = env_int("LOGIN_FAILURES_PER_USERNAME", 5)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 20)
+LOGIN_FAILURES_PER_USERNAME_ANYWHERE = env_int("LOGIN_FAILURES_PER_USERNAME_ANYWHERE", 50)
+LOGIN_KNOWN_ADDRESS_DAYS = env_int("LOGIN_KNOWN_ADDRESS_DAYS", 90)
 LOGIN_FAILURE_WINDOW = env_int("LOGIN_FAILURE_WINDOW", 15 * 60)
 LOGIN_LOCK_SECONDS = env_int("LOGIN_LOCK_SECONDS", 60)
 LOGIN_LOCK_MAX_SECONDS = env_int("LOGIN_LOCK_MAX_SECONDS", 60 * 60)

@@ -1,5 +1,6 @@
 """Password sign-in, the one place a password is checked: the login page, the admin's login page
-and POST /api/v1/auth/token/. Throttled in Redis per username and per client address."""
+and POST /api/v1/auth/token/. Throttled in Redis per username and client address together, per
+address, and per username from unknown addresses."""
 
 from django.conf import settings
 from django.contrib.auth import authenticate
@@ -21,24 +22,49 @@ def _rule(name: str, limit: int) -> throttle.Rule:
 
 
 def authenticate_person(request, username: str, password: str):
-    """The active person USERNAME and PASSWORD identify, or None. While the username or the
-    client's address is locked, raises LoginThrottled without checking the password."""
-    by_username = (_rule("username", settings.LOGIN_FAILURES_PER_USERNAME), username.casefold())
-    by_address = (
-        _rule("address", settings.LOGIN_FAILURES_PER_ADDRESS),
-        client_address(request),
-    )
-    wait = throttle.locked_for([by_username, by_address])
+    """The active person USERNAME and PASSWORD identify, or None. While locked, raises
+    LoginThrottled without checking the password.
+
+    Failures lock the username from the address they came from (LOGIN_FAILURES_PER_USERNAME),
+    the address for every username (…_PER_ADDRESS), and the username from everywhere it has
+    not signed in before (…_PER_USERNAME_ANYWHERE, many guesses from many addresses). An
+    address the person signed in from recently is held back only by its own failures: no one
+    can lock a person out of their usual places with failures of their own."""
+    name, address = username.casefold(), client_address(request)
+    pair = (_rule("username", settings.LOGIN_FAILURES_PER_USERNAME), f"{name} {address}")
+    others = [
+        (_rule("address", settings.LOGIN_FAILURES_PER_ADDRESS), address),
+        (_rule("anywhere", settings.LOGIN_FAILURES_PER_USERNAME_ANYWHERE), name),
+    ]
+    known = _is_known(name, address)
+    wait = throttle.locked_for([pair] if known else [pair, *others])
     if wait:
         raise LoginThrottled(wait)
     user = authenticate(request, username=username, password=password)
     if user is None:
-        throttle.record_failure([by_username, by_address])
+        throttle.record_failure([pair, *others])
     else:
-        # The username starts over; the address does not, or one good account would clear an
+        # The pair starts over; the address does not, or one good account would clear an
         # address's failures on everyone else's.
-        throttle.forget(*by_username)
+        throttle.forget(*pair)
+        _remember(name, address)
     return user
+
+
+def _known_key(name: str) -> str:
+    return f"{settings.REDIS_PREFIX}:login:known:{name}"
+
+
+def _is_known(name: str, address: str) -> bool:
+    return bool(throttle.client().sismember(_known_key(name), address))
+
+
+def _remember(name: str, address: str) -> None:
+    """ADDRESS is one USERNAME signed in from, for LOGIN_KNOWN_ADDRESS_DAYS from now."""
+    pipe = throttle.client().pipeline(transaction=False)
+    pipe.sadd(_known_key(name), address)
+    pipe.expire(_known_key(name), settings.LOGIN_KNOWN_ADDRESS_DAYS * 86400)
+    pipe.execute()
 
 
 def client_address(request) -> str:

@@ -1,5 +1,7 @@
-"""Password sign-in is throttled per username and per client address, in the real Redis, the
-same way on the REST token endpoint, the login page and the admin's login page."""
+"""Password sign-in is throttled per username and client address, per address, and per username
+from addresses it never signed in from, in the real Redis, the same way on the REST token
+endpoint, the login page and the admin's login page. Nobody locks a person out of the places
+they sign in from."""
 
 import pytest
 from django.conf import settings
@@ -18,6 +20,7 @@ def no_earlier_failures():
     def forget_all():
         redis = presence.client()
         keys = list(redis.scan_iter(f"{settings.REDIS_PREFIX}:throttle:*"))
+        keys += list(redis.scan_iter(f"{settings.REDIS_PREFIX}:login:known:*"))
         if keys:
             redis.delete(*keys)
 
@@ -59,8 +62,27 @@ def test_five_failures_lock_the_username_even_against_the_right_password(alice, 
     }
     assert 55 <= int(locked["Retry-After"]) <= 60
     assert ApiToken.objects.count() == 0
-    # Another person is not held up by it.
+    # Another person is not held up by it, nor alice elsewhere: the failures were this address's.
     assert token(client, "bob", "guess").status_code == 401
+    assert token(client, "alice", RIGHT, address="198.51.100.7").status_code == 201
+
+
+def test_failures_from_many_addresses_lock_the_username_but_not_where_it_signs_in(
+    alice, client, settings
+):
+    """Guesses spread over many addresses lock the username from any new address; from where
+    alice signed in before, only her own failures there count (the address lock included)."""
+    settings.LOGIN_FAILURES_PER_USERNAME_ANYWHERE = 4
+    settings.LOGIN_FAILURES_PER_ADDRESS = 2
+    home = "198.51.100.20"
+    assert token(client, "alice", RIGHT, address=home).status_code == 201
+    for n in range(4):
+        assert token(client, "alice", "guess", address=f"203.0.113.{n}").status_code == 401
+    assert token(client, "alice", RIGHT, address="203.0.113.99").status_code == 429
+    for name in ("ann", "ben"):  # someone behind the same address as alice fails for others
+        assert token(client, name, "guess", address=home).status_code == 401
+    assert token(client, "bob", "pw-bob-123456", address=home).status_code == 429
+    assert token(client, "alice", RIGHT, address=home).status_code == 201
 
 
 def test_each_lock_within_a_day_lasts_twice_as_long(alice, client):
