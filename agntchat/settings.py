@@ -430,6 +430,10 @@ WEBSOCKET_MAX_UNSENT_BYTES = env_int("WEBSOCKET_MAX_UNSENT_BYTES", 4 * 1024 * 10
 HTTP_HEADERS_SECONDS = env_int("HTTP_HEADERS_SECONDS", 20)
 # Open agent sockets per agent, over every node; the next one is refused (close code 4429).
 AGENT_MAX_CONNECTIONS = env_int("AGENT_MAX_CONNECTIONS", 20)
+# Whether a workspace's own hosts may be at private, local or reserved addresses (work/hosting.py).
+# Off: anyone can make a workspace and register a host, and must not reach the server's network
+# through it. On for a deployment whose workspaces' machines are on its own private network.
+HOSTS_ALLOW_PRIVATE = env_bool("HOSTS_ALLOW_PRIVATE", False)
 # Open browser sockets per person, over every node (tabs and devices); the next is refused
 # (4429). Each holds a node's memory and a share of every event of the person's workspaces.
 BROWSER_MAX_CONNECTIONS = env_int("BROWSER_MAX_CONNECTIONS", 50)

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from agents.models import Agent, Host, HostRestart
 from agntchat.core import presence
 from agntchat.core.events import publish
 from agntchat.core.exceptions import AppError
+from work.tools import platform_web
 
 SSH_TIMEOUT = 15
 COMMAND_TIMEOUT = 300
@@ -77,6 +79,32 @@ def load_key(text: str) -> paramiko.PKey:
     raise HostUnreachable("The host's SSH key cannot be read (OpenSSH private key expected).")
 
 
+def private_address_refusal(address: str) -> str:
+    return (
+        f"{address} is a private, local or reserved address: this server connects a "
+        "workspace's hosts on the public internet only (HOSTS_ALLOW_PRIVATE)."
+    )
+
+
+def address_to_dial(host: Host) -> str:
+    """The address to connect to for HOST: its own, or, for a workspace's host, the one its name
+    resolves to, refused when private (anyone may make a workspace and register a host: the
+    server's own network and the cloud's metadata address must not be theirs to reach). The
+    checked address is the one dialled, so the name cannot change in between."""
+    if host.workspace_id is None or settings.HOSTS_ALLOW_PRIVATE:
+        return host.address  # staff's own hosts, or a deployment inside its own network
+    try:
+        found = [info[4][0] for info in socket.getaddrinfo(host.address, host.port)]
+    except (socket.gaierror, UnicodeError):
+        raise HostUnreachable(
+            f"Cannot reach {host.name}: {host.address} does not resolve."
+        ) from None
+    refused = next((a for a in found if platform_web.refused_address(a)), None)
+    if refused is not None:
+        raise HostUnreachable(f"Cannot reach {host.name}: {private_address_refusal(refused)}")
+    return found[0]
+
+
 class Session:
     """One SSH connection to a host: commands checked for their exit status, files by SFTP."""
 
@@ -84,9 +112,10 @@ class Session:
         self.host = host
         self.client = paramiko.SSHClient()
         policy = _Pin()
+        address = address_to_dial(host)
         if host.host_key:
             kind, blob = host.host_key.split()[:2]
-            name = host.address if host.port == 22 else f"[{host.address}]:{host.port}"
+            name = address if host.port == 22 else f"[{address}]:{host.port}"
             pinned = paramiko.PKey.from_type_string(kind, base64.b64decode(blob))
             self.client.get_host_keys().add(name, kind, pinned)
             self.client.set_missing_host_key_policy(paramiko.RejectPolicy())
@@ -94,7 +123,7 @@ class Session:
             self.client.set_missing_host_key_policy(policy)
         try:
             self.client.connect(
-                host.address,
+                address,
                 port=host.port,
                 username=host.ssh_user,
                 pkey=load_key(hosting.ssh_key_of(host)),

@@ -1,6 +1,7 @@
 """REST for a workspace's own hosts (WS-2, AGT-6): members read them, admins and the owner add,
 change, provision, restart and remove them. The SSH key goes in and never comes out."""
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.urls import path
@@ -14,6 +15,7 @@ from agents.models import Host, HostRestart
 from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.exceptions import AppError
 from work import hosting as work_hosting
+from work.tools import platform_web
 from workspaces.access import IsPerson, access_membership, require_manager
 
 ADDRESS = r"^[A-Za-z0-9][A-Za-z0-9.:-]*$"  # a host name, an IPv4 or an IPv6 address
@@ -36,6 +38,15 @@ class HostInput(StrictSerializer):
     python = serializers.RegexField(
         r"^[A-Za-z0-9._/-]+$", max_length=255, required=False, default="python3"
     )
+
+    def validate_address(self, value):
+        try:  # a literal address is refused at once; a name, when it is resolved to connect
+            private = platform_web.refused_address(value)
+        except ValueError:
+            return value
+        if private and not settings.HOSTS_ALLOW_PRIVATE:
+            raise serializers.ValidationError(work_hosting.private_address_refusal(value))
+        return value
 
     def validate_ssh_key(self, value):
         try:

@@ -20,7 +20,7 @@ def ssh_key(tmp_path):
 
 
 def body(ssh_key, **fields):
-    return {"name": "edge-1", "address": "10.0.0.5", "sshKey": ssh_key, **fields}
+    return {"name": "edge-1", "address": "edge-1.example.com", "sshKey": ssh_key, **fields}
 
 
 def test_an_admin_adds_and_changes_a_host_and_the_key_never_comes_out(
@@ -159,3 +159,35 @@ def test_actions_without_a_body_refuse_one(alice, team_a, api, ssh_key):
         assert api(alice).post(url + action, [None], format="json").status_code == 400
         assert api(alice).post(url + action, {"x": 1}, format="json").status_code == 400
     assert not HostRestart.objects.exists() and not OrmQ.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "address", ["127.0.0.1", "10.0.0.5", "169.254.169.254", "fe80::1", "fd00::2"]
+)
+def test_a_workspace_host_at_a_private_address_is_refused(alice, team_a, api, ssh_key, address):
+    """Anyone can make a workspace: its hosts must not reach the server's own network."""
+    url = f"/api/v1/workspaces/{team_a.id}/hosts/"
+    refused = api(alice).post(url, body(ssh_key, address=address), format="json")
+    assert refused.status_code == 400
+    assert "HOSTS_ALLOW_PRIVATE" in refused.json()["error"]["fields"]["address"]
+    assert not Host.objects.exists()
+
+
+def test_a_deployment_on_its_own_network_allows_private_hosts(
+    alice, team_a, api, ssh_key, settings
+):
+    settings.HOSTS_ALLOW_PRIVATE = True
+    url = f"/api/v1/workspaces/{team_a.id}/hosts/"
+    assert api(alice).post(url, body(ssh_key, address="10.0.0.5"), format="json").status_code == 201
+
+
+def test_a_name_resolving_to_a_private_address_is_not_dialled(alice, team_a, ssh_key):
+    """A name is checked where it is resolved, and the address checked is the one dialled."""
+    from work import hosting as work_hosting
+
+    theirs = hosting.create_host(workspace=team_a, name="sly", address="localhost", ssh_key=ssh_key)
+    with pytest.raises(work_hosting.HostUnreachable) as refused:
+        work_hosting.Session(theirs)
+    assert "private, local or reserved" in refused.value.message
+    staff = hosting.create_host(name="staff-own", address="localhost", ssh_key=ssh_key)
+    assert work_hosting.address_to_dial(staff) == "localhost"  # staff's own hosts are theirs
