@@ -33,7 +33,12 @@ api = [
     path("", include("integrations.sources_api")),
     path("", include("integrations.telegram_api")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # GET only: its OPTIONS rendered DRF's metadata through a template it has none of (a 500).
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="schema", http_method_names=["get", "head"]),
+        name="api-docs",
+    ),
 ]
 
 urlpatterns = [

@@ -63,3 +63,11 @@ def test_a_list_of_text_refuses_other_types(alice, api):
     )
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"capabilities": "Must be a string."}
+
+
+@pytest.mark.django_db
+def test_the_schema_browser_answers_get_and_refuses_other_methods(client):
+    assert client.get("/api/v1/docs/").status_code == 200
+    assert client.head("/api/v1/docs/").status_code == 200
+    for method in ("options", "post", "delete"):
+        assert getattr(client, method)("/api/v1/docs/").status_code == 405, method

@@ -19,7 +19,12 @@ from workspaces.access import (
     role_change_refusal,
 )
 from workspaces.audit import record_audit
-from workspaces.exceptions import InvitationInvalid, OwnerRule, PersonalWorkspaceRule
+from workspaces.exceptions import (
+    InvitationInvalid,
+    OwnerRule,
+    PersonalWorkspaceRule,
+    WorkspaceNotFound,
+)
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
 
 
@@ -76,10 +81,16 @@ def create_invitation(
 ) -> tuple[Invitation, str]:
     """Return the invitation and its secret token (shown once: only the hash is kept)."""
     workspace = membership.workspace
-    if refusal := invitation_refusal(membership, role):
-        raise refusal
     token = crypto.new_secret("inv")
     with transaction.atomic():
+        # The inviter's role as it is now, held until the link is stored: a demotion or removal
+        # committing meanwhile would otherwise miss this link when it revokes theirs.
+        current = Membership.objects.select_for_update().filter(pk=membership.pk).first()
+        if current is None:
+            raise WorkspaceNotFound()
+        current.workspace, current.user = workspace, membership.user
+        if refusal := invitation_refusal(current, role):
+            raise refusal
         invitation = Invitation.objects.create(
             workspace=workspace,
             created_by=membership.user,
@@ -124,11 +135,11 @@ def invitation_for(token: str, *, for_update: bool = False) -> Invitation:
 def accept_invitation(user: User, token: str) -> Membership:
     with transaction.atomic():
         invitation = invitation_for(token, for_update=True)
-        membership = Membership.objects.filter(workspace=invitation.workspace, user=user).first()
-        if membership is None:
-            membership = Membership.objects.create(
-                workspace=invitation.workspace, user=user, role=invitation.role
-            )
+        # get_or_create: two links of one workspace accepted at once by one person make one
+        # membership (the second waits for the first's row, then finds it).
+        membership, _ = Membership.objects.get_or_create(
+            workspace=invitation.workspace, user=user, defaults={"role": invitation.role}
+        )
         invitation.accepted_by = user
         invitation.accepted_at = timezone.now()
         invitation.save(update_fields=["accepted_by", "accepted_at", "updated_at"])

@@ -3,6 +3,7 @@
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -44,9 +45,14 @@ def _next_url(request, default="home"):
 def signup(request):
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect(_next_url(request))
+        try:
+            with transaction.atomic():
+                user = form.save()
+        except IntegrityError:  # the name was taken a moment ago, by a sign-up beside this one
+            form.add_error("username", "A user with that username already exists.")
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect(_next_url(request))
     return render(
         request, "registration/signup.html", {"form": form, "next": _next_url(request, "")}
     )

@@ -5,6 +5,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from workspaces import actions
+from workspaces.exceptions import NotAllowed
 from workspaces.models import (
     ApiToken,
     Credential,
@@ -288,6 +289,17 @@ class TestTeamWorkspaces:
         conflict = api(alice).delete(f"/api/v1/workspaces/{team_a.id}/invitations/{used.id}/")
         assert conflict.status_code == 409 and "remove the member" in conflict.text
 
+    def test_a_link_made_with_a_role_lost_meanwhile_is_refused(self, alice, bob, team_a):
+        """The inviter's role is read again, locked, where the link is stored: a request that
+        loaded it before a demotion committed makes no link the demotion missed."""
+        owner, admin = team_a.memberships.get(user=alice), team_a.memberships.get(user=bob)
+        actions.change_role(owner, admin, "admin")
+        as_loaded = team_a.memberships.get(user=bob)  # what a request read a moment earlier
+        actions.change_role(owner, team_a.memberships.get(user=bob), "member")
+        with pytest.raises(NotAllowed):
+            actions.create_invitation(as_loaded)
+        assert not Invitation.objects.filter(created_by=bob, revoked_at__isnull=True).exists()
+
     @pytest.mark.parametrize("how", ["removed", "leaves", "demoted"])
     def test_an_admins_links_stop_working_once_they_may_no_longer_invite(
         self, alice, bob, charlie, team_a, api, how
@@ -497,3 +509,65 @@ def test_healthz_is_503_when_redis_is_down(client, settings):
         presence.client.cache_clear()
     assert response.status_code == 503
     assert response.json()["db"] == "ok" and response.json()["redis"].startswith("error")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_person_accepting_two_links_at_once_joins_once(alice, charlie, team_a):
+    import threading
+
+    owner = team_a.memberships.get(user=alice)
+    tokens = [actions.create_invitation(owner)[1] for _ in range(6)]
+    outcomes, barrier = [], threading.Barrier(len(tokens))
+
+    def accept(token):
+        barrier.wait()
+        try:
+            outcomes.append(actions.accept_invitation(charlie, token).role)
+        except Exception as exc:  # what a 500 would have been
+            outcomes.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=accept, args=(t,)) for t in tokens]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes == ["member"] * len(tokens)
+    assert team_a.memberships.filter(user=charlie).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sign_ups_racing_for_one_name_get_the_forms_answer_not_a_500(db):
+    """Each passes the form's check before any has saved; the database's unique index picks one
+    and the others get the page back saying the name is taken."""
+    import threading
+
+    from django.test import Client
+
+    statuses, pages, barrier = [], [], threading.Barrier(6)
+
+    def sign_up():
+        barrier.wait()
+        try:
+            response = Client(raise_request_exception=False).post(
+                "/signup/",
+                {
+                    "username": "racer",
+                    "password1": "pw-racer-881234",
+                    "password2": "pw-racer-881234",
+                },
+            )
+            statuses.append(response.status_code)
+            pages.append(response.content.decode())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sign_up) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [200] * 5 + [302]
+    assert all("already exists" in p for p, s in zip(pages, statuses, strict=True) if s == 200)
+    assert User.objects.filter(username="racer").count() == 1
