@@ -21,6 +21,7 @@ from agntchat.core.events import group_name, wire
 from agntchat.core.sockets import JsonSocket, header
 from work import frames, gateway
 from work.hosting import supervisor_id
+from workspaces.login import api_token_topic
 
 # A wake-up for an agent already woken this recently is not sent again (its bridge is starting).
 WAKE_AGAIN_SECONDS = 10
@@ -63,8 +64,14 @@ class HostSocket(JsonSocket):
         self.host_group = group_name(
             hosting.host_topic(self.host.pk) if self.host else hosting.laptop_topic(self.person.pk)
         )
+        # A laptop's supervisor lasts as long as the API token it signed in with.
+        self.token_group = (
+            group_name(api_token_topic(self.person.token_id)) if self.person else None
+        )
         await self.accept()
         await self.channel_layer.group_add(self.host_group, self.channel_name)
+        if self.token_group:
+            await self.channel_layer.group_add(self.token_group, self.channel_name)
         await database_sync_to_async(presence.beat)(self.presence_id, self.connection_id)
         await self.follow_agents(hello=True)
 
@@ -105,8 +112,9 @@ class HostSocket(JsonSocket):
     async def release(self):
         if getattr(self, "presence_id", None) is None:
             return
-        for group in (self.host_group, *self.agent_groups):
-            await self.channel_layer.group_discard(group, self.channel_name)
+        for group in (self.host_group, *self.agent_groups, self.token_group):
+            if group:
+                await self.channel_layer.group_discard(group, self.channel_name)
         self.agent_groups = set()
         await database_sync_to_async(presence.leave)(self.presence_id, self.connection_id)
 
@@ -115,6 +123,11 @@ class HostSocket(JsonSocket):
         await self.send_json({"type": "heartbeat.ok"})
 
     # Events from the channel layer.
+    async def session_ended(self, event):
+        """Its API token was revoked, or its person made inactive: closed at once (4401)."""
+        await self.send_error("unauthorized", "The API token this socket signed in with ended.")
+        await self.hang_up(4401)
+
     async def work_available(self, event):
         await self.wake(event.get("agent") or "")
 

@@ -9,7 +9,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from agntchat.core import crypto
-from agntchat.core.events import publish_live
+from agntchat.core.events import publish, publish_live
 from agntchat.core.exceptions import AppError
 from workspaces.access import (
     invitation_refusal,
@@ -25,6 +25,7 @@ from workspaces.exceptions import (
     PersonalWorkspaceRule,
     WorkspaceNotFound,
 )
+from workspaces.login import api_token_topic
 from workspaces.models import ApiToken, Credential, Invitation, Membership, Role, User, Workspace
 
 
@@ -272,6 +273,7 @@ def revoke_api_token(token: ApiToken) -> None:
                 target=token,
                 label=token.name or token.prefix,
             )
+            publish(api_token_topic(token.pk), {"type": "session.ended", "reason": "revoked"})
 
 
 def create_credential(

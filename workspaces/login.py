@@ -6,9 +6,10 @@ from django.conf import settings
 from django.contrib.auth import authenticate
 
 from agntchat.core import throttle
-from agntchat.core.events import publish
+from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import RateLimited
 from workspaces.exceptions import LoginThrottled
+from workspaces.models import ApiToken
 
 
 def _rule(name: str, limit: int) -> throttle.Rule:
@@ -104,7 +105,17 @@ def end_live_sockets_of_session(sender, request, user, **kwargs) -> None:
         )
 
 
+def api_token_topic(token_id) -> str:
+    """Where the sockets opened with an API token (a laptop's supervisor) hear it end."""
+    return f"api_token.{token_id}"
+
+
 def end_live_sockets_of_inactive(sender, instance, **kwargs) -> None:
     """A person made inactive can sign in nowhere: all their live sockets close."""
     if not instance.is_active:
         publish(f"user.{instance.pk}", {"type": "session.ended", "session": None})
+        # And the sockets opened with their API tokens (a laptop's supervisor).
+        tokens = ApiToken.objects.filter(user=instance, revoked_at__isnull=True)
+        topics = [api_token_topic(t) for t in tokens.values_list("pk", flat=True)]
+        if topics:
+            publish_many(topics, {"type": "session.ended", "reason": "deactivated"})

@@ -1,0 +1,51 @@
+"""A laptop's supervisor socket (/ws/host/, signed in with the person's API token) lasts as long
+as that token: revoking it, or making the person inactive, closes the socket at once (4401), on
+every node. Before, it went on hearing the person's agents' wake-ups after the token was gone."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from agntchat.asgi import application
+from tests.socket_helpers import next_frame
+from workspaces import actions
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def supervisor(secret):
+    comm = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {secret}".encode())]
+    )
+    assert (await comm.connect())[0]
+    assert (await next_frame(comm))["type"] == "hello"
+    return comm
+
+
+async def closed_for_good(comm) -> bool:
+    error = await next_frame(comm)
+    closed = await comm.receive_output(timeout=5)
+    return error["code"] == "unauthorized" and closed == {"type": "websocket.close", "code": 4401}
+
+
+async def still_open(comm) -> bool:
+    await comm.send_json_to({"type": "heartbeat"})
+    return (await next_frame(comm)) == {"type": "heartbeat.ok"}
+
+
+async def test_revoking_the_token_closes_its_supervisor_socket_only(alice):
+    revoked, secret = await sync_to_async(actions.issue_api_token)(alice)
+    _, other_secret = await sync_to_async(actions.issue_api_token)(alice)
+    doomed, kept = await supervisor(secret), await supervisor(other_secret)
+    await sync_to_async(actions.revoke_api_token)(revoked)
+    assert await closed_for_good(doomed)
+    assert await still_open(kept)
+    await kept.disconnect()
+
+
+async def test_a_person_made_inactive_loses_their_supervisor_sockets(alice):
+    _, secret = await sync_to_async(actions.issue_api_token)(alice)
+    comm = await supervisor(secret)
+    alice.is_active = False
+    await sync_to_async(alice.save)(update_fields=["is_active"])
+    assert await closed_for_good(comm)
