@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agents.access import agent_appears_in, is_agent_owner
 from agents.exceptions import AgentNotFound, NotAgentOwner
+from agents.models import Agent
 from agntchat.core.exceptions import AppError
 from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
@@ -24,6 +25,8 @@ from work.tools.registry import REGISTRY, granted_tool
 
 MAX_ITERATIONS = 100
 MIN_INTERVAL_MINUTES = 1
+# Each runs a task per iteration on the agent's queue: as routines (10) and reminders (100).
+MAX_LOOPS_PER_AGENT = 10
 
 
 class LoopInvalid(AppError):
@@ -69,6 +72,18 @@ def start_loop(
     if not 1 <= no_progress_limit <= 20:
         raise LoopInvalid("noProgressLimit is 1 to 20.")
     with transaction.atomic():
+        # Counted under the agent's row lock: two requests at once cannot both be the last.
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        live = Loop.objects.filter(
+            agent=agent, status__in=(Loop.Status.RUNNING, Loop.Status.PAUSED)
+        )
+        if live.count() >= MAX_LOOPS_PER_AGENT:
+            raise AppError(
+                f"{agent.name} has {MAX_LOOPS_PER_AGENT} loops running or paused already, the "
+                "most an agent may have. Stop one of them first.",
+                code="loop_limit",
+                status=409,
+            )
         dm, _ = open_direct(user, workspace, agent_ids=[agent.id])
         if granted_tool(agent, "loop_report") is None:
             set_tool_grant(user, agent, REGISTRY["loop_report"], True)

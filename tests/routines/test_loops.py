@@ -161,3 +161,19 @@ def test_a_deadline_past_what_can_be_kept_is_refused_and_nothing_is_stored(
         assert refused.json()["error"]["fields"] == {"deadline": field_says}
     assert not Loop.objects.exists()
     assert api(alice).get("/api/v1/loops/").status_code == 200
+
+
+def test_an_agent_runs_at_most_ten_loops_at_once(alice, team_a, nova, api):
+    """Each loop queues a task per iteration: without a cap one person could fill the queue."""
+    made = [
+        loops.start_loop(alice, nova, team_a, f"Goal {n}") for n in range(loops.MAX_LOOPS_PER_AGENT)
+    ]
+    refused = api(alice).post(
+        "/api/v1/loops/",
+        {"agent": str(nova.id), "workspace": str(team_a.id), "goal": "One more"},
+        format="json",
+    )
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "loop_limit"
+    assert Loop.objects.filter(agent=nova).count() == loops.MAX_LOOPS_PER_AGENT
+    loops.set_loop_status(alice, made[0], Loop.Status.STOPPED)  # a stopped one frees its place
+    assert loops.start_loop(alice, nova, team_a, "Now it fits").status == Loop.Status.RUNNING
