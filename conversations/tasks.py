@@ -22,6 +22,7 @@ from conversations import actions, live
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Participant, Task, TaskEvent
 from conversations.scoring import choose_owner
+from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
 
 CANCEL_DEADLINE = timedelta(seconds=30)
@@ -293,6 +294,22 @@ def record_missing_result(task_id, reason: str) -> None:
         task.save(update_fields=fields)
         if task.is_terminal:
             _announce(task, "task.finished")
+
+
+def cancel_refusal(person, task: Task, membership=None) -> AppError | None:
+    """Why PERSON may not cancel TASK (None: they may): the person who gave it, its agent's
+    owner and the workspace's admins may; other members see it but cannot stop someone else's
+    work. MEMBERSHIP: PERSON's in the task's workspace, if the caller has it."""
+    if person.pk in (task.created_by_user_id, task.agent.owner_id):
+        return None
+    if membership is None:
+        membership = Membership.objects.filter(workspace_id=task.workspace_id, user=person).first()
+    if membership is not None and membership.is_manager:
+        return None
+    return NotAllowed(
+        "Only the person who gave this task, its agent's owner or an admin of the workspace "
+        "can cancel it."
+    )
 
 
 def request_cancel(task: Task) -> Task:

@@ -392,7 +392,10 @@ class TaskCancelView(APIView):
     permission_classes = [IsPerson]
 
     def post(self, request, task_id):
-        task = tasks.request_cancel(tasks.access_task(request.user, task_id))
+        task = tasks.access_task(request.user, task_id)
+        if refusal := tasks.cancel_refusal(request.user, task):
+            raise refusal
+        task = tasks.request_cancel(task)
         return Response(task_out(task), status=202 if task.cancel_state == "requested" else 200)
 
 

@@ -22,7 +22,7 @@ from artifacts.rendering import render_markdown
 from conversations import scoring
 from conversations.models import TaskEvent
 from conversations.scoring import DEFAULT_WEIGHTS
-from conversations.tasks import access_task, task_data, tasks_visible_to
+from conversations.tasks import access_task, cancel_refusal, task_data, tasks_visible_to
 from work import skills
 from work.access import memories_visible_to
 from work.models import Decision
@@ -177,6 +177,7 @@ def task_detail(request, membership, task_id):
         membership,
         section="tasks",
         task=task,
+        may_cancel=cancel_refusal(request.user, task, membership) is None,
         data=task_data(task),
         events=task.events.order_by("-seq")[:200],
         result_html=mark_safe(render_markdown(result_text)) if result_text else "",

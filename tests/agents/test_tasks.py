@@ -239,3 +239,28 @@ def test_task_endpoints_reject_bad_input_and_outsiders(alice, charlie, team_a, t
     assert outsider.get(f"/api/v1/tasks/?workspace={team_a.id}").status_code == 404
     assert str(task.id) not in outsider.get("/api/v1/tasks/").content.decode()
     assert Task.objects.get(pk=task.pk).status == "queued"
+
+
+def test_a_member_cannot_cancel_work_someone_else_gave_someone_elses_agent(
+    alice, bob, charlie, team_a, nova, api
+):
+    """Bob sees the task Alice gave her agent, and cannot stop it; Alice, who gave it and owns
+    Nova, can; so can an admin of the workspace (Bob, once made one)."""
+    from workspaces.models import Membership, Role
+
+    task = tasks.create_task(alice, team_a, nova, "the quarterly numbers")
+    refused = api(bob).post(f"/api/v1/tasks/{task.id}/cancel/")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "not_allowed"
+    assert Task.objects.get(pk=task.pk).status == "queued"
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(bob)
+    page = browser.get(f"/w/{team_a.id}/tasks/{task.id}/")
+    assert page.status_code == 200 and b"Cancel task" not in page.content
+    browser.force_login(alice)
+    assert b"Cancel task" in browser.get(f"/w/{team_a.id}/tasks/{task.id}/").content
+    Membership.objects.filter(workspace=team_a, user=bob).update(role=Role.ADMIN)
+    assert api(bob).post(f"/api/v1/tasks/{task.id}/cancel/").status_code == 200
+    other = tasks.create_task(alice, team_a, nova, "another")
+    assert api(alice).post(f"/api/v1/tasks/{other.id}/cancel/").status_code == 200
