@@ -408,6 +408,9 @@ PERSON_POSTS_PER_MINUTE = env_int("PERSON_POSTS_PER_MINUTE", 120)
 PERSON_POSTS_BURST = env_int("PERSON_POSTS_BURST", 300)
 AGENT_POSTS_PER_MINUTE = env_int("AGENT_POSTS_PER_MINUTE", 1200)
 AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
+# File uploads, in megabytes per uploader (person or agent), each upload counting its size.
+UPLOAD_MB_PER_HOUR = env_int("UPLOAD_MB_PER_HOUR", 500)
+UPLOAD_MB_BURST = env_int("UPLOAD_MB_BURST", 200)
 # Frames one socket may send (counted in the process that holds it): browser sockets (typing
 # beyond the limit is dropped quietly) and agent sockets (acks and heartbeats included).
 BROWSER_FRAMES_PER_MINUTE = env_int("BROWSER_FRAMES_PER_MINUTE", 120)

@@ -1,6 +1,7 @@
 """Every state change of conversations and messages. One pipeline for people and agents (MSG-1)."""
 
 import logging
+import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -418,6 +419,15 @@ def upload_attachment(actor, conversation: Conversation, upload) -> Attachment:
     if conversation.archived_at is not None:
         raise ConversationArchived()
     name, content_type = files.checked_upload(upload)
+    # Bytes per uploader, counted in megabytes: uploads not yet posted stay on disk for a day,
+    # so without it anyone who may upload could fill the disk.
+    megabytes = math.ceil(upload.size / (1024 * 1024))
+    limit = throttle.Rate(
+        "uploads", settings.UPLOAD_MB_PER_HOUR, window=3600, burst=settings.UPLOAD_MB_BURST
+    )
+    wait = throttle.hit(limit, f"{'agent' if _is_agent(actor) else 'person'}:{actor.pk}", megabytes)
+    if wait:
+        raise RateLimited(wait, "uploads")
     attachment = Attachment(
         workspace_id=conversation.workspace_id,
         conversation=conversation,

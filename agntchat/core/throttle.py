@@ -85,7 +85,8 @@ def forget(rule: Rule, key: str) -> None:
 # generic cell rate algorithm in one Redis key per (rate, key): the "theoretical arrival time" of
 # the next request. PER requests per WINDOW seconds on average, BURST of them at once. One EVALSHA
 # per hit; Redis's clock, so every node counts alike.
-# KEYS: tat. ARGV: interval (ms between requests on average), burst.
+# KEYS: tat. ARGV: interval (ms between requests on average), burst, cost (in requests: an
+# upload of N megabytes counts N).
 # Returns 0 when the hit is allowed (and counted), else the milliseconds until one would be.
 RATE_HIT = """
 local t = redis.call('TIME')
@@ -93,7 +94,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local interval = tonumber(ARGV[1])
 local tat = tonumber(redis.call('GET', KEYS[1]) or 0)
 if tat < now then tat = now end
-local new_tat = tat + interval
+local new_tat = tat + interval * tonumber(ARGV[3])
 local wait = new_tat - now - tonumber(ARGV[2]) * interval
 if wait > 0 then return wait end
 redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now + 1000)
@@ -127,12 +128,17 @@ def _rate_script():
     return client().register_script(RATE_HIT)
 
 
-def hit(rate: Rate, key) -> int:
-    """Count one request of KEY under RATE: 0 if it is allowed, else the seconds (at least 1)
-    until one would be, and it is not counted. One Redis round trip; none for an unlimited rate."""
+def hit(rate: Rate, key, cost: int = 1) -> int:
+    """Count one request of KEY under RATE (COST of them: a request that weighs more): 0 if it
+    is allowed, else the seconds (at least 1) until it would be, and it is not counted. One Redis
+    round trip; none for an unlimited rate. A COST past the burst is cut to the burst (it waits
+    for a full bucket, rather than never fitting)."""
     if rate.per <= 0:
         return 0
-    wait_ms = _rate_script()(keys=[_rate_key(rate, key)], args=[rate.interval_ms, rate.burst_size])
+    cost = max(1, min(cost, rate.burst_size))
+    wait_ms = _rate_script()(
+        keys=[_rate_key(rate, key)], args=[rate.interval_ms, rate.burst_size, cost]
+    )
     return math.ceil(int(wait_ms) / 1000) if wait_ms else 0
 
 

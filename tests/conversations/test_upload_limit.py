@@ -1,0 +1,42 @@
+"""Uploads are limited in megabytes per uploader (UPLOAD_MB_PER_HOUR, UPLOAD_MB_BURST), in the
+real Redis: an upload not yet posted stays on disk for a day, so without it any member or agent
+could fill the disk. Past the limit: 429 with Retry-After, and nothing stored."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from conversations.actions import upload_attachment
+from conversations.models import Attachment
+
+pytestmark = pytest.mark.django_db
+
+MB = 1024 * 1024
+
+
+@pytest.fixture(autouse=True)
+def media(settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.UPLOAD_MB_PER_HOUR, settings.UPLOAD_MB_BURST = 4, 4
+    return settings.MEDIA_ROOT
+
+
+def upload(client, conversation, size):
+    return client.post(
+        f"/api/v1/conversations/{conversation.id}/files/",
+        {"file": SimpleUploadedFile("notes.txt", b"x" * size, content_type="text/plain")},
+        format="multipart",
+    )
+
+
+def test_an_uploader_gets_so_many_megabytes_and_then_a_429(alice, bob, nova, channel, api, media):
+    assert upload(api(alice), channel, 2 * MB).status_code == 201  # counts 2
+    assert upload(api(alice), channel, 10).status_code == 201  # a small file counts 1
+    refused = upload(api(alice), channel, 2 * MB)  # 2 more: past the 4
+    assert refused.status_code == 429, refused.content
+    assert refused.json()["error"]["code"] == "rate_limited"
+    assert "uploads" in refused.json()["error"]["message"] and int(refused["Retry-After"]) >= 1
+    assert Attachment.objects.filter(uploaded_by_user=alice).count() == 2
+    assert len([p for p in media.rglob("*") if p.is_file()]) == 2  # no bytes for the refused one
+    # Each uploader has their own: Bob, and Nova (an agent), are not held up by Alice.
+    assert upload(api(bob), channel, 2 * MB).status_code == 201
+    assert upload_attachment(nova, channel, SimpleUploadedFile("a.txt", b"x" * (2 * MB)))
