@@ -1,12 +1,14 @@
 """Every state change of artifacts, card templates and card buttons (ART-1…3, CARD-2, CARD-4)."""
 
+import json
+import math
 import re
 
 from django.db import transaction
 
 from agents.models import Agent
 from agntchat.core.events import publish_live
-from agntchat.core.validation import JSONTooDeep, check_json_text
+from agntchat.core.validation import UNSTORABLE_TEXT, JSONTooDeep, check_json_text
 from artifacts.card_library import SEED_TEMPLATES
 from artifacts.cards import CardError, validate_template
 from artifacts.cards_store import (
@@ -77,6 +79,10 @@ def _check_content(content, kind: str) -> str:
             check_json_text(content, max_bytes=MAX_CONTENT_BYTES)
         except JSONTooDeep as exc:
             raise ArtifactRule(exc.message, fields={"content": "Nested too deeply."}) from None
+        if problem := _json_problem(content):
+            raise ArtifactRule(
+                f"A json artifact holds JSON data. {problem}", fields={"content": problem}
+            )
     # The sanitiser's time grows with tags times depth: measured before it ever runs.
     if kind == Artifact.Kind.HTML and html_nesting_depth(content) > MAX_HTML_DEPTH:
         raise ArtifactRule(
@@ -85,6 +91,33 @@ def _check_content(content, kind: str) -> str:
             fields={"content": "Nested too deeply."},
         )
     return content
+
+
+def _json_problem(content: str) -> str | None:
+    """Why CONTENT (its depth already checked) is not JSON a `json` artifact can keep, or None.
+    The page shows it parsed and pretty-printed, so it must parse and print back faithfully."""
+    try:
+        value = json.loads(content, parse_constant=_not_json, parse_float=_finite)
+    except ValueError as exc:
+        return f"Not valid JSON: {exc}."
+    # An unpaired surrogate written as an escape (\ud800) is printed as the character itself,
+    # which PostgreSQL cannot store; ensure_ascii=False is how the page prints it.
+    if UNSTORABLE_TEXT.search(json.dumps(value, ensure_ascii=False)):
+        return "Text may not contain unpaired surrogates."
+    return None
+
+
+def _not_json(word: str):
+    # Python's parser takes NaN and Infinity; JSON has no such words.
+    raise ValueError(f"{word} is not JSON")
+
+
+def _finite(text: str) -> float:
+    # 1e400 is JSON, but as a float it is infinity and would be shown as Infinity.
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is too large a number")
+    return number
 
 
 def _check_note(note) -> str:

@@ -195,36 +195,99 @@ def render_artifact(kind, content, language=None):
     raise ValueError(f"unknown artifact kind: {kind!r}")
 
 
+# Steps of the matcher's search (see _BoundedMatcher) one diff may take. difflib pairs each
+# line with every equal line of the other version, again at each level of its recursion, so
+# its time grows with the square of the line count or worse, and versions go up to 500 KB.
+# Enough for exact diffs of documents of a few thousand lines; a cap on one request's cost.
+DIFF_BUDGET = 2_000_000
+TOO_LARGE_TO_COMPARE = (
+    "These versions are too large to compare line by line: everything from the first "
+    "changed line to the last is shown as removed and added."
+)
+
+
+class _OverBudget(Exception):
+    pass
+
+
+class _BoundedMatcher(difflib.SequenceMatcher):
+    """difflib's line matcher (no autojunk: repeated lines still match) that stops once its
+    search would pass BUDGET steps. Its matches are then only the lines equal at both ends,
+    so everything from the first change to the last shows as removed and added; `exact`
+    says whether that happened."""
+
+    def __init__(self, a, b, budget):
+        self.budget, self.exact = budget, True
+        super().__init__(None, a, b, autojunk=False)
+
+    def find_longest_match(self, alo, ahi, blo, bhi):
+        # Its loop visits each line of a[alo:ahi] and every place that line occurs in b:
+        # charged before it runs, so the budget is never overspent.
+        self.budget -= (ahi - alo) + sum(len(self.b2j.get(line, ())) for line in self.a[alo:ahi])
+        if self.budget < 0:
+            raise _OverBudget
+        return super().find_longest_match(alo, ahi, blo, bhi)
+
+    def get_matching_blocks(self):
+        try:
+            return super().get_matching_blocks()
+        except _OverBudget:
+            self.exact = False
+        a, b = self.a, self.b
+        head = 0
+        while head < min(len(a), len(b)) and a[head] == b[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+            tail += 1
+        ends = [(0, 0, head), (len(a) - tail, len(b) - tail, tail)]
+        return [block for block in ends if block[2]] + [(len(a), len(b), 0)]
+
+
 def diff_versions(old, new, old_label="old", new_label="new"):
-    """Compare two versions line by line: unified text, an escaped HTML table and counts."""
+    """Compare two versions line by line: unified text, an escaped HTML table and counts.
+    `exact` is False when they were too large to compare line by line: the lines from the
+    first change to the last are then shown removed and added whole, and the table says so."""
     old_lines, new_lines = (old or "").splitlines(), (new or "").splitlines()
-    unified = "\n".join(
-        difflib.unified_diff(old_lines, new_lines, old_label, new_label, lineterm="")
-    )
-    rows, added, removed = [], 0, 0
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    matcher = _BoundedMatcher(old_lines, new_lines, DIFF_BUDGET)
+    # The text and the table come from the same matches, so they always agree.
+    text, rows, added, removed = [], [], 0, 0
     for group in matcher.get_grouped_opcodes(3):
         first, last = group[0], group[-1]
         old_range, new_range = _hunk_range(first[1], last[2]), _hunk_range(first[3], last[4])
+        text.append(f"@@ -{old_range} +{new_range} @@")
         rows.append(
             f'<tr class="diff-hunk"><td colspan="3">@@ -{old_range} +{new_range} @@</td></tr>'
         )
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 for k in range(i2 - i1):
+                    text.append(" " + old_lines[i1 + k])
                     rows.append(_diff_row("ctx", i1 + k + 1, j1 + k + 1, old_lines[i1 + k]))
                 continue
             for k in range(i1, i2):
+                text.append("-" + old_lines[k])
                 rows.append(_diff_row("del", k + 1, "", old_lines[k]))
             for k in range(j1, j2):
+                text.append("+" + new_lines[k])
                 rows.append(_diff_row("ins", "", k + 1, new_lines[k]))
             removed += i2 - i1
             added += j2 - j1
+    if text:
+        text[:0] = [f"--- {old_label}", f"+++ {new_label}"]
+    if not matcher.exact:
+        rows.insert(0, f'<tr class="diff-note"><td colspan="3">{TOO_LARGE_TO_COMPARE}</td></tr>')
     html = (
         f'<table class="diff"><thead><tr><th>{escape(old_label)}</th><th>{escape(new_label)}'
         f"</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
-    return {"unified": unified, "html": html, "added": added, "removed": removed}
+    return {
+        "unified": "\n".join(text),
+        "html": html,
+        "added": added,
+        "removed": removed,
+        "exact": matcher.exact,
+    }
 
 
 def _hunk_range(start, stop):

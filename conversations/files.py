@@ -9,6 +9,7 @@ may read the message is given fresh links whenever they read it.
 
 import hashlib
 import mimetypes
+import re
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlencode
 
@@ -19,7 +20,7 @@ from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
 from django.utils.text import get_valid_filename
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from conversations.exceptions import ConversationRule
 from conversations.models import Attachment
@@ -45,6 +46,8 @@ INLINE = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf
 # Time links are made in: expiries rounded up to it, so the same file read again within it gets
 # the same link and the browser's cache keeps the picture.
 ROUNDING = 300
+# A link's expiry, Unix seconds: 12 digits last past the year 30000.
+EXPIRES_RE = re.compile(r"[0-9]{1,12}")
 
 
 class FileRefused(ConversationRule):
@@ -106,7 +109,8 @@ def signed_url(attachment_id, name: str, now: float | None = None) -> tuple[str,
 
 
 def valid_signature(attachment_id, expires: str, signature: str) -> bool:
-    if not expires.isdigit() or int(expires) < timezone.now().timestamp():
+    # ASCII digits only, and few: isdigit() also takes "²", and int() refuses past 4300 digits.
+    if not EXPIRES_RE.fullmatch(expires) or int(expires) < timezone.now().timestamp():
         return False
     try:
         _signer().unsign(f"{attachment_id}:{expires}:{signature}")
@@ -137,7 +141,7 @@ def attachment_data(ref: dict) -> dict:
     }
 
 
-@require_GET
+@require_safe  # HEAD too: the server sends its headers and leaves out the body
 def download(request, attachment_id, name):
     """The file behind a signed link. A bad or expired signature, or a file gone, is a 404."""
     if not valid_signature(attachment_id, request.GET.get("e", ""), request.GET.get("s", "")):

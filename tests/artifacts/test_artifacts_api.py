@@ -95,10 +95,25 @@ def test_it_diffs_any_two_versions(alice, bob, channel, api):
     assert "-- book the venue" in diff["unified"].splitlines()
     assert "+- book the hall" in diff["unified"].splitlines()
     assert '<tr class="diff-ins">' in diff["html"]
+    assert diff["exact"] is True
     missing = api(alice).get(f"/api/v1/artifacts/{artifact_id}/diff/?from=1&to=7")
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "version_not_found"
     bad = api(alice).get(f"/api/v1/artifacts/{artifact_id}/diff/?from=one&to=2")
     assert bad.status_code == 400 and set(bad.json()["error"]["fields"]) == {"from"}
+
+
+def test_it_says_when_versions_are_too_large_to_diff_line_by_line(alice, channel, api):
+    # Line by line, difflib would pair every line with every other here: hours of CPU.
+    lines = "a\n" * 150_000
+    artifact_id = publish(api(alice), channel, kind="code", content=lines).json()["id"]
+    edited = api(alice).post(
+        f"/api/v1/artifacts/{artifact_id}/versions/", {"content": "b\n" + lines}, format="json"
+    )
+    assert edited.status_code == 201
+    diff = api(alice).get(f"/api/v1/artifacts/{artifact_id}/diff/?from=1&to=2").json()
+    assert (diff["exact"], diff["added"], diff["removed"]) == (False, 1, 0)
+    assert diff["unified"].splitlines()[:4] == ["--- v1", "+++ v2", "@@ -1,3 +1,4 @@", "+b"]
+    assert rendering.TOO_LARGE_TO_COMPARE in diff["html"]
 
 
 def test_it_threads_comments_and_ties_them_to_versions(alice, bob, channel, api):
@@ -208,6 +223,49 @@ def test_it_refuses_json_artifacts_nested_too_deeply_and_writes_nothing(
     assert refused.value.code == "artifact_invalid"
     assert counts() == before
     assert Artifact.objects.get(pk=artifact_id).current_version == 1
+
+
+# A json artifact is shown parsed and pretty-printed, and exported as a .json file.
+NOT_JSON = {
+    "unpaired surrogate": '"\\ud800"',
+    "unpaired surrogate as a key": '{"\\udfff": 1}',
+    "half a pair": '["ok", "\\ud83d"]',
+    "cut short": "[1, 2",
+    "NaN": "[NaN]",
+    "Infinity": "-Infinity",
+    "a number beyond a float": "[1e400]",
+    "plain text": "hello",
+}
+
+
+@pytest.mark.parametrize("content", NOT_JSON.values(), ids=NOT_JSON.keys())
+def test_it_refuses_json_artifacts_that_are_not_json_and_writes_nothing(
+    alice, channel, nova, api, content
+):
+    artifact_id = publish(api(alice), channel, kind="json", content="[1]").json()["id"]
+    before = counts()
+    published = publish(api(alice), channel, kind="json", content=content)
+    edited = api(alice).post(
+        f"/api/v1/artifacts/{artifact_id}/versions/", {"content": content}, format="json"
+    )
+    for response in (published, edited):
+        assert response.status_code == 400, response.content[:200]
+        assert response.json()["error"]["code"] == "artifact_invalid"
+        assert set(response.json()["error"]["fields"]) == {"content"}
+    frame = {"conversationId": str(channel.id), "title": "T", "kind": "json", "content": content}
+    with pytest.raises(AppError) as refused:
+        frames.publish_artifact(nova, {"type": "artifact.publish", **frame})
+    assert refused.value.code == "artifact_invalid"
+    assert counts() == before
+    assert Artifact.objects.get(pk=artifact_id).current_version == 1
+
+
+def test_it_stores_json_with_escapes_and_large_whole_numbers(alice, channel, api):
+    content = '{"smile": "\\ud83d\\ude00", "nul": "\\u0000", "id": 12345678901234567890}'
+    published = publish(api(alice), channel, kind="json", content=content)
+    assert published.status_code == 201, published.json()
+    html = published.json()["version"]["html"]
+    assert "😀" in html and "\\u0000" in html and "12345678901234567890" in html
 
 
 def test_it_stores_json_artifacts_nested_up_to_the_limit(alice, channel, api):

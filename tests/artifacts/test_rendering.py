@@ -6,7 +6,9 @@ from html.parser import HTMLParser
 
 import pytest
 
+from artifacts import rendering
 from artifacts.rendering import (
+    TOO_LARGE_TO_COMPARE,
     diff_versions,
     highlight_code,
     render_artifact,
@@ -209,6 +211,7 @@ def test_diff_versions_counts_and_escapes():
     assert "<ins>&lt;B&gt;</ins>" in diff["html"]
     assert '<td colspan="3">@@ -1,3 +1,4 @@</td>' in diff["html"]
     assert "<b>" not in diff["html"]
+    assert diff["exact"] is True and TOO_LARGE_TO_COMPARE not in diff["html"]
 
 
 def test_diff_versions_of_identical_texts_is_empty():
@@ -219,11 +222,55 @@ def test_diff_versions_of_identical_texts_is_empty():
         "<tbody></tbody></table>",
         "added": 0,
         "removed": 0,
+        "exact": True,
     }
 
 
 def test_diff_versions_escapes_labels():
     assert "<script>" not in diff_versions("a", "b", "<script>", "new")["html"]
+
+
+# Line by line, difflib pairs each line with every equal line of the other version (hours for
+# the first pair), again at each level of its recursion (many minutes for the second). Either
+# way what is shown is a true diff: the lines from the first change to the last.
+PATHOLOGICAL_PAIRS = {
+    "300 KB of one line": ("a\n" * 150_000, "b\n" + "a\n" * 150_000, 1, 0, "@@ -1,3 +1,4 @@"),
+    "three lines turned around": (
+        "1\n2\n3\n" * 500,
+        "3\n2\n1\n" * 500,
+        1500,
+        1500,
+        "@@ -1,1500 +1,1500 @@",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "old, new, added, removed, hunk", PATHOLOGICAL_PAIRS.values(), ids=PATHOLOGICAL_PAIRS.keys()
+)
+def test_diff_versions_gives_up_comparing_line_by_line_within_a_budget(
+    old, new, added, removed, hunk
+):
+    diff = diff_versions(old, new, "v1", "v2")
+    assert diff["exact"] is False
+    assert f'<tr class="diff-note"><td colspan="3">{TOO_LARGE_TO_COMPARE}</td></tr>' in diff["html"]
+    assert (diff["added"], diff["removed"]) == (added, removed)
+    assert diff["unified"].splitlines()[2] == hunk
+
+
+def test_diff_versions_over_budget_shows_the_changed_span_whole(monkeypatch):
+    old = "title\n\nintro\nkeep 1\nkeep 2\nkeep 3\nkeep 4\nend\n"
+    new = "title\n\nINTRO\nkeep 1\nkeep 2\nkeep 3\nkeep 4\nEND\n"
+    exact = diff_versions(old, new, "v1", "v2")
+    assert exact["exact"] is True and (exact["added"], exact["removed"]) == (2, 2)
+    monkeypatch.setattr(rendering, "DIFF_BUDGET", 10)
+    diff = diff_versions(old, new, "v1", "v2")
+    assert diff["exact"] is False and (diff["added"], diff["removed"]) == (6, 6)
+    assert diff["unified"].splitlines() == [
+        "--- v1", "+++ v2", "@@ -1,8 +1,8 @@", " title", " ",
+        "-intro", "-keep 1", "-keep 2", "-keep 3", "-keep 4", "-end",
+        "+INTRO", "+keep 1", "+keep 2", "+keep 3", "+keep 4", "+END",
+    ]  # fmt: skip
 
 
 def test_render_artifact_shows_json_nested_beyond_the_limit_as_text():

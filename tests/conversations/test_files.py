@@ -183,6 +183,22 @@ def test_a_tampered_or_expired_link_is_a_404(alice, channel, api, clock, setting
     assert api(alice).get(f"/api/v1/files/{attached['id']}/").status_code == 404
 
 
+def test_a_link_with_a_malformed_expiry_is_a_404_to_anyone(alice, channel, api):
+    url = posted_picture(api(alice), channel)["url"]
+    # "²" passes str.isdigit() but int() refuses it; so does int() 5000 digits.
+    for expiry in ("%C2%B2", "%D9%A3", "9" * 5000, "-1", "1e12", "+1", ""):
+        assert download(with_query(url, e=expiry)).status_code == 404, expiry[:12]
+
+
+def test_head_on_a_link_answers_as_get_does(alice, channel, api):
+    url = posted_picture(api(alice), channel)["url"]
+    head = Client().head(url)
+    assert head.status_code == 200
+    assert (head["Content-Type"], head["Content-Length"]) == ("image/png", str(len(PICTURE)))
+    assert head["Content-Disposition"].startswith("inline")
+    assert Client().head(with_query(url, s="x")).status_code == 404
+
+
 def test_another_workspace_sees_nothing_and_nobody_attaches_anothers_upload(
     alice, bob, charlie, channel, team_b, api
 ):
