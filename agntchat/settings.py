@@ -408,6 +408,9 @@ PERSON_POSTS_PER_MINUTE = env_int("PERSON_POSTS_PER_MINUTE", 120)
 PERSON_POSTS_BURST = env_int("PERSON_POSTS_BURST", 300)
 AGENT_POSTS_PER_MINUTE = env_int("AGENT_POSTS_PER_MINUTE", 1200)
 AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
+# Sign-ups per client address, and verification emails a person may ask for, per hour.
+SIGNUPS_PER_HOUR_PER_ADDRESS = env_int("SIGNUPS_PER_HOUR_PER_ADDRESS", 20)
+VERIFICATION_EMAILS_PER_HOUR = env_int("VERIFICATION_EMAILS_PER_HOUR", 5)
 # File uploads, in megabytes per uploader (person or agent), each upload counting its size.
 UPLOAD_MB_PER_HOUR = env_int("UPLOAD_MB_PER_HOUR", 500)
 UPLOAD_MB_BURST = env_int("UPLOAD_MB_BURST", 200)

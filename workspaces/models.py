@@ -21,8 +21,15 @@ class User(BaseModel, AbstractUser):
         default="daily",
     )
     digest_sent_at = models.DateTimeField(null=True, blank=True)
+    # The address the person showed they read (they opened a link sent there): mail goes to
+    # ``email`` only while it is this one, so no one can aim the product's mail at a stranger.
+    verified_email = models.EmailField(blank=True)
 
     objects = UserManager()
+
+    @property
+    def email_verified(self) -> bool:
+        return bool(self.email) and self.email == self.verified_email
 
     def save(self, *args, **kwargs):
         # Overriding save (not a signal) covers signup, createsuperuser, the admin and the API

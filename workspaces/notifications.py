@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -179,7 +179,10 @@ def send_digests(now=None) -> int:
     waiting = Notification.objects.filter(
         user=OuterRef("pk"), read_at__isnull=True, emailed_at__isnull=True
     )
-    due = User.objects.filter(_digest_due(now), Exists(waiting), is_active=True).exclude(email="")
+    # Only to an address its person showed they read (workspaces/accounts.py).
+    due = User.objects.filter(
+        _digest_due(now), Exists(waiting), is_active=True, email=F("verified_email")
+    ).exclude(email="")
     return sweep(due, lambda user: _send_digest(user, now), "digest for person")
 
 

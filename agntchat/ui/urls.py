@@ -4,6 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from agntchat.ui import (
+    account_pages,
     agent_pages,
     connection_pages,
     conversation_pages,
@@ -31,6 +32,8 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("signup/", workspace_pages.signup, name="signup"),
+    path("account/verify/<str:token>/", account_pages.verify_email, name="verify-email"),
+    path("w/<uuid:workspace_id>/account/", account_pages.account, name="account"),
     path("invite/<str:token>/", workspace_pages.accept_invite, name="accept-invite"),
     path("w/new/", workspace_pages.new_workspace, name="new-workspace"),
     path("w/<uuid:workspace_id>/", workspace_pages.workspace_home, name="workspace"),

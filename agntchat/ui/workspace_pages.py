@@ -13,7 +13,7 @@ from rest_framework.exceptions import ValidationError
 
 from agents.models import Host, HostRestart
 from agntchat.core.api import validated
-from agntchat.core.exceptions import AppError
+from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.ui.shell import LAST_WORKSPACE, shell, workspace_page
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation
@@ -22,7 +22,7 @@ from work.access import workspace_permissions
 from work.hosting import fingerprint
 from work.models import Decision, Risk
 from work.permissions import DEFAULTS
-from workspaces import actions
+from workspaces import accounts, actions
 from workspaces.access import (
     invitation_refusal,
     removal_refusal,
@@ -31,6 +31,7 @@ from workspaces.access import (
 )
 from workspaces.api import AuditQuery, audit_page
 from workspaces.forms import SignupForm, WorkspaceForm
+from workspaces.login import client_address
 from workspaces.models import AuditEntry, Invitation, Role
 
 
@@ -46,12 +47,21 @@ def signup(request):
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
+            accounts.count_signup(client_address(request))
             with transaction.atomic():
                 user = form.save()
+        except RateLimited as exc:
+            form.add_error(None, exc.message)
         except IntegrityError:  # the name was taken a moment ago, by a sign-up beside this one
             form.add_error("username", "A user with that username already exists.")
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            if user.email:
+                accounts.request_verification(user)
+                messages.info(
+                    request,
+                    f"We sent a link to {user.email}: open it to receive emails there.",
+                )
             return redirect(_next_url(request))
     return render(
         request, "registration/signup.html", {"form": form, "next": _next_url(request, "")}

@@ -33,6 +33,8 @@ EXEMPT = {
     "api/v1/agent/session/": "exchanges an agent key or placement token; checked below",
     "api/v1/invitations/accept/": "the invitation's secret is the credential",
     "invite/<str:token>/": "the invitation's secret is the credential",
+    "account/verify/<str:token>/": "signed for one person, used only signed in as them "
+    "(tests/workspaces/test_accounts.py)",
     "files/<uuid:attachment_id>/<str:name>": "signed links; checked below",
     "telegram/<uuid:bot_id>/webhook/": "Telegram's secret header (tests/integrations)",
     "oauth/<str:provider>/callback": "the OAuth state is the credential (tests/integrations)",

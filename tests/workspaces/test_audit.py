@@ -182,7 +182,7 @@ def test_host_keys_through_the_api_name_who_set_them(alice, team_a, api, tmp_pat
     key = (tmp_path / "k").read_text()
     AuditEntry.objects.all().delete()
     url = f"/api/v1/workspaces/{team_a.id}/hosts/"
-    body = {"name": "edge-2", "address": "10.0.0.6", "sshKey": key}
+    body = {"name": "edge-2", "address": "edge-2.example.com", "sshKey": key}
     created = api(alice).post(url, body, format="json")
     assert created.status_code == 201, created.content
     host_url = f"{url}{created.json()['id']}/"
