@@ -24,10 +24,16 @@ _FORMATTER = HtmlFormatter(nowrap=True)
 _LANGUAGE_RE = re.compile(r"^[A-Za-z0-9_+#.-]{1,40}$")
 
 
+# Past this, code is shown as plain text: pygments' lexers cost tens of regex tries per token
+# (a 480 KB file of "(" took 30 s, holding a request thread), while most code is far smaller.
+HIGHLIGHT_MAX_CHARS = 100_000
+
+
 def highlight_code(code, language):
-    """Return `code` as class-highlighted HTML, or escaped plain text for an unknown language."""
+    """Return `code` as class-highlighted HTML, or escaped plain text for an unknown language
+    or a long text."""
     lexer = None
-    if language and _LANGUAGE_RE.match(language):
+    if language and _LANGUAGE_RE.match(language) and len(code) <= HIGHLIGHT_MAX_CHARS:
         try:
             lexer = get_lexer_by_name(language)
         except ClassNotFound:

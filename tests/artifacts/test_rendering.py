@@ -156,6 +156,18 @@ def test_highlight_code_falls_back_to_plain_for_unknown_language():
     assert highlight_code("a < b", None) == "<pre><code>a &lt; b</code></pre>\n"
 
 
+def test_code_past_the_highlight_limit_is_shown_plain_and_whole():
+    """pygments costs tens of regex tries per token: a long file of "(" held a request thread
+    for half a minute. Past HIGHLIGHT_MAX_CHARS the text is escaped, not lexed."""
+    long = "f(<" * (rendering.HIGHLIGHT_MAX_CHARS // 3 + 1)
+    out = highlight_code(long, "python")
+    assert out == f"<pre><code>{html.escape(long, quote=False)}</code></pre>\n"
+    fenced = render_markdown(f"```python\n{long}\n```")
+    assert 'class="highlight"' not in fenced and "f(&lt;f(&lt;" in fenced
+    short = highlight_code("f(<" * 10, "python")
+    assert short.startswith('<pre class="highlight">')
+
+
 def test_highlight_code_refuses_odd_language_names():
     out = highlight_code("x", '"><script>')
     assert out == "<pre><code>x</code></pre>\n"
