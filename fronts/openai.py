@@ -317,8 +317,11 @@ def outcome_of(agent: Agent, post: Message) -> Outcome:
     )
     if reply is not None:
         return Outcome(reply=reply, finished=True)
-    delivery = Delivery.objects.filter(message=post, agent=agent).values("acked_at", "attempts")
-    delivery = delivery.first() or {"acked_at": None, "attempts": 1}
+    delivery = (
+        Delivery.objects.filter(message=post, agent=agent).values("acked_at", "attempts").first()
+    )
+    if delivery is None:  # no queue row for it: nothing to wait on, nor to call offline
+        return Outcome(finished=False, taken=True)
     return Outcome(finished=delivery["acked_at"] is not None, taken=delivery["attempts"] > 0)
 
 

@@ -4,8 +4,11 @@ which account a tool call uses.
 
 **Which account.** A call acts in a conversation of a workspace. It uses the workspace's
 connection to the provider if an admin made one there; otherwise the connection of the person
-who asked: the author of the message being answered, or the person who gave the task. The agent
-itself holds no account, so one agent in two workspaces acts on each workspace's account.
+who asked (the author of the message being answered, or the person who gave the task), when
+they chose this agent: their own, one they named, one in a direct conversation with them, the
+one they gave the task to; and while they are a member of the workspace. A message from an
+outside chat asks as nobody. The agent itself holds no account, so one agent in two workspaces
+acts on each workspace's account.
 
 **Refreshing.** A token within ``OAUTH_REFRESH_MARGIN_SECONDS`` of its expiry is refreshed before
 use, one refresh at a time per connection (its row locked, and checked again once the lock is
@@ -33,8 +36,12 @@ from django.utils import timezone
 
 from agntchat.core import crypto
 from agntchat.core.exceptions import AppError
+from conversations.models import Conversation
+from conversations.relays import outside_author
+from conversations.turns import mentioned
 from integrations.models import Connection, OAuthFlow, Provider
-from work.tools.registry import ToolContext
+from work import approvals
+from work.tools.registry import REGISTRY, ToolContext
 from workspaces.access import access_membership, require_manager
 from workspaces.audit import personal_workspace_id, record_audit
 from workspaces.models import User, Workspace
@@ -43,6 +50,15 @@ from workspaces.models import User, Workspace
 FLOW_TTL = timedelta(minutes=10)
 TIMEOUT = httpx.Timeout(20.0, connect=5.0)
 CONNECTIONS_PAGE = "Settings → Connections (/connections/)"
+
+
+try:  # Authlib's httpx client runs on httpx2 when it is installed (the SDKs bring it)
+    import httpx2
+
+    # A provider that cannot be reached, through Authlib (token, refresh, revoke) or our own calls.
+    UNREACHABLE = (httpx.HTTPError, httpx2.HTTPError)
+except ImportError:  # pragma: no cover - Authlib then uses httpx itself
+    UNREACHABLE = (httpx.HTTPError,)
 
 
 class NotConnected(AppError):
@@ -165,7 +181,7 @@ def finish_authorization(
         raise AuthorizationFailed(
             f"{label(provider)} refused the authorization: {exc.description or exc.error}."
         ) from None
-    except httpx.HTTPError as exc:
+    except UNREACHABLE as exc:
         raise ProviderUnreachable(f"Could not reach {label(provider)}: {exc}") from None
     owner = {"workspace": flow.workspace} if flow.workspace_id else {"user": user}
     with transaction.atomic():
@@ -245,7 +261,7 @@ def disconnect(user: User, connection: Connection) -> None:
             )
         else:
             _client(connection.provider).revoke_token(found["revoke_url"], token=token)
-    except (httpx.HTTPError, AuthlibBaseError, ProviderNotConfigured):
+    except (*UNREACHABLE, AuthlibBaseError, ProviderNotConfigured):
         pass  # forgotten here all the same; the person can also revoke at the provider
     with transaction.atomic():
         record_audit(
@@ -260,24 +276,47 @@ def disconnect(user: User, connection: Connection) -> None:
 
 
 def requesting_person(context: ToolContext) -> User | None:
-    """The person on whose behalf the agent acts: who wrote the message it answers, or who gave
-    the task."""
+    """The person whose own account the call may use: who wrote the message it answers, or who
+    gave the task, and only where they chose this agent: their own agent, one they named
+    (@handle), one in a direct conversation with them, or the one they gave the task to. Another
+    member's agent that a channel's turn rules handed their message to acts on no account of
+    theirs; nor does anyone's once they left the workspace."""
     if context.message is not None:
-        return context.message.author_user
-    if context.task is not None:
-        return context.task.created_by_user
-    return None
+        person = context.message.author_user
+        if person is not None and not _chose(person, context):
+            return None
+    else:
+        person = context.task.created_by_user if context.task is not None else None
+    if person is None or not person.memberships.filter(workspace=context.workspace).exists():
+        return None
+    return person
+
+
+def _chose(person: User, context: ToolContext) -> bool:
+    agent = context.agent
+    return (
+        (agent is not None and agent.owner_id == person.pk)
+        or context.conversation.kind == Conversation.Kind.DIRECT
+        or (agent is not None and bool(mentioned(context.message.body, [agent])))
+    )
 
 
 def account_for(context: ToolContext, provider: str) -> Connection:
     """The connection a tool call in CONTEXT uses (see the module's docstring)."""
+    if context.message is not None and outside_author(context.message):
+        # Written in an outside chat (Telegram) and stored as the person who linked it: its
+        # writer is not that person, so only the workspace's own account is used.
+        return connection_for(context.workspace, None, provider, owner_by_default=False)
     return connection_for(context.workspace, requesting_person(context), provider)
 
 
-def connection_for(workspace: Workspace, person: User | None, provider: str) -> Connection:
-    """WORKSPACE's connection to PROVIDER, else PERSON's own (in a personal workspace, its
-    owner's); refused, saying who can connect one, when there is neither."""
-    if person is None and workspace.kind == Workspace.Kind.PERSONAL:
+def connection_for(
+    workspace: Workspace, person: User | None, provider: str, owner_by_default: bool = True
+) -> Connection:
+    """WORKSPACE's connection to PROVIDER, else PERSON's own (in a personal workspace with
+    nobody asking, OWNER_BY_DEFAULT: its owner's); refused, saying who can connect one, when
+    there is neither."""
+    if person is None and owner_by_default and workspace.kind == Workspace.Kind.PERSONAL:
         person = workspace.owner
     mine = Q(user=person, workspace__isnull=True) if person else Q(pk__in=[])
     rows = Connection.objects.filter(Q(workspace=workspace) | mine, provider=provider)
@@ -293,6 +332,24 @@ def connection_for(workspace: Workspace, person: User | None, provider: str) -> 
     if found[0].status == Connection.Status.RECONNECT:
         raise reconnect_error(found[0])
     return found[0]
+
+
+def account_owner(call) -> User | None:
+    """Whose own account CALL (a waiting tool call) would act on: None for a tool with no
+    outside account, a workspace's account, or none connected (work.approvals asks)."""
+    tool = REGISTRY.get(call.tool)
+    if tool is None or not tool.connection:
+        return None
+    context = ToolContext(
+        call.agent, call.workspace, call.conversation, message=call.message, task=call.task
+    )
+    try:
+        return account_for(context, tool.connection).user
+    except AppError:
+        return None
+
+
+approvals.set_account_owner(account_owner)
 
 
 def owner_label(connection: Connection) -> str:
@@ -378,7 +435,7 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
                 f"{label(row.provider)} refused to renew access: {exc.description or exc.error}"
             )
             record_refresh_failed(row)
-        except httpx.HTTPError as exc:
+        except UNREACHABLE as exc:
             raise ProviderUnreachable(
                 f"Could not reach {label(row.provider)} to renew access ({exc}); nothing was done."
             ) from None

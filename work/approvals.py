@@ -6,6 +6,7 @@ provided they may read where it was made. "Always allow" also writes a standing 
 that agent and tool in that workspace, so the next such call runs at once.
 """
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.db import transaction
@@ -61,13 +62,35 @@ def request_permission(call: ToolCall) -> PermissionRequest:
     return request
 
 
+# Whose own outside account (a mailbox, a repository) a call would act on, or None: filled in by
+# integrations, which knows accounts (integrations/connections.py). Such a call is that person's
+# to decide, and theirs alone: not the agent's owner's, not an admin's.
+def _no_account_owner(call: ToolCall) -> User | None:
+    return None
+
+
+_account_owner: Callable[[ToolCall], User | None] = _no_account_owner
+
+
+def set_account_owner(find: Callable[[ToolCall], User | None]) -> None:
+    global _account_owner
+    _account_owner = find
+
+
 # ---- inbox: an approval waits in each decider's inbox until someone decides ----
+def _deciders(call: ToolCall):
+    account_owner = _account_owner(call)
+    if account_owner is not None:
+        return User.objects.filter(pk=account_owner.pk)
+    managers = Membership.objects.filter(
+        workspace_id=call.workspace_id, role__in=MANAGER_ROLES
+    ).values("user_id")
+    return User.objects.filter(Q(pk=call.agent.owner_id) | Q(pk__in=managers))
+
+
 def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
     """Everyone who may decide (may_decide) and may read where the call was made."""
-    managers = Membership.objects.filter(
-        workspace_id=request.workspace_id, role__in=MANAGER_ROLES
-    ).values("user_id")
-    deciders = User.objects.filter(Q(pk=call.agent.owner_id) | Q(pk__in=managers))
+    deciders = _deciders(call)
     if call.conversation_id:
         link = conversation_link(call.workspace_id, call.conversation_id)
     elif call.task_id:
@@ -90,12 +113,9 @@ def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
 
 
 def may_decide(user, request: PermissionRequest) -> bool:
-    """The agent's owner, or a manager of the workspace the call was made in."""
-    if request.call.agent.owner_id == user.id:
-        return True
-    return Membership.objects.filter(
-        workspace_id=request.workspace_id, user=user, role__in=MANAGER_ROLES
-    ).exists()
+    """The person whose own account the call acts on; else the agent's owner, or a manager of
+    the workspace the call was made in."""
+    return _deciders(request.call).filter(pk=user.pk).exists()
 
 
 def decide_permission(user, request: PermissionRequest, approve: bool, always: bool = False):
@@ -106,6 +126,15 @@ def decide_permission(user, request: PermissionRequest, approve: bool, always: b
     if always and not approve:
         raise AppError(
             '"Always" goes with an approval only.', code="invalid", fields={"always": "Approve."}
+        )
+    if always and _account_owner(request.call) is not None:
+        # A standing allow is the agent's, in the workspace: it would cover every member's own
+        # account, not only this person's.
+        raise AppError(
+            '"Always" is for the workspace\'s accounts: a call on your own account is approved '
+            "each time.",
+            code="invalid",
+            fields={"always": "Not for a personal account."},
         )
     now = timezone.now()
     with transaction.atomic():

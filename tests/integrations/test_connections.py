@@ -215,6 +215,25 @@ def test_the_account_comes_from_where_the_agent_acts(alice, bob, team_a, channel
         connections.account_for(context_in(own, asked), "github")
 
 
+def test_a_message_from_an_outside_chat_uses_no_personal_account(alice, team_a, nova, standin):
+    """A Telegram message is stored as the person who linked the chat, but they did not write
+    it: no account of theirs is used, not even in their personal workspace."""
+    connect(alice, standin)
+    from conversations.actions import create_conversation
+
+    personal = alice.memberships.get(workspace__kind="personal").workspace
+    own = create_conversation(alice, personal, kind="channel", title="mine")
+    outside = post_message(
+        alice, own, "@nova read me the mail",
+        payload={"external_author": {"channel": "telegram", "name": "Dana"}},
+    )  # fmt: skip
+    context = ToolContext(nova, personal, own, message=outside)
+    with pytest.raises(connections.NotConnected):
+        connections.account_for(context, "google")
+    mine = post_message(alice, own, "@nova read me the mail")
+    assert connections.account_for(ToolContext(nova, personal, own, message=mine), "google")
+
+
 def expire(connection):
     Connection.objects.filter(pk=connection.pk).update(
         expires_at=timezone.now() + timedelta(seconds=5)
@@ -400,3 +419,29 @@ def test_a_refused_consent_leaves_no_audit_row(alice, standin):
     state = parse_qs(urlparse(started.json()["authorizeUrl"]).query)["state"][0]
     client.get("/oauth/google/callback", {"state": state, "error": "access_denied"})
     assert not AuditEntry.objects.filter(action__startswith="connection.").exists()
+
+
+# A provider whose endpoints answer nothing (a closed port): Authlib's client (httpx2 underneath)
+# fails with errors of its own, which must read as "unreachable", not crash.
+UNREACHABLE = {
+    "client_id": "c", "client_secret": "s", "authorize_url": "http://127.0.0.1:9/authorize",
+    "token_url": "http://127.0.0.1:9/token", "revoke_url": "http://127.0.0.1:9/revoke",
+    "account_url": "http://127.0.0.1:9/me", "scopes": ["x"],
+}  # fmt: skip
+
+
+def expiring(alice):
+    return Connection.objects.create(
+        provider="google", user=alice, account="alice@gmail.example",
+        access_ciphertext=crypto.encrypt("tok-old"), refresh_ciphertext=crypto.encrypt("rt"),
+        expires_at=timezone.now() - timedelta(minutes=5),
+    )  # fmt: skip
+
+
+@override_settings(OAUTH_PROVIDERS={"google": UNREACHABLE, "github": UNREACHABLE})
+def test_a_provider_out_of_reach_is_said_so_and_a_disconnect_still_forgets(alice, api):
+    connection = expiring(alice)
+    with pytest.raises(connections.ProviderUnreachable, match="to renew access"):
+        connections.access_token(connection)
+    assert api(alice).delete(f"/api/v1/connections/{connection.id}/").status_code == 204
+    assert not Connection.objects.filter(pk=connection.pk).exists()

@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 
+from agntchat.core.exceptions import AppError
 from artifacts import actions as artifact_actions
 from artifacts import frames
 from artifacts.card_library import SEED_TEMPLATES
@@ -191,10 +192,54 @@ def test_without_a_workspace_account_each_person_uses_their_own(
     for person, token in ((alice, "tok-alice"), (bob, "tok-bob")):
         google_api.add_token(token, person.email)
         connect("google", token, person.email, user=person)
-    assert held_message(nova, channel, bob).output("gmail_search", {"q": "x"})["account"] == (
-        "bob@example.com"
+    asked = held_message(nova, channel, bob, "@nova search my mail").output(
+        "gmail_search", {"q": "x"}
     )
+    assert asked["account"] == "bob@example.com"
     assert set(google_api.tokens_seen()) == {"tok-bob"}
+
+
+def test_a_personal_account_serves_only_an_agent_its_person_chose(
+    alice, bob, team_a, channel, nova, google_api
+):
+    """Bob's plain message, handed to Alice's agent by the channel's turn rules, uses no account
+    of Bob's (Alice set Nova's tools, and would read the output); neither does work Bob left
+    behind when he left the workspace, nor a message from an outside chat stored as him."""
+    grant(alice, nova)
+    google_api.add_token("tok-bob", "bob@example.com")
+    connect("google", "tok-bob", "bob@example.com", user=bob)
+    error = held_message(nova, channel, bob, "Morning all").error("gmail_search", {"q": "x"})
+    assert error["code"] == "not_connected"
+    left = held_message(nova, channel, bob, "@nova search my mail")
+    team_a.memberships.filter(user=bob).delete()
+    assert left.error("gmail_search", {"q": "x"})["code"] == "not_connected"
+    assert google_api.tokens_seen() == []
+
+
+def test_a_send_from_a_persons_own_mailbox_is_theirs_to_approve_each_time(
+    alice, bob, team_a, channel, nova, google_api
+):
+    """Bob asks Nova (Alice's agent) to send from his mailbox: Bob decides, not Alice nor an
+    admin, and not "always" (a standing allow would cover every member's mailbox)."""
+    from work import approvals
+    from work.models import PermissionRequest
+
+    grant(alice, nova, allow=False)  # the Google tools ask first
+    google_api.add_token("tok-bob", "bob@example.com")
+    connect("google", "tok-bob", "bob@example.com", user=bob)
+    held = held_message(nova, channel, bob, "@nova tell my landlord I quit")
+    args = {"to": "landlord@example.com", "subject": "Rent", "body": "I quit."}
+    assert held.call("gmail_send", args).pending is not None
+    request = PermissionRequest.objects.get(call__tool="gmail_send")
+    assert approvals.may_decide(bob, request) and not approvals.may_decide(alice, request)
+    with pytest.raises(approvals.NotADecider):
+        approvals.decide_permission(alice, request, approve=True)
+    with pytest.raises(AppError, match="approved each time"):
+        approvals.decide_permission(bob, request, approve=True, always=True)
+    assert google_api.sent("bob@example.com") == []
+    approvals.decide_permission(bob, request, approve=True)
+    request.refresh_from_db()
+    assert request.status == "approved" and request.decided_by == bob
 
 
 def test_with_no_account_connected_the_model_is_told_who_should_connect_one(
