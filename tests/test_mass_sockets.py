@@ -100,7 +100,8 @@ def errors_in(log: str) -> list[str]:
 @pytest.fixture
 def mass_server(django_db_setup):
     clear_prefix()
-    daphne = Daphne(extra_env={"REDIS_PREFIX": PREFIX_GIVEN})
+    # Every browser socket is one person's here (the cap on a person's sockets, far past).
+    daphne = Daphne(extra_env={"REDIS_PREFIX": PREFIX_GIVEN, "BROWSER_MAX_CONNECTIONS": "100000"})
     yield daphne
     daphne.stop()
     clear_prefix()
