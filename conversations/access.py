@@ -35,7 +35,8 @@ def conversations_visible_to(actor):
         )
         .values("readable")[:1]
     )
-    # An agent's owner reads the side threads their agents take part in, wherever they hang.
+    # An agent's owner reads the side threads their agents take part in, wherever they hang; not
+    # people's reply threads (no thread status), which are for whoever reads their message.
     owns_a_participant = Participant.objects.filter(
         conversation_id=OuterRef("pk"), agent__owner=actor
     )
@@ -46,7 +47,7 @@ def conversations_visible_to(actor):
             Q(kind=Conversation.Kind.CHANNEL)
             | Exists(taking_part)
             | Q(kind=Conversation.Kind.THREAD, origin_readable=True)
-            | Q(Exists(owns_a_participant), kind=Conversation.Kind.THREAD)
+            | (Q(Exists(owns_a_participant), kind=Conversation.Kind.THREAD) & ~Q(thread_status=""))
         )
     )
 

@@ -364,3 +364,26 @@ def make_member(workspace, username):
     user = make_person(username)
     Membership.objects.create(workspace=workspace, user=user, role="member")
     return user
+
+
+def test_a_reply_thread_under_a_direct_message_stays_with_its_readers(alice, bob, team_a, nova):
+    """Naming an agent in a reply thread under a DM brings the agent in, not its owner: owners
+    read their agents' side threads, not people's reply threads they could not read anyway."""
+    from agntchat.core.exceptions import NotFound
+    from conversations.access import access_conversation
+
+    dora = make_person("dora")  # Nova's owner here: in the workspace, not in the DM
+    Membership.objects.create(workspace=team_a, user=dora)
+    nova.owner = dora
+    nova.save(update_fields=["owner"])
+    dm = actions.create_conversation(
+        alice, team_a, kind="direct", user_ids=[bob.id], agent_ids=[nova.id]
+    )
+    secret = actions.post_message(alice, dm, "the offer is 120k")
+    reply = actions.reply_in_thread(bob, secret, "@nova what do you think?")
+    thread = reply.conversation
+    assert Participant.objects.filter(conversation=thread, agent=nova).exists()
+    for where in (dm.id, thread.id):
+        with pytest.raises(NotFound):
+            access_conversation(dora, where)
+    assert access_conversation(bob, thread.id) == thread
