@@ -29,7 +29,7 @@ from artifacts.access import access_artifact, access_version
 from artifacts.models import Artifact
 from artifacts.rendering import diff_versions
 from conversations import actions
-from conversations.access import access_conversation, may_configure
+from conversations.access import access_conversation, conversations_visible_to, may_configure
 from conversations.caps import cap_for, is_capped
 from conversations.drafts import drafts_in
 from conversations.exceptions import ConversationRule
@@ -92,6 +92,12 @@ def conversation(request, membership, conversation_id):
         mentions=mention_targets(membership.workspace),
         slash_commands=slash_commands([row["agent"] for row in participants["agents"]]),
         parent=conversation.parent_message,
+        # Named and linked only for who may read it (an agent's owner reads its side threads,
+        # not always the conversation they hang off).
+        parent_readable=conversation.parent_message_id is not None
+        and conversations_visible_to(request.user)
+        .filter(messages__id=conversation.parent_message_id)
+        .exists(),
         attach_accept=",".join(f".{e}" for e in settings.FILE_UPLOAD_EXTENSIONS),
         drafts=drafts_in(conversation.id),  # streaming replies under way (issue 28)
     )
