@@ -1,19 +1,21 @@
 """Side threads (THR-1…4): an agent pulls others aside with ``<dm target="Name">…</dm>``.
 
 The tag is the whole mechanism: no keyword or length detection. The tag is stripped from the
-visible message; a thread conversation for the author and the target(s) is opened (or reused for
-the same participants and origin message) with the tagged text as its first message, and hangs
-off the origin message as a card. Resolving posts the summary into the card; silence never
-resolves; an idle thread becomes abandoned. The card changes, the message list does not.
+visible message; a thread conversation for the author and the target(s) is opened with the tagged
+text as its first message (tags for the same targets joined into one), and hangs off the origin
+message as a card. Side threads do not nest. Resolving posts the summary into the card; silence
+never resolves; an idle thread becomes abandoned. The card changes, the message list does not.
 """
 
 import re
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from agents.access import agents_visible_in
+from agents.models import Agent
 from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
 from conversations import actions, live
 from conversations.access import conversations_visible_to
@@ -22,6 +24,8 @@ from conversations.models import Conversation, Message, Participant
 DM_TAG = re.compile(r'<dm\s+target\s*=\s*"([^"<>]*)"\s*>(.*?)</dm\s*>', re.S | re.I)
 ANY_DM = re.compile(r"</?dm\b", re.I)
 IDLE_MINUTES = 120
+# Each thread wakes its targets: a post opens a few, however many tags it holds.
+MAX_SIDE_THREADS_PER_POST = 3
 DEFAULT_WORDING = (
     'To talk privately with another agent, wrap that part of your reply in <dm target="Name">…</dm>. '
     "It opens a side thread; people see a compact card instead of the text."
@@ -48,13 +52,20 @@ def extract(body: str) -> tuple[str, list[tuple[list[str], str]]]:
     return re.sub(r"\n{3,}", "\n\n", visible).strip(), tags
 
 
-def resolve_targets(author, workspace_id, names: list[str]) -> list:
-    """Agents the author may reach in this workspace, by name or handle; unknown names raise."""
-    visible = list(agents_visible_in(workspace_id).exclude(pk=author.pk))
+def reachable_agents(author, workspace_id) -> dict:
+    """The agents AUTHOR may pull aside in this workspace, by lower-case name and handle."""
+    by_key = {}
+    for agent in agents_visible_in(workspace_id).exclude(pk=author.pk):
+        by_key.setdefault(agent.name.lower(), agent)
+        by_key.setdefault(agent.handle.lower(), agent)
+    return by_key
+
+
+def resolve_targets(reachable: dict, names: list[str]) -> list:
+    """The agents NAMES stand for (by name or handle); unknown names raise."""
     found = []
     for name in names:
-        key = name.lower().lstrip("@")
-        match = next((a for a in visible if key in (a.name.lower(), a.handle.lower())), None)
+        match = reachable.get(name.lower().lstrip("@"))
         if match is None:
             raise SideThreadError(f"No agent called “{name}” can be reached in this workspace.")
         if match not in found:
@@ -63,45 +74,56 @@ def resolve_targets(author, workspace_id, names: list[str]) -> list:
 
 
 def plan_threads(author, conversation: Conversation, body: str):
-    """Check every tag before anything is written: (visible body, [(targets, text)]), or raise."""
+    """Check every tag before anything is written: (visible body, [(targets, text)]), one entry
+    per side thread, or raise. Tags for the same agents are joined into one message, so a post
+    wakes each target once per thread and opens at most MAX_SIDE_THREADS_PER_POST threads."""
+    if conversation.kind == Conversation.Kind.THREAD:
+        # A side thread of a side thread would start its own loop guard at zero: two agents
+        # answering each other with a new tag would never be stopped. People's reply
+        # threads do not nest either.
+        raise SideThreadError(
+            "Side threads do not nest: in a thread, name the agent with @handle instead of a <dm> tag."
+        )
     visible, tags = extract(body)
-    return visible, [
-        (resolve_targets(author, conversation.workspace_id, names), text) for names, text in tags
-    ]
+    reachable = reachable_agents(author, conversation.workspace_id)
+    joined = {}  # target ids -> (targets, texts), in the order first tagged
+    for names, text in tags:
+        targets = resolve_targets(reachable, names)
+        joined.setdefault(frozenset(t.id for t in targets), (targets, []))[1].append(text)
+        if len(joined) > MAX_SIDE_THREADS_PER_POST:
+            raise SideThreadError(
+                f"A message may open at most {MAX_SIDE_THREADS_PER_POST} side threads "
+                "(one per set of targets; tags for the same agents are joined)."
+            )
+    return visible, [(targets, "\n\n".join(texts)) for targets, texts in joined.values()]
 
 
 def open_threads(origin: Message, planned) -> list[Conversation]:
-    """Open or reuse one thread per target set and post the tagged text there (inside the
-    origin message's transaction)."""
+    """Open one thread per target set and post its text there, waking the targets (inside the
+    origin message's transaction). The origin is new, so no thread hangs off it yet."""
     author = origin.author_agent
-    threads = []
+    opened = []
     for targets, text in planned:
+        names = ", ".join(t.name for t in targets)
+        thread = Conversation.objects.create(
+            workspace_id=origin.conversation.workspace_id,
+            kind=Conversation.Kind.THREAD,
+            title=f"{author.name} ↔ {names}",
+            parent_message=origin,
+            thread_status=Conversation.ThreadStatus.IN_PROGRESS,
+        )
         wanted = {author.id, *(t.id for t in targets)}
-        thread = None
-        for candidate in Conversation.objects.filter(
-            parent_message=origin, kind=Conversation.Kind.THREAD
-        ):
-            if set(candidate.participants.values_list("agent_id", flat=True)) == wanted:
-                thread = candidate
-        if thread is None:
-            names = ", ".join(t.name for t in targets)
-            thread = Conversation.objects.create(
-                workspace_id=origin.conversation.workspace_id,
-                kind=Conversation.Kind.THREAD,
-                title=f"{author.name} ↔ {names}",
-                parent_message=origin,
-                thread_status=Conversation.ThreadStatus.IN_PROGRESS,
-            )
-            Participant.objects.bulk_create(
-                [Participant(conversation=thread, agent_id=a) for a in sorted(wanted, key=str)]
-            )
+        Participant.objects.bulk_create(
+            [Participant(conversation=thread, agent_id=a) for a in sorted(wanted, key=str)]
+        )
         actions.post_message(author, thread, text, wake=[t.id for t in targets])
-        threads.append(thread)
-    return threads
+        opened.append(thread)
+    return opened
 
 
 def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
-    """Any participant brings the result back: the summary goes into the origin's card."""
+    """Any participant (or the owner of an agent in it) brings the result back: the summary goes
+    into the origin's card."""
     summary = (summary or "").strip()
     if not summary:
         raise AppError(
@@ -109,11 +131,18 @@ def resolve_thread(actor, thread: Conversation, summary: str) -> Conversation:
             code="invalid",
             fields={"summary": "This field may not be blank."},
         )
-    if thread.kind != Conversation.Kind.THREAD:
+    # A people's reply thread has no status to change.
+    if thread.kind != Conversation.Kind.THREAD or thread.is_reply_thread:
         raise Conflict("Only a side thread can be resolved.", code="not_a_thread")
-    # Agents resolve threads they take part in; people, threads they can read (those hanging
-    # off a conversation they are in).
     if not conversations_visible_to(actor).filter(pk=thread.pk).exists():
+        raise PermissionDenied("Only a participant of the thread can resolve it.")
+    # Reading the channel it hangs off is not enough: its participants resolve, and a person
+    # speaks for the agents they own (the card opens for them too).
+    if isinstance(actor, Agent):
+        taking_part = Q(agent=actor)
+    else:
+        taking_part = Q(user=actor) | Q(agent__owner=actor)
+    if not thread.participants.filter(taking_part).exists():
         raise PermissionDenied("Only a participant of the thread can resolve it.")
     with transaction.atomic():
         thread = Conversation.objects.select_for_update().get(pk=thread.pk)

@@ -64,17 +64,46 @@ def test_a_tag_for_two_targets_wakes_both_with_the_message(room, alice):
     assert woken == {rex.id, vega.id}
 
 
-def test_a_second_tag_for_the_same_target_reuses_the_thread(room):
+def test_tags_for_the_same_target_are_joined_into_one_message(room):
     conversation, nova, rex = room
     message = post_message(
         nova, conversation, '<dm target="rex">one</dm> and <dm target="Rex">two</dm> done'
     )
     assert message.body == "and  done"
     thread = Conversation.objects.get(kind="thread")
-    assert list(thread.messages.order_by("created_at").values_list("body", flat=True)) == [
-        "one",
-        "two",
+    assert list(thread.messages.values_list("body", flat=True)) == ["one\n\ntwo"]
+    # One message: Rex is woken once, not once per tag.
+    assert Delivery.objects.filter(agent=rex, message__conversation=thread).count() == 1
+
+
+def test_hundreds_of_tags_wake_the_target_once(room):
+    conversation, nova, rex = room
+    body = "".join(f'<dm target="Rex">q{i}</dm>' for i in range(300))
+    post_message(nova, conversation, body)
+    thread = Conversation.objects.get(kind="thread")
+    first = thread.messages.get()
+    assert first.body == "\n\n".join(f"q{i}" for i in range(300))
+    assert list(Delivery.objects.filter(agent=rex).values_list("message", flat=True)) == [first.pk]
+
+
+def test_a_post_opens_at_most_a_few_side_threads(room, alice):
+    conversation, nova, rex = room
+    others = [
+        agent_actions.create_agent(alice, name=f"Aide{i}", handle=f"aide{i}", backend="scripted")
+        for i in range(threads.MAX_SIDE_THREADS_PER_POST)
     ]
+    names = ["Rex", *(a.name for a in others)]  # one more target set than allowed
+    body = "Hi." + "".join(f'<dm target="{name}">x</dm>' for name in names)
+    message = post_message(nova, conversation, body)
+    assert message.body == body
+    assert (
+        f"at most {threads.MAX_SIDE_THREADS_PER_POST} side threads" in message.payload["dm_error"]
+    )
+    assert not Conversation.objects.filter(kind="thread").exists()
+    assert not Delivery.objects.filter(agent__in=[rex, *others]).exists()
+    # As many as allowed still open, one each.
+    post_message(nova, conversation, "".join(f'<dm target="{n}">x</dm>' for n in names[1:]))
+    assert Conversation.objects.filter(kind="thread").count() == threads.MAX_SIDE_THREADS_PER_POST
 
 
 def test_an_unknown_target_keeps_the_text_and_tells_the_author(room):
@@ -259,3 +288,114 @@ def test_the_thread_card_opens_for_the_owner_of_its_agents(client, room, alice):
     client.force_login(alice)
     page = client.get(f"/w/{conversation.workspace_id}/c/{conversation.id}/").content.decode()
     assert f'data-thread-id="{thread.id}" data-can-open="1"' in page
+
+
+def _answer_every_delivery_with_a_tag(nova, rex, rounds: int) -> int:
+    """Nova and Rex answer each message delivered to them, in its conversation, by pulling the
+    other aside with a <dm> tag (as a model told about side threads might). Returns the posts
+    made before nothing was left to answer (or ROUNDS, if they never stop)."""
+    other = {nova.id: rex, rex.id: nova}
+    for posts in range(rounds):
+        delivery = (
+            Delivery.objects.filter(acked_at=None, agent__in=[nova, rex])
+            .select_related("agent", "message__conversation")
+            .order_by("created_at")
+            .first()
+        )
+        if delivery is None:
+            return posts
+        target = other[delivery.agent_id]
+        post_message(
+            delivery.agent,
+            delivery.message.conversation,
+            f'<dm target="{target.name}">ping {posts}</dm>',
+        )
+        Delivery.objects.filter(pk=delivery.pk).update(acked_at=timezone.now())
+    return rounds
+
+
+def test_a_tag_inside_a_side_thread_opens_no_nested_thread(room):
+    conversation, nova, rex = room
+    post_message(nova, conversation, '<dm target="Rex">costs?</dm>')
+    thread = Conversation.objects.get(kind="thread")
+    answer = post_message(rex, thread, '<dm target="Nova">and yours?</dm>')
+    # Refused: the text stays visible in the thread, which says why, and Nova is not woken.
+    assert answer.body == '<dm target="Nova">and yours?</dm>'
+    assert "do not nest" in answer.payload["dm_error"] and "@handle" in answer.payload["dm_error"]
+    assert list(Conversation.objects.filter(kind="thread")) == [thread]
+    assert not Delivery.objects.filter(agent=nova).exists()
+    notice = thread.messages.get(kind="notice")
+    assert "Rex's side thread was not opened" in notice.body
+
+
+def test_agents_answering_side_threads_with_tags_stop(room, alice):
+    """Each answer used to open a nested thread with a fresh loop guard: endless turns."""
+    conversation, nova, rex = room
+    post_message(alice, conversation, "@Nova start a chat with Rex")
+    posts = _answer_every_delivery_with_a_tag(nova, rex, rounds=30)
+    assert posts == 2  # Nova opens a thread in the channel; Rex's tag in it is refused
+    assert Conversation.objects.filter(kind="thread").count() == 1
+
+
+def test_a_tag_in_a_peoples_reply_thread_opens_nothing(room, alice):
+    from conversations.actions import reply_in_thread
+
+    conversation, nova, _ = room
+    origin = post_message(alice, conversation, "plans?")
+    reply_thread = reply_in_thread(alice, origin, "@Nova thoughts?").conversation
+    answer = post_message(nova, reply_thread, '<dm target="Rex">psst</dm>')
+    assert "do not nest" in answer.payload["dm_error"]
+    assert list(Conversation.objects.filter(kind="thread")) == [reply_thread]
+
+
+def test_the_channels_loop_guard_bounds_the_threads_an_agent_opens(room):
+    """Opening messages (woken explicitly) are not counted, but the channel post carrying the
+    tag is: past the channel's cap its posts are held and open no thread."""
+    from conversations import caps
+
+    conversation, nova, rex = room
+    cap = caps.cap_for(conversation)
+    for i in range(cap + 3):
+        post_message(nova, conversation, f'<dm target="Rex">q{i}</dm>')
+    assert Conversation.objects.filter(kind="thread").count() == cap
+    assert Delivery.objects.filter(agent=rex).count() == cap
+    assert conversation.messages.filter(held_at__isnull=False).count() == 3
+
+
+def test_a_member_not_in_the_thread_cannot_resolve_it(room, api, alice, team_a):
+    """Carol reads the channel but neither takes part in the thread nor owns an agent in it."""
+    from tests.conftest import make_person
+    from workspaces import actions as workspace_actions
+
+    conversation, nova, _ = room
+    carol = make_person("carol")
+    _, token = workspace_actions.create_invitation(team_a.memberships.get(user=alice))
+    workspace_actions.accept_invitation(carol, token)
+    post_message(nova, conversation, '<dm target="Rex">costs?</dm>')
+    thread = Conversation.objects.get(kind="thread")
+    resolve = f"/api/v1/conversations/{thread.id}/resolve/"
+    assert api(carol).get(f"/api/v1/conversations/{thread.id}/messages/").status_code == 200
+    denied = api(carol).post(resolve, {"summary": "resolved by bystander"}, format="json")
+    assert denied.status_code == 403
+    thread.refresh_from_db()
+    assert (thread.thread_status, thread.summary) == ("in_progress", "")
+    # Alice owns Nova, who is in it: she speaks for her agent.
+    assert api(alice).post(resolve, {"summary": "Done."}, format="json").status_code == 200
+
+
+def test_a_peoples_reply_thread_cannot_be_resolved(room, api, alice):
+    from conversations.actions import reply_in_thread
+
+    conversation, _, _ = room
+    origin = post_message(alice, conversation, "plans?")
+    reply_thread = reply_in_thread(alice, origin, "mine").conversation
+    answer = api(alice).post(
+        f"/api/v1/conversations/{reply_thread.id}/resolve/", {"summary": "x"}, format="json"
+    )
+    assert answer.status_code == 409
+    assert answer.json()["error"] == {
+        "code": "not_a_thread",
+        "message": "Only a side thread can be resolved.",
+    }
+    reply_thread.refresh_from_db()
+    assert (reply_thread.thread_status, reply_thread.summary) == ("", "")
