@@ -408,6 +408,9 @@ PERSON_POSTS_PER_MINUTE = env_int("PERSON_POSTS_PER_MINUTE", 120)
 PERSON_POSTS_BURST = env_int("PERSON_POSTS_BURST", 300)
 AGENT_POSTS_PER_MINUTE = env_int("AGENT_POSTS_PER_MINUTE", 1200)
 AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
+# Reactions a person toggles, each a live event to everyone reading the conversation.
+REACTIONS_PER_MINUTE = env_int("REACTIONS_PER_MINUTE", 60)
+REACTIONS_BURST = env_int("REACTIONS_BURST", 30)
 # Sign-ups per client address, and verification emails a person may ask for, per hour.
 SIGNUPS_PER_HOUR_PER_ADDRESS = env_int("SIGNUPS_PER_HOUR_PER_ADDRESS", 20)
 VERIFICATION_EMAILS_PER_HOUR = env_int("VERIFICATION_EMAILS_PER_HOUR", 5)

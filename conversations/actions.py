@@ -33,7 +33,10 @@ from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
-from workspaces.notifications import mark_conversation_notifications_read
+from workspaces.notifications import (
+    mark_conversation_notifications_read,
+    redact_message_notifications,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,18 @@ MAX_ATTACHMENTS = 10
 
 def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
+
+
+def is_archived(conversation: Conversation) -> bool:
+    """Archived, or a thread hanging off one: a thread is archived with the conversation it
+    hangs off (one read per level, and only for threads)."""
+    while conversation.archived_at is None:
+        if conversation.kind != Conversation.Kind.THREAD or not conversation.parent_message_id:
+            return False
+        conversation = Conversation.objects.only("archived_at", "kind", "parent_message_id").get(
+            messages__id=conversation.parent_message_id
+        )
+    return True
 
 
 def _count_post(actor) -> None:
@@ -217,6 +232,8 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
     """A person brings an agent into a conversation they can read. The agent must appear in the
     conversation's workspace (AGT-1): an agent pinned elsewhere never joins."""
     conversation = access_conversation(user, conversation.id)
+    if conversation.archived_at is not None:
+        raise ConversationArchived()
     if conversation.kind != Conversation.Kind.CHANNEL:
         # A direct conversation is found again by who is in it (open_direct); side threads,
         # tasks and API sessions have the participants their purpose gives them.
@@ -312,7 +329,7 @@ def post_message(
         if log.isEnabledFor(logging.INFO):
             _log_post("message already posted under this ref", earlier, actor, [])
         return earlier
-    if conversation.archived_at is not None:
+    if is_archived(conversation):
         raise ConversationArchived()
     _count_post(actor)  # a retry of an earlier post (above) is not a new one
     uploads = _own_uploads(actor, conversation, attachments)
@@ -416,7 +433,7 @@ def upload_attachment(actor, conversation: Conversation, upload) -> Attachment:
     """Store a file a person or an agent uploads into a conversation they may read, to be
     attached to their next post there (INT-4). Its size and type are checked before anything is
     stored: refused, it leaves no row and no bytes behind."""
-    if conversation.archived_at is not None:
+    if is_archived(conversation):
         raise ConversationArchived()
     name, content_type = files.checked_upload(upload)
     # Bytes per uploader, counted in megabytes: uploads not yet posted stay on disk for a day,
@@ -506,15 +523,17 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
         # would otherwise leave this one held.
         turns.lock(conversation)
         plan.guard = turns.count_post(conversation, plan.actor)
+        if plan.held:
+            turns.check_room_to_hold(conversation)
     message = Message(
         conversation=conversation, held_at=timezone.now() if plan.held else None, **plan.fields
     )
     if plan.held:
         # Past the loop guard's cap: kept, but nobody sees or is woken by it until a person
         # speaks (their message releases it).
+        # No conversation.capped here: the post that reached the cap announced it once.
         compiled_insert(message)
         _attach(message, plan.attachments)
-        turns.announce_capped(conversation)
         return message, []
     rows = []  # stored with the message, in the post's last statement (settle_post)
     holds_turn = False  # a turn from the turn queue: its ack hands the turn on
@@ -654,7 +673,7 @@ def regenerate_reply(user, reply: Message) -> None:
     if reply.payload.get("superseded"):
         raise CannotRegenerate("A newer answer to that message exists: regenerate that one.")
     conversation = reply.conversation
-    if conversation.archived_at is not None:
+    if is_archived(conversation):
         raise ConversationArchived()
     with transaction.atomic():
         delivery = (
@@ -699,7 +718,7 @@ def _own_text_message(user, message: Message) -> Message:
         raise MessageNotEditable("Only text messages can be changed.")
     if message.deleted_at is not None:
         raise MessageNotEditable("This message was deleted.")
-    if message.conversation.archived_at is not None:
+    if is_archived(message.conversation):
         raise ConversationArchived()
     return message
 
@@ -722,6 +741,10 @@ def edit_message(user, message: Message, body: str) -> Message:
             )
         if body == message.body:
             return message  # nothing changed: no "(edited)", nobody told
+        # An edit is announced to everyone and may wake agents, as a post does: it counts as
+        # one against the same rate (a Redis round trip under the row's lock; refused, the
+        # transaction writes nothing).
+        _count_post(user)
         message.body = body
         message.edited_at = timezone.now()
         message.save(update_fields=["body", "edited_at", "updated_at"])
@@ -732,6 +755,9 @@ def edit_message(user, message: Message, body: str) -> Message:
             .order_by("agent_id")
             .values_list("agent_id", flat=True)
         )
+        # Only the latest text matters to the agents: earlier notices of edits to it lose theirs,
+        # so no version of the text outlives the next edit.
+        _clear_edit_notices(message, f"{user.label} edited their message.")
         if answered:
             quote = body if len(body) <= EDIT_NOTICE_QUOTE else body[:EDIT_NOTICE_QUOTE] + "…"
             post_message(
@@ -759,7 +785,24 @@ def delete_message(user, message: Message) -> Message:
         message.save(update_fields=["body", "deleted_at", "reactions", "payload", "updated_at"])
         live.announce_message(message, "message.updated")
         relays.relay_changed(message.conversation, message)
+        # The text must not live on in the notices of its edits, nor in inboxes (probe F7).
+        _clear_edit_notices(message, f"{user.label} edited their message.")
+        redact_message_notifications(message.pk, f"{user.label} deleted this message.")
     return message
+
+
+def _clear_edit_notices(message: Message, body: str) -> None:
+    """The notices of edits to MESSAGE (locked by the caller) that still quote a text get BODY
+    instead, live: at most one, as each edit clears the one before."""
+    notices = Message.objects.filter(
+        reply_to=message, kind=Message.Kind.NOTICE, payload__edit_of=str(message.id)
+    ).exclude(body=body)
+    for notice in notices:
+        notice.body = body
+        notice.conversation = message.conversation
+        notice.save(update_fields=["body", "updated_at"])
+        notice.has_no_threads()
+        live.announce_message(notice, "message.updated")
 
 
 def react_message(user, message: Message, emoji: str, *, on: bool = True) -> Message:
@@ -771,13 +814,18 @@ def react_message(user, message: Message, emoji: str, *, on: bool = True) -> Mes
         raise ConversationRule(
             "Not one of the reactions offered.", fields={"emoji": f"One of {' '.join(REACTIONS)}."}
         )
+    # Each reaction is a live event to everyone who reads the conversation: limited per person.
+    rate = throttle.Rate("reactions", settings.REACTIONS_PER_MINUTE, burst=settings.REACTIONS_BURST)
+    wait = throttle.hit(rate, user.pk)
+    if wait:
+        raise RateLimited(wait, "reactions")
     with transaction.atomic():
         message = (
             Message.objects.select_for_update().select_related("conversation").get(pk=message.pk)
         )
         if message.deleted_at is not None:
             raise MessageNotEditable("This message was deleted.")
-        if message.conversation.archived_at is not None:
+        if is_archived(message.conversation):
             raise ConversationArchived()
         people = [p for p in message.reactions.get(emoji, []) if p["id"] != str(user.id)]
         if on:

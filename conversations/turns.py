@@ -228,6 +228,19 @@ def lock(conversation: Conversation) -> None:
     Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
 
 
+def check_room_to_hold(conversation: Conversation) -> None:
+    """Refuse an agent's post the loop guard would hold once MAX_HELD are held already. Call
+    under the conversation's lock (``lock``), which every held post takes: none races it."""
+    held = Message.objects.filter(conversation=conversation, held_at__isnull=False)[:MAX_HELD]
+    if held.count() >= MAX_HELD:
+        raise AppError(
+            f"{MAX_HELD} agent messages are already waiting here for a person to speak: "
+            "wait for a person before posting again.",
+            code="loop_guard_held",
+            status=409,
+        )
+
+
 # The end of a post's last statement, after the inserts of its rows (settle_post; written as a
 # THEN of core.compiled.compiled_insert): stamp the conversation's time. A person's post also
 # resets the agent streak, wakes the agents that said they were done, and returns the streak as
@@ -244,13 +257,22 @@ RETURNING before.agent_streak,
           EXISTS (SELECT FROM {messages} WHERE conversation_id = %s AND held_at IS NOT NULL)
 """
 SETTLE_BY_AGENT = "UPDATE {conversations} SET last_message_at = %s WHERE id = %s RETURNING 0, false"
-# The posts the loop guard held, let through. Its own statement, after the streak's reset has
-# committed or under its lock: an agent's post held meanwhile, under that lock, is seen here.
+# The posts the loop guard held, let through, oldest first and at most MAX_HELD: they are
+# announced in the person's own request (more, left from before the bound, wait for the next
+# person's post). Its own statement, after the streak's reset has committed or under its lock:
+# an agent's post held meanwhile, under that lock, is seen here. The outer held_at test makes a
+# row released by a concurrent post count once.
 RELEASE_HELD = """
 UPDATE {messages} SET held_at = NULL
- WHERE conversation_id = %s AND held_at IS NOT NULL
+ WHERE held_at IS NOT NULL AND id IN (
+       SELECT id FROM {messages} WHERE conversation_id = %s AND held_at IS NOT NULL
+        ORDER BY created_at, id LIMIT %s)
 RETURNING *
 """
+# Posts the loop guard holds in one conversation at most. Each waits for a person, whose post
+# lets them through in its own request: unbounded, an agent could store thousands and make that
+# post slow and flood every browser with them (probe F6). Past it, an agent's post is refused.
+MAX_HELD = 20
 
 
 def settle_post(conversation: Conversation, message: Message, rows, *, by_person: bool) -> list:
@@ -276,10 +298,10 @@ def settle_post(conversation: Conversation, message: Message, rows, *, by_person
 
 
 def release_held(conversation: Conversation) -> list[Message]:
-    """Let through the posts the loop guard held (TURN-2), oldest first."""
+    """Let through the posts the loop guard held (TURN-2), oldest first, at most MAX_HELD."""
     sql = RELEASE_HELD.format(**_tables())
     released = sorted(
-        Message.objects.raw(sql, [conversation.pk]), key=lambda m: (m.created_at, m.id)
+        Message.objects.raw(sql, [conversation.pk, MAX_HELD]), key=lambda m: (m.created_at, m.id)
     )
     for message in released:
         message.conversation = conversation

@@ -139,6 +139,15 @@ def mark_conversation_notifications_read(user, conversation_id) -> int:
     )
 
 
+def redact_message_notifications(message_id, text: str) -> int:
+    """The message MESSAGE_ID was deleted: the notifications about it show TEXT instead of
+    their snippet of it (inboxes and digests must not keep what its author took back). How
+    many were changed."""
+    return Notification.objects.filter(message_id=message_id).update(
+        text=snippet(text, MAX_TEXT), updated_at=timezone.now()
+    )
+
+
 def settle_notifications(target_id) -> None:
     """What TARGET_ID (an approval request) asked of people is done: read, for everyone."""
     unread = Notification.objects.filter(target_id=target_id, read_at__isnull=True)

@@ -234,3 +234,25 @@ def test_the_new_channel_page_says_the_name_is_taken(client, bob, team_a, channe
         "There is already a channel named #general in this workspace." in response.content.decode()
     )
     assert Conversation.objects.filter(kind="channel").count() == 1
+
+
+def test_an_archived_channels_threads_are_archived_with_it(alice, bob, team_a, channel, api, nova):
+    """Its people's reply threads and its agents' side threads take nothing new either: posts,
+    reactions, an agent's post; nor does the channel take a new agent."""
+    from conversations.actions import add_agent_to_conversation, react_message, reply_in_thread
+    from conversations.exceptions import ConversationArchived
+
+    said = post_message(bob, channel, "the plan")
+    reply = reply_in_thread(alice, said, "looks good")
+    thread = reply.conversation
+    assert api(alice).patch(f"{URL}{channel.id}/", {"archived": True}, "json").status_code == 200
+    posted = api(bob).post(f"{URL}{thread.id}/messages/", {"body": "still here?"}, "json")
+    assert posted.status_code == 409 and posted.json()["error"]["code"] == "conversation_archived"
+    for attempt in (
+        lambda: post_message(nova, thread, "an agent, still working"),
+        lambda: react_message(bob, reply, "👍"),
+        lambda: add_agent_to_conversation(alice, channel, nova),
+    ):
+        with pytest.raises(ConversationArchived):
+            attempt()
+    assert Message.objects.filter(conversation=thread).count() == 1
