@@ -22,6 +22,7 @@ from agntchat.core import crypto
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import AppError
 from workspaces.audit import personal_workspace_id, record_audit
+from workspaces.models import MANAGER_ROLES, Membership
 
 
 class HostFull(AppError):
@@ -139,6 +140,14 @@ def place_agent(agent: Agent, host: Host | None = None) -> Agent:
         if not roomy:
             raise HostFull("That host is full." if host is not None else HostFull.default_message)
         locked = min(roomy, key=lambda h: (placed.get(h.pk, 0), h.created_at))
+        if locked.workspace_id is not None:
+            # The owner still manages that workspace, read under their membership's lock: a
+            # demotion or removal committing meanwhile waits, then sees this placement and ends it.
+            manages = Membership.objects.select_for_update().filter(
+                workspace_id=locked.workspace_id, user_id=agent.owner_id, role__in=MANAGER_ROLES
+            )
+            if not manages.exists():
+                raise HostNotFound()
         if agent.host_id not in (None, locked.pk):
             _forget_placement(agent)
         if agent.runtime == Agent.Runtime.LOCAL:

@@ -15,7 +15,7 @@ from agntchat.core.http import (  # noqa: E402
     daphne_refuses_large_bodies,
     daphne_times_out_slow_requests,
 )
-from agntchat.core.sockets import daphne_drops_stalled_sockets  # noqa: E402
+from agntchat.core.sockets import NoSuchSocket, daphne_drops_stalled_sockets  # noqa: E402
 
 django_http = OneHopDjango()  # all our views are sync: one hop per request (see core/http.py)
 daphne_leaves_bodies_to_django()
@@ -27,7 +27,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
 
 from conversations.consumers import LiveSocket  # noqa: E402
 from fronts import mcp  # noqa: E402
@@ -63,6 +63,7 @@ application = ProtocolTypeRouter(
                 path("ws/host/", HostSocket.as_asgi()),
                 # The browser socket checks its Origin itself (core/origin.py): scheme, host, port.
                 path("ws/live/", AuthMiddlewareStack(LiveSocket.as_asgi())),
+                re_path(r"", NoSuchSocket.as_asgi()),
             ]
         ),
     }

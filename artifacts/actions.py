@@ -22,7 +22,7 @@ from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 from artifacts.mailbox import email_of, mailbox
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
 from artifacts.rendering import render_artifact
-from conversations.actions import post_message
+from conversations.actions import count_stored_bytes, post_message
 from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
@@ -166,6 +166,7 @@ def publish_artifact(
         earlier = _published_under_ref(actor, conversation, client_ref)
         if earlier is not None:
             return earlier
+    count_stored_bytes(actor, len(content.encode()), "artifact versions")
     # Rendered (and sanitised) once, here, outside the transaction: reads serve the stored copy.
     rendered = render_artifact(kind, content, language or None)
     with transaction.atomic():
@@ -209,6 +210,7 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
     Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
     content = _check_content(content, artifact.kind)
     note = _check_note(note)
+    count_stored_bytes(actor, len(content.encode()), "artifact versions")
     rendered = render_artifact(artifact.kind, content, artifact.language or None)
     with transaction.atomic():
         locked = Artifact.objects.select_for_update().get(pk=artifact.pk)

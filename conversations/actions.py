@@ -48,6 +48,22 @@ def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
 
 
+def count_stored_bytes(actor, size: int, what: str) -> None:
+    """SIZE bytes more that ACTOR stores (a file, an artifact's version, a skill), counted in
+    megabytes against one budget per person (UPLOAD_MB_PER_HOUR / _BURST): an agent's count as
+    its owner's, so a person cannot multiply it with agents. RateLimited past it, saying WHAT.
+    Without it anyone who may store could fill the disk (unposted uploads wait a day)."""
+    if actor is None:
+        return
+    person = actor.owner_id if _is_agent(actor) else actor.pk
+    limit = throttle.Rate(
+        "stored", settings.UPLOAD_MB_PER_HOUR, window=3600, burst=settings.UPLOAD_MB_BURST
+    )
+    wait = throttle.hit(limit, person, math.ceil(size / (1024 * 1024)))
+    if wait:
+        raise RateLimited(wait, what)
+
+
 def is_archived(conversation: Conversation) -> bool:
     """Archived, or a thread hanging off one: a thread is archived with the conversation it
     hangs off (one read per level, and only for threads)."""
@@ -436,15 +452,7 @@ def upload_attachment(actor, conversation: Conversation, upload) -> Attachment:
     if is_archived(conversation):
         raise ConversationArchived()
     name, content_type = files.checked_upload(upload)
-    # Bytes per uploader, counted in megabytes: uploads not yet posted stay on disk for a day,
-    # so without it anyone who may upload could fill the disk.
-    megabytes = math.ceil(upload.size / (1024 * 1024))
-    limit = throttle.Rate(
-        "uploads", settings.UPLOAD_MB_PER_HOUR, window=3600, burst=settings.UPLOAD_MB_BURST
-    )
-    wait = throttle.hit(limit, f"{'agent' if _is_agent(actor) else 'person'}:{actor.pk}", megabytes)
-    if wait:
-        raise RateLimited(wait, "uploads")
+    count_stored_bytes(actor, upload.size, "uploads")
     attachment = Attachment(
         workspace_id=conversation.workspace_id,
         conversation=conversation,

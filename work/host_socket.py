@@ -12,6 +12,7 @@ restart) come through the host's topic. Frames are in docs/protocol.md §12.
 import time
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 
 from agents import hosting
 from agents.auth import bearer_secret, person_for_token
@@ -57,8 +58,18 @@ class HostSocket(JsonSocket):
             )
             return
         self.host, self.person = principal
-        self.presence_id = supervisor_id(self.host.pk) if self.host else f"laptop-{self.person.pk}"
+        presence_id = supervisor_id(self.host.pk) if self.host else f"laptop-{self.person.pk}"
         self.connection_id = f"{time.time_ns():x}"
+        cap = settings.AGENT_MAX_CONNECTIONS  # a supervisor needs one; a few while it restarts
+        if not await database_sync_to_async(presence.join)(presence_id, self.connection_id, cap):
+            await self.refuse(
+                f"This host or laptop has {cap} supervisor connections open already, the most "
+                "allowed (AGENT_MAX_CONNECTIONS); close one first.",
+                "too_many_connections",
+                4429,
+            )
+            return
+        self.presence_id = presence_id
         self.woken: dict[str, float] = {}
         self.agent_groups: set[str] = set()
         self.host_group = group_name(
@@ -72,7 +83,6 @@ class HostSocket(JsonSocket):
         await self.channel_layer.group_add(self.host_group, self.channel_name)
         if self.token_group:
             await self.channel_layer.group_add(self.token_group, self.channel_name)
-        await database_sync_to_async(presence.beat)(self.presence_id, self.connection_id)
         await self.follow_agents(hello=True)
 
     async def follow_agents(self, hello: bool = False) -> None:

@@ -81,8 +81,8 @@ def load_key(text: str) -> paramiko.PKey:
 
 def private_address_refusal(address: str) -> str:
     return (
-        f"{address} is a private, local or reserved address: this server connects a "
-        "workspace's hosts on the public internet only (HOSTS_ALLOW_PRIVATE)."
+        f"{address} is, or resolves to, a private, local or reserved address: this server "
+        "connects a workspace's hosts on the public internet only (HOSTS_ALLOW_PRIVATE)."
     )
 
 
@@ -99,9 +99,9 @@ def address_to_dial(host: Host) -> str:
         raise HostUnreachable(
             f"Cannot reach {host.name}: {host.address} does not resolve."
         ) from None
-    refused = next((a for a in found if platform_web.refused_address(a)), None)
-    if refused is not None:
-        raise HostUnreachable(f"Cannot reach {host.name}: {private_address_refusal(refused)}")
+    if any(platform_web.refused_address(a) for a in found):
+        # Not which address: that would tell anyone how the server's own names resolve.
+        raise HostUnreachable(f"Cannot reach {host.name}: {private_address_refusal(host.address)}")
     return found[0]
 
 

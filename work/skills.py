@@ -28,6 +28,7 @@ from agents.models import Agent
 from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict
 from agntchat.core.validation import MAX_JSON_DEPTH, UNSTORABLE_TEXT
+from conversations.actions import count_stored_bytes
 from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
 from work.tools import platform_web
@@ -375,6 +376,7 @@ def create_skill(
     if agent is not None and not is_agent_owner(user, agent):
         raise NotAgentOwner()
     layer = Skill.Layer.AGENT if agent else Skill.Layer.OWNER
+    count_stored_bytes(user, package_size(package), "skills")
     with transaction.atomic():
         _check_free(user, agent, package.name, layer)
         skill = Skill.objects.create(
@@ -390,6 +392,11 @@ def create_skill(
     return skill
 
 
+def package_size(package: Package) -> int:
+    """Bytes a package stores: its SKILL.md and its other files."""
+    return len(package.source.encode()) + sum(len(t.encode()) for t in package.files.values())
+
+
 def require_editable(user, skill: Skill) -> None:
     if skill.layer == Skill.Layer.PLATFORM or skill.owner_id != user.id:
         raise NotYourSkill()
@@ -400,6 +407,8 @@ def update_skill(
 ) -> Skill:
     """New contents (from a SKILL.md) and/or publishing in the marketplace, or taking it out."""
     require_editable(user, skill)
+    if package is not None:
+        count_stored_bytes(user, package_size(package), "skills")
     with transaction.atomic():
         skill.granted_tools = []
         if package is not None:

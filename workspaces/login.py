@@ -48,7 +48,7 @@ def authenticate_person(request, username: str, password: str):
         # The pair starts over; the address does not, or one good account would clear an
         # address's failures on everyone else's.
         throttle.forget(*pair)
-        _remember(name, address)
+        remember_address(name, address)
     return user
 
 
@@ -60,8 +60,10 @@ def _is_known(name: str, address: str) -> bool:
     return bool(throttle.client().sismember(_known_key(name), address))
 
 
-def _remember(name: str, address: str) -> None:
-    """ADDRESS is one USERNAME signed in from, for LOGIN_KNOWN_ADDRESS_DAYS from now."""
+def remember_address(username: str, address: str) -> None:
+    """ADDRESS is one USERNAME signed in from (or signed up from), for LOGIN_KNOWN_ADDRESS_DAYS
+    from now."""
+    name = username.casefold()
     pipe = throttle.client().pipeline(transaction=False)
     pipe.sadd(_known_key(name), address)
     pipe.expire(_known_key(name), settings.LOGIN_KNOWN_ADDRESS_DAYS * 86400)
@@ -110,10 +112,16 @@ def api_token_topic(token_id) -> str:
     return f"api_token.{token_id}"
 
 
+def end_live_sockets(user) -> None:
+    """Close every browser socket of USER, on every node (a password changed, an account made
+    inactive)."""
+    publish(f"user.{user.pk}", {"type": "session.ended", "session": None})
+
+
 def end_live_sockets_of_inactive(sender, instance, **kwargs) -> None:
     """A person made inactive can sign in nowhere: all their live sockets close."""
     if not instance.is_active:
-        publish(f"user.{instance.pk}", {"type": "session.ended", "session": None})
+        end_live_sockets(instance)
         # And the sockets opened with their API tokens (a laptop's supervisor).
         tokens = ApiToken.objects.filter(user=instance, revoked_at__isnull=True)
         topics = [api_token_topic(t) for t in tokens.values_list("pk", flat=True)]

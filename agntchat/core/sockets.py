@@ -248,6 +248,14 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         await self.hang_up(close_code)
 
 
+class NoSuchSocket(AsyncJsonWebsocketConsumer):
+    """A WebSocket to any other path: the handshake is refused (daphne answers 403), where the
+    router's "no route" was a 500."""
+
+    async def connect(self):
+        await self.close()
+
+
 def header(scope, name: bytes) -> str:
     for key, value in scope.get("headers", []):
         if key.lower() == name:

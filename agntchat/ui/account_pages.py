@@ -11,6 +11,7 @@ from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import shell, workspace_page
 from workspaces import accounts
 from workspaces.audit import record_audit
+from workspaces.login import end_live_sockets
 
 
 @workspace_page
@@ -32,6 +33,9 @@ def account(request, membership):
             # This session stays signed in; every other one of the person's ends (Django checks
             # each session against the password; their live sockets close at their next check).
             update_session_auth_hash(request, user)
+            # Every live socket of theirs closes now (a stolen session's included); this page
+            # reloads, and its browser opens a new one with the new session.
+            end_live_sockets(user)
             messages.success(
                 request, "Your password is changed; your other sessions are signed out."
             )

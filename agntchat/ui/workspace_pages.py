@@ -31,7 +31,7 @@ from workspaces.access import (
 )
 from workspaces.api import AuditQuery, audit_page
 from workspaces.forms import SignupForm, WorkspaceForm
-from workspaces.login import client_address
+from workspaces.login import client_address, remember_address
 from workspaces.models import AuditEntry, Invitation, Role
 
 
@@ -56,6 +56,8 @@ def signup(request):
             form.add_error("username", "A user with that username already exists.")
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            # Where they signed up is theirs: others' failures never lock them out of it.
+            remember_address(user.username, client_address(request))
             if user.email:
                 accounts.request_verification(user)
                 messages.info(

@@ -5,6 +5,7 @@ could fill the disk. Past the limit: 429 with Retry-After, and nothing stored.""
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from agntchat.core.exceptions import RateLimited
 from conversations.actions import upload_attachment
 from conversations.models import Attachment
 
@@ -37,6 +38,23 @@ def test_an_uploader_gets_so_many_megabytes_and_then_a_429(alice, bob, nova, cha
     assert "uploads" in refused.json()["error"]["message"] and int(refused["Retry-After"]) >= 1
     assert Attachment.objects.filter(uploaded_by_user=alice).count() == 2
     assert len([p for p in media.rglob("*") if p.is_file()]) == 2  # no bytes for the refused one
-    # Each uploader has their own: Bob, and Nova (an agent), are not held up by Alice.
+    # Each person has their own: Bob is not held up by Alice. Her agent Nova counts as her, or
+    # she could multiply her allowance by making agents.
     assert upload(api(bob), channel, 2 * MB).status_code == 201
-    assert upload_attachment(nova, channel, SimpleUploadedFile("a.txt", b"x" * (2 * MB)))
+    with pytest.raises(RateLimited):
+        upload_attachment(nova, channel, SimpleUploadedFile("a.txt", b"x" * (2 * MB)))
+
+
+def test_artifact_versions_and_skills_draw_on_the_same_budget(alice, channel, nova, media):
+    """Artifact versions and skills are stored too (up to 500 KB and 256 KB each): without a
+    budget a person stored hundreds of megabytes of them in minutes."""
+    from artifacts.actions import publish_artifact, update_artifact
+    from work import skills
+
+    artifact = publish_artifact(nova, channel, "Plan", "markdown", "x" * 400_000)  # counts 1 MB
+    for _ in range(2):
+        update_artifact(alice, artifact, "y" * 400_000)
+    package = skills.parse_skill_md("---\nname: notes\ndescription: Notes.\n---\nBody.")
+    skills.create_skill(alice, package)  # the 4th megabyte
+    with pytest.raises(RateLimited, match="artifact versions"):
+        update_artifact(nova, artifact, "z" * 400_000)

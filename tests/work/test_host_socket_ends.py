@@ -49,3 +49,25 @@ async def test_a_person_made_inactive_loses_their_supervisor_sockets(alice):
     alice.is_active = False
     await sync_to_async(alice.save)(update_fields=["is_active"])
     assert await closed_for_good(comm)
+
+
+async def test_a_laptop_has_at_most_agent_max_connections_supervisor_sockets(alice, settings):
+    settings.AGENT_MAX_CONNECTIONS = 2
+    _, secret = await sync_to_async(actions.issue_api_token)(alice)
+    first, second = await supervisor(secret), await supervisor(secret)
+    third = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {secret}".encode())]
+    )
+    await third.connect()
+    assert (await next_frame(third))["code"] == "too_many_connections"
+    assert await third.receive_output(timeout=5) == {"type": "websocket.close", "code": 4429}
+    await first.disconnect()
+    fourth = await supervisor(secret)  # a closed one frees its place
+    for comm in (second, fourth):
+        await comm.disconnect()
+
+
+async def test_a_socket_to_no_route_is_refused_not_a_500():
+    comm = WebsocketCommunicator(application, "/ws/nothing-here/")
+    connected, _ = await comm.connect()
+    assert connected is False

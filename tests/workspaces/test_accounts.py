@@ -144,3 +144,58 @@ def test_changing_the_password_signs_the_other_sessions_out(alice):
     assert elsewhere.get(url).status_code == 302  # the other one is signed out
     assert Session.objects.count() >= 1
     assert AuditEntry.objects.filter(action="password.changed", actor_user=alice).exists()
+
+
+def test_where_a_person_signed_up_is_theirs_for_the_lockout(settings):
+    """Others' failures from elsewhere lock a username from unknown addresses only: the address
+    a person signed up from is known from the start (they never typed a password there yet)."""
+    settings.LOGIN_FAILURES_PER_USERNAME_ANYWHERE = 3
+    form = {"username": "fern", "password1": "pw-fern-881234", "password2": "pw-fern-881234"}
+    assert Client().post("/signup/", form, REMOTE_ADDR="198.51.100.30").status_code == 302
+    for n in range(3):
+        Client().post(
+            "/api/v1/auth/token/",
+            {"username": "fern", "password": "guess"},
+            content_type="application/json",
+            REMOTE_ADDR=f"203.0.113.{n}",
+        )
+    signed_in = Client().post(
+        "/api/v1/auth/token/",
+        {"username": "fern", "password": "pw-fern-881234"},
+        content_type="application/json",
+        REMOTE_ADDR="198.51.100.30",
+    )
+    assert signed_in.status_code == 201, signed_in.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_changing_the_password_closes_every_live_socket_of_the_person(alice):
+    """A stolen session's socket that never pings would have gone on hearing everything until
+    its next check; the password change closes it at once (4401)."""
+    from asgiref.sync import async_to_sync
+
+    from tests.socket_helpers import live_socket_for, next_frame
+
+    url = f"/w/{alice.memberships.get(workspace__kind='personal').workspace_id}/account/"
+
+    async def scenario():
+        from asgiref.sync import sync_to_async
+
+        stolen = await live_socket_for(alice)
+        here = Client()
+        await sync_to_async(here.force_login)(alice)
+        await sync_to_async(here.post)(
+            url,
+            {
+                "action": "password",
+                "old_password": "pw-alice-123456",
+                "new_password1": "a-new-pass-9921",
+                "new_password2": "a-new-pass-9921",
+            },
+        )
+        error = await next_frame(stolen)
+        closed = await stolen.receive_output(timeout=5)
+        return error["code"], closed
+
+    code, closed = async_to_sync(scenario)()
+    assert code == "unauthorized" and closed == {"type": "websocket.close", "code": 4401}
