@@ -23,8 +23,8 @@ async def supervisor(secret):
 
 
 async def closed_for_good(comm) -> bool:
-    error = await next_frame(comm)
-    closed = await comm.receive_output(timeout=5)
+    error = await next_frame(comm, timeout=15)  # through Redis: slow on a loaded machine
+    closed = await comm.receive_output(timeout=15)
     return error["code"] == "unauthorized" and closed == {"type": "websocket.close", "code": 4401}
 
 

@@ -52,7 +52,10 @@ def test_a_model_acts_through_its_tools(alice, channel, nova, server, tmp_path):
     bridge = start_bridge(server, nova, tmp_path, SCRIPT)
     try:
         question = post_message(alice, channel, "wrap up")
-        wait_until(lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply")
+        # A restarted bridge is a new Python process: on a loaded machine it takes a while.
+        wait_until(
+            lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply", timeout=60
+        )
         call = ToolCall.objects.get()
         assert (call.tool, call.status, call.message_id) == ("done", "succeeded", question.id)
         assert Participant.objects.get(conversation=channel, agent=nova).done_at is not None
@@ -73,7 +76,10 @@ def test_an_approved_call_lets_the_turn_finish(alice, channel, nova, server, tmp
             format="json",
         )
         assert response.status_code == 200
-        wait_until(lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply")
+        # A restarted bridge is a new Python process: on a loaded machine it takes a while.
+        wait_until(
+            lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply", timeout=60
+        )
         assert ToolCall.objects.get().status == "succeeded"
         wait_until(
             lambda: PermissionRequest.objects.filter(acked_at__isnull=False).exists(),
@@ -138,7 +144,10 @@ def test_a_bridge_killed_while_its_call_waits_finishes_the_turn_after_a_restart(
     assert response.status_code == 200
     restarted = start_bridge(server, nova, tmp_path, SCRIPT)
     try:
-        wait_until(lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply")
+        # A restarted bridge is a new Python process: on a loaded machine it takes a while.
+        wait_until(
+            lambda: reply_bodies(channel, nova) == ["Wrapped up."], what="the reply", timeout=60
+        )
         assert ToolCall.objects.count() == 1 and ToolCall.objects.get().status == "succeeded"
         assert Message.objects.filter(conversation=channel, kind="notice").count() == 0
         wait_until(
