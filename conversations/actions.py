@@ -11,6 +11,7 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
+from agents.exceptions import AgentNotFound
 from agents.models import Agent
 from agntchat.core import throttle
 from agntchat.core.compiled import compiled_insert
@@ -269,6 +270,55 @@ def add_agent_to_conversation(user, conversation: Conversation, agent: Agent) ->
         if created:
             live.announce_conversation(conversation, "conversation.updated")
     return participant
+
+
+def may_remove_agent(membership: Membership, conversation: Conversation, agent) -> bool:
+    """Who may take an agent out of a channel: the channel's creator, a workspace admin, or the
+    agent's owner (whoever added it may ask them). The action refuses by it and the page shows
+    its control by it."""
+    return agent.owner_id == membership.user_id or may_configure(membership, conversation)
+
+
+def remove_agent_from_conversation(user, conversation: Conversation, agent_id) -> Agent:
+    """Take an agent out of a channel, and return it (AgentNotFound when it does not take part).
+    It stops reading the channel at once; what it was still to answer there is dropped, and a
+    turn it held passes to the next agent in the queue (TURN-1). An agent whose owner left the
+    workspace can still be removed: it is found among the participants, not the directory."""
+    conversation = access_conversation(user, conversation.id)
+    if conversation.kind != Conversation.Kind.CHANNEL:
+        raise ConversationRule(
+            "Agents are removed from channels only.",
+            fields={"agent": "Not in a conversation of this kind."},
+        )
+    agent_id = as_uuid(agent_id)
+    participant = agent_id and (
+        Participant.objects.select_related("agent")
+        .filter(conversation=conversation, agent_id=agent_id)  # (agent_id=None: the people)
+        .first()
+    )
+    if not participant:
+        raise AgentNotFound()
+    membership = access_membership(user, conversation.workspace_id)
+    if not may_remove_agent(membership, conversation, participant.agent):
+        raise NotAllowed(
+            "Only the channel's creator, a workspace admin or the agent's owner can remove it."
+        )
+    with transaction.atomic():
+        turns.lock(conversation)  # no post decides a turn for it meanwhile
+        participant.delete()
+        dropped = list(
+            Delivery.objects.filter(
+                agent_id=participant.agent_id,
+                message__conversation=conversation,
+                acked_at__isnull=True,
+            ).values_list("id", "holds_turn")
+        )
+        Delivery.objects.filter(pk__in=[d for d, _ in dropped]).update(acked_at=timezone.now())
+        for delivery_id, holds_turn in dropped:
+            if holds_turn:
+                turns.hand_on(delivery_id)
+        live.announce_conversation(conversation, "conversation.updated")
+    return participant.agent
 
 
 @dataclass

@@ -8,6 +8,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.access import access_agent
 from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.compiled import compiled_objects
 from conversations import actions, files, threads
@@ -18,6 +19,7 @@ from conversations.access import (
     conversations_visible_to,
     reply_thread_of,
 )
+from conversations.exceptions import MessageNotFound
 from conversations.models import Conversation, Message
 from conversations.payloads import (
     AUTHOR_UNSHOWN,
@@ -80,6 +82,11 @@ class HistoryQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
 
 
+def _person_only(request, view, what: str) -> None:
+    if not IsPerson().has_permission(request, view):
+        view.permission_denied(request, f"Only people {what}.")
+
+
 class ConversationListView(APIView):
     """POST opens a channel (201), or the direct conversation of exactly its participants: 200
     when it existed, 201 when created."""
@@ -97,8 +104,7 @@ class ConversationListView(APIView):
         return Response({"results": [conversation_data(c) for c in conversations]})
 
     def post(self, request):
-        if not IsPerson().has_permission(request, self):
-            self.permission_denied(request, "Only people open conversations through this endpoint.")
+        _person_only(request, self, "open conversations through this endpoint")
         data = validated(ConversationInput, request.data)
         workspace = access_workspace(request.user, data["workspace"])
         people = [p["id"] for p in data["participants"] if p["type"] == "person"]
@@ -121,30 +127,62 @@ class ConversationListView(APIView):
         return Response(conversation_data(conversation), status=201 if created else 200)
 
 
+def with_participants(conversation) -> dict:
+    out = conversation_data(conversation)
+    out["participants"] = [
+        {"type": "agent", "id": p.agent_id} if p.agent_id else {"type": "person", "id": p.user_id}
+        for p in conversation.participants.order_by("created_at", "id")
+    ]
+    return out
+
+
 class ConversationDetailView(APIView):
     inputs = {"patch": ConversationChange}
 
     def get(self, request, conversation_id):
-        conversation = access_conversation(request.user, conversation_id)
-        out = conversation_data(conversation)
-        out["participants"] = [
-            {"type": "agent", "id": p.agent_id}
-            if p.agent_id
-            else {"type": "person", "id": p.user_id}
-            for p in conversation.participants.all()
-        ]
-        return Response(out)
+        return Response(with_participants(access_conversation(request.user, conversation_id)))
 
     def patch(self, request, conversation_id):
         """Rename a channel, or archive or unarchive it."""
-        if not IsPerson().has_permission(request, self):
-            self.permission_denied(request, "Only people rename or archive channels.")
+        _person_only(request, self, "rename or archive channels")
         conversation = access_conversation(request.user, conversation_id)
         data = validated(ConversationChange, request.data)
         conversation = actions.update_channel(
             request.user, conversation, title=data.get("title"), archived=data.get("archived")
         )
         return Response(conversation_data(conversation))
+
+
+class AgentInput(StrictSerializer):
+    agent = serializers.UUIDField()
+
+
+class ConversationAgentsView(APIView):
+    """POST: a person brings an agent that appears in the workspace into a channel (200 with the
+    conversation and its participants; again, the same)."""
+
+    inputs = {"post": AgentInput}
+    statuses = {"post": (200,)}
+
+    def post(self, request, conversation_id):
+        _person_only(request, self, "add agents to channels")
+        conversation = access_conversation(request.user, conversation_id)
+        data = validated(AgentInput, request.data)
+        actions.add_agent_to_conversation(
+            request.user, conversation, access_agent(request.user, data["agent"])
+        )
+        return Response(with_participants(conversation))
+
+
+class ConversationAgentView(APIView):
+    """DELETE: the channel's creator, a workspace admin or the agent's owner takes the agent out
+    (204); what it was still to answer there is dropped."""
+
+    def delete(self, request, conversation_id, agent_id):
+        _person_only(request, self, "remove agents from channels")
+        conversation = access_conversation(request.user, conversation_id)
+        actions.remove_agent_from_conversation(request.user, conversation, agent_id)
+        return Response(status=204)
 
 
 # A message's place in its conversation's history, as one row value: ``(created_at, id) < (…)``
@@ -170,6 +208,8 @@ def history_page(direction: str, limit: int):
         )
         if direction == "newest":
             return messages.order_by("-created_at", "-id")[:limit]
+        if direction == "oldest":
+            return messages.order_by("created_at", "id")[:limit]
         anchor = history_key(Value(anchor_at), Value(anchor_id))
         messages = messages.alias(key=HISTORY_KEY)
         if direction == "after":
@@ -179,30 +219,35 @@ def history_page(direction: str, limit: int):
     return build
 
 
+def history(request, conversation_id, *, start: str = "newest") -> dict:
+    """One page of a conversation's history, shown oldest first: the messages after or before
+    an anchor message of it (``?after=`` / ``?before=``), else those at its START (the newest,
+    or the oldest), and whether more lie beyond (``has_more``)."""
+    query = validated(HistoryQuery, request.query_params.dict())
+    direction = "after" if query.get("after") else "before" if query.get("before") else start
+    values = {"conversation_id": conversation_id}
+    if direction in ("after", "before"):
+        anchor = access_message(request.user, query[direction])
+        if anchor.conversation_id != conversation_id:
+            raise MessageNotFound("That message is not in this conversation.")
+        values.update(anchor_at=anchor.created_at, anchor_id=anchor.id)
+    limit = query["limit"]
+    page = compiled_objects(("history", direction, limit), history_page(direction, limit), **values)
+    if direction in ("newest", "before"):
+        page.reverse()  # read newest first, shown oldest first
+    return {
+        "results": [message_data(m) for m in with_thread_cards(page)],
+        "has_more": len(page) == limit,
+    }
+
+
 class MessageListView(APIView):
     inputs = {"post": MessageInput}
     queries = {"get": HistoryQuery}
 
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        query = validated(HistoryQuery, request.query_params.dict())
-        direction = "after" if query.get("after") else "before" if query.get("before") else "newest"
-        values = {"conversation_id": conversation.id}
-        if direction != "newest":
-            anchor = access_message(request.user, query[direction])
-            values.update(anchor_at=anchor.created_at, anchor_id=anchor.id)
-        limit = query["limit"]
-        page = compiled_objects(
-            ("history", direction, limit), history_page(direction, limit), **values
-        )
-        if direction != "after":
-            page.reverse()  # the newest (or before) page read newest first, shown oldest first
-        return Response(
-            {
-                "results": [message_data(m) for m in with_thread_cards(page)],
-                "has_more": len(page) == limit,
-            }
-        )
+        return Response(history(request, conversation.id))
 
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
@@ -350,8 +395,7 @@ class SettingsView(APIView):
     inputs = {"patch": SettingsInput}
 
     def patch(self, request, conversation_id):
-        if not IsPerson().has_permission(request, self):
-            self.permission_denied(request, "Only people change conversation settings.")
+        _person_only(request, self, "change conversation settings")
         conversation = access_conversation(request.user, conversation_id)
         data = validated(SettingsInput, request.data)
         conversation = actions.update_settings(request.user, conversation, data)
@@ -365,6 +409,11 @@ urlpatterns = [
     path("conversations/", ConversationListView.as_view()),
     path("conversations/<uuid:conversation_id>/", ConversationDetailView.as_view()),
     path("conversations/<uuid:conversation_id>/messages/", MessageListView.as_view()),
+    path("conversations/<uuid:conversation_id>/agents/", ConversationAgentsView.as_view()),
+    path(
+        "conversations/<uuid:conversation_id>/agents/<uuid:agent_id>/",
+        ConversationAgentView.as_view(),
+    ),
     path("conversations/<uuid:conversation_id>/files/", FileUploadView.as_view()),
     path("files/<uuid:attachment_id>/", FileDetailView.as_view()),
 ]
@@ -389,11 +438,6 @@ class ReactionQuery(serializers.Serializer):
 
 class ReplyInput(MessageInput):
     reply_to = None  # a reply's place is its thread
-
-
-def _person_only(request, view, what: str) -> None:
-    if not IsPerson().has_permission(request, view):
-        view.permission_denied(request, f"Only people {what}.")
 
 
 class MessageDetailView(APIView):
@@ -443,30 +487,20 @@ class ReactionView(APIView):
 
 
 class ReplyListView(APIView):
-    """GET: the replies in a message's reply thread, oldest first (``thread`` is null before the
-    first); POST: a person replies there (201), opening the thread with the first reply."""
+    """GET: the replies in a message's reply thread, oldest first, a page at a time (``after`` /
+    ``before`` a reply; ``thread`` is null before the first); POST: a person replies there (201), opening the thread with the first reply."""
 
     inputs = {"post": ReplyInput}
     queries = {"get": HistoryQuery}
 
     def get(self, request, message_id):
         message, thread = reply_thread_of(request.user, message_id)
-        query = validated(HistoryQuery, request.query_params.dict())
-        replies = []
+        page = {"results": [], "has_more": False}
         if thread is not None:
-            replies = list(
-                Message.objects.filter(conversation=thread, held_at__isnull=True)
-                .select_related("author_user", "author_agent")
-                .defer("updated_at", *AUTHOR_UNSHOWN)
-                .order_by("created_at", "id")[: query["limit"]]
-            )
-        return Response(
-            {
-                "message_id": message.id,
-                "thread": thread.id if thread else None,
-                "results": [message_data(m) for m in with_thread_cards(replies)],
-            }
-        )
+            page = history(request, thread.id, start="oldest")
+        else:
+            validated(HistoryQuery, request.query_params.dict())  # bad input is a 400 still
+        return Response({"message_id": message.id, "thread": thread.id if thread else None, **page})
 
     def post(self, request, message_id):
         _person_only(request, self, "reply in threads here")

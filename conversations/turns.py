@@ -378,15 +378,18 @@ def hand_on(delivery_id) -> None:
         ):
             return
         conversation = Conversation.objects.get(pk=decision.conversation_id)
-        done = {
+        still_here = {
             str(a)
             for a in Participant.objects.filter(
-                conversation=conversation, done_at__isnull=False
+                conversation=conversation, agent__isnull=False, done_at__isnull=True
             ).values_list("agent_id", flat=True)
         }
         position = decision.position + 1
-        while position < len(decision.queue) and decision.queue[position]["agent_id"] in done:
-            position += 1  # said it is done: skip it
+        while (
+            position < len(decision.queue)
+            and decision.queue[position]["agent_id"] not in still_here
+        ):
+            position += 1  # said it is done, or was taken out of the conversation: skip it
         if position >= len(decision.queue) or caps.is_capped(conversation):
             decision.finished_at = timezone.now()
             decision.save(update_fields=["finished_at", "updated_at"])

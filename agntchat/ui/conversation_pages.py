@@ -37,6 +37,7 @@ from conversations.models import Conversation
 from conversations.threads import DEFAULT_WORDING, IDLE_MINUTES
 from integrations import telegram
 from workspaces.access import access_member
+from workspaces.exceptions import NotAllowed
 
 PAGE = 50
 MAX_FRAGMENT_IDS = 200
@@ -86,6 +87,12 @@ def conversation(request, membership, conversation_id):
         has_more=len(newest) == PAGE,
         participants=participants,
         addable_agents=addable,
+        removable_agents=[
+            row["agent"]
+            for row in participants["agents"]
+            if conversation.kind == Conversation.Kind.CHANNEL
+            and actions.may_remove_agent(membership, conversation, row["agent"])
+        ],
         capped=is_capped(conversation),
         cap=cap_for(conversation),
         can_configure=may_configure(membership, conversation),
@@ -219,6 +226,24 @@ def add_agent(request, membership, conversation_id):
         messages.error(request, exc.message)
     else:
         messages.success(request, f"{agent.name} now takes part in this conversation.")
+    return redirect(
+        "conversation", workspace_id=membership.workspace_id, conversation_id=conversation.id
+    )
+
+
+@require_POST
+@workspace_page
+def remove_agent(request, membership, conversation_id):
+    """Take an agent out of a channel (its creator, a workspace admin or the agent's owner)."""
+    conversation = _conversation_in(membership, conversation_id)
+    try:
+        agent = actions.remove_agent_from_conversation(
+            request.user, conversation, request.POST.get("agent")
+        )
+    except (ConversationRule, NotAllowed) as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{agent.name} no longer takes part in this conversation.")
     return redirect(
         "conversation", workspace_id=membership.workspace_id, conversation_id=conversation.id
     )

@@ -55,6 +55,11 @@ urlpatterns = [
         conversation_pages.add_agent,
         name="conversation-add-agent",
     ),
+    path(
+        "w/<uuid:workspace_id>/c/<uuid:conversation_id>/agents/remove/",
+        conversation_pages.remove_agent,
+        name="conversation-remove-agent",
+    ),
     path("w/<uuid:workspace_id>/channels/new/", conversation_pages.new_channel, name="new-channel"),
     path("w/<uuid:workspace_id>/direct/", conversation_pages.direct, name="direct"),
     path(

@@ -204,11 +204,32 @@ def test_a_reply_opens_one_thread_and_counts_on_the_message(alice, bob, said, ap
     assert origin["replyCount"] == 2 and origin["threads"] == []  # not shown as a side thread
 
 
+def test_replies_come_a_page_at_a_time(alice, bob, said, api):
+    """?limit, then ?after= the last reply seen (and ?before= the first), as the history of a
+    conversation pages: a long thread is no longer cut at its first page."""
+    for n in range(5):
+        api(bob).post(f"/api/v1/messages/{said.id}/replies/", {"body": f"r{n}"}, format="json")
+    url = f"/api/v1/messages/{said.id}/replies/"
+    first = api(alice).get(url, {"limit": 2}).json()
+    assert [m["body"] for m in first["results"]] == ["r0", "r1"] and first["hasMore"]
+    after = api(alice).get(url, {"limit": 2, "after": first["results"][-1]["id"]}).json()
+    assert [m["body"] for m in after["results"]] == ["r2", "r3"]
+    last = api(alice).get(url, {"limit": 2, "after": after["results"][-1]["id"]}).json()
+    assert [m["body"] for m in last["results"]] == ["r4"] and not last["hasMore"]
+    before = api(alice).get(url, {"limit": 2, "before": last["results"][0]["id"]}).json()
+    assert [m["body"] for m in before["results"]] == ["r2", "r3"]
+    # An anchor from another conversation is not a place in this thread.
+    elsewhere = api(alice).get(url, {"after": str(said.id)})
+    assert elsewhere.status_code == 404, elsewhere.content
+    assert api(alice).get(url, {"after": "nope"}).status_code == 400
+
+
 def test_before_any_reply_the_thread_is_empty(alice, said, api):
     assert api(alice).get(f"/api/v1/messages/{said.id}/replies/").json() == {
         "messageId": str(said.id),
         "thread": None,
         "results": [],
+        "hasMore": False,
     }
 
 
