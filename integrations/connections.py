@@ -44,7 +44,7 @@ from work import approvals
 from work.tools.registry import REGISTRY, ToolContext
 from workspaces.access import access_membership, require_manager
 from workspaces.audit import personal_workspace_id, record_audit
-from workspaces.models import User, Workspace
+from workspaces.models import MANAGER_ROLES, Membership, User, Workspace
 
 # How long a started authorization may take to come back.
 FLOW_TTL = timedelta(minutes=10)
@@ -166,8 +166,9 @@ def finish_authorization(
         raise AuthorizationFailed(
             f"{label(provider)} did not give access ({error}); nothing changed."
         )
-    if flow.workspace_id:
-        _require_manager_still(user, flow.workspace_id, provider)
+    if flow.workspace_id:  # refused before the code is traded for tokens
+        with transaction.atomic():
+            _require_manager_still(user, flow.workspace_id, provider)
     if not code:
         raise AuthorizationFailed(f"{label(provider)} sent no authorization code; nothing changed.")
     found = configuration(provider)
@@ -203,14 +204,18 @@ def finish_authorization(
 
 def _require_manager_still(user: User, workspace_id, provider: str) -> None:
     """A workspace's account is set by its admins: one removed or demoted after starting the
-    sign-in may not finish it (their connection would act for everyone in the workspace)."""
-    try:
-        require_manager(access_membership(user, workspace_id))
-    except AppError:
+    sign-in may not finish it (their connection would act for everyone in the workspace). The
+    caller's transaction holds USER's membership row locked until it commits, so the role stays
+    as read here: a demotion or removal committing meanwhile waits for the connection to be
+    stored, and one committed before is seen."""
+    manages = Membership.objects.select_for_update().filter(
+        workspace_id=workspace_id, user=user, role__in=MANAGER_ROLES
+    )
+    if not manages.exists():
         raise AuthorizationFailed(
             f"Only an admin of that workspace can connect its {label(provider)} account, and "
             "you no longer are one; nothing changed."
-        ) from None
+        )
 
 
 def _account(provider: str, access_token: str) -> str:

@@ -373,12 +373,15 @@ def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
 def _readable_by_linker(link: TelegramLink) -> Conversation | None:
     """LINK's conversation if the person who linked the chat may still read it. A chat reaches
     no further than that person, both ways: nothing is posted from it or sent to it once they
-    are removed from the workspace or the conversation."""
-    try:
-        return access_conversation(link.created_by, link.conversation_id)
-    except NotFound:
-        log.info("Telegram link %s: its creator can no longer read the conversation", link.id)
-        return None
+    are removed from the workspace or the conversation, or their account is deactivated."""
+    # A deactivated account keeps its memberships but may read nothing.
+    if link.created_by.is_active:
+        try:
+            return access_conversation(link.created_by, link.conversation_id)
+        except NotFound:
+            pass
+    log.info("Telegram link %s: its creator can no longer read the conversation", link.id)
+    return None
 
 
 def _bind(bot, message, code: str, bound: TelegramLink | None, replies: list) -> None:
@@ -395,9 +398,8 @@ def _bind(bot, message, code: str, bound: TelegramLink | None, replies: list) ->
     if bound is not None:
         replies.append((chat_id, "This chat is already linked to a conversation: unlink it first."))
         return
-    try:
-        conversation = access_conversation(link.created_by, link.conversation_id)
-    except NotFound:
+    conversation = _readable_by_linker(link)
+    if conversation is None:
         replies.append((chat_id, "This code is not valid: it expired or was used. Make a new one."))
         return
     link.chat_id = chat_id

@@ -9,6 +9,8 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import pytest
 from django.core.management import call_command
+from django.db import connection as db
+from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 
@@ -17,8 +19,10 @@ from conversations.actions import post_message
 from integrations import connections
 from integrations.models import Connection, OAuthFlow
 from tests.integrations.oauth_standin import AuthServer
+from tests.waiting import wait_until
 from work.tools.registry import ToolContext
-from workspaces.models import Credential
+from workspaces.actions import change_role
+from workspaces.models import Credential, Membership, Role
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,8 +130,6 @@ def test_an_admin_who_lost_the_role_cannot_finish_a_workspace_sign_in(
 ):
     """The workspace's account acts for everyone in it: a sign-in an admin started before
     being removed or demoted is refused at the callback, and the account already set stays."""
-    from workspaces.models import Membership, Role
-
     connect(alice, standin, workspace=team_a)
     kept = Connection.objects.get(workspace=team_a)
     membership = Membership.objects.get(workspace=team_a, user=bob)
@@ -156,6 +158,85 @@ def test_an_admin_who_lost_the_role_cannot_finish_a_workspace_sign_in(
     assert list(Connection.objects.filter(workspace=team_a)) == [kept]
     kept.refresh_from_db()
     assert kept.created_by == alice and kept.account == "alice@example.com"
+
+
+def test_a_demotion_committing_during_the_callback_is_waited_for_and_refuses_it(
+    alice, bob, team_a, standin, monkeypatch
+):
+    """Bob, an admin, is demoted while the provider sends him back: after the callback's first
+    look at his role, before the connection is stored. The callback reads the role again under
+    his membership's lock, so it waits for the demotion to commit and then refuses; a read
+    without the lock would see him still an admin and store his account for the workspace."""
+    owner = team_a.memberships.get(user=alice)
+    bobs = change_role(owner, team_a.memberships.get(user=bob), Role.ADMIN)
+    client = browser_for(bob)
+    started = client.post(
+        "/api/v1/connections/",
+        {"provider": "google", "workspace": str(team_a.id)},
+        content_type="application/json",
+    )
+    assert started.status_code == 200, started.content
+    back = urlparse(httpx.get(started.json()["authorizeUrl"]).headers["location"])
+    demotion_held, callback_done = threading.Event(), threading.Event()
+    seen, demoters = [], []
+
+    def demote_and_hold(callback_pid):
+        """In a transaction of its own: demote Bob and keep his row locked until the callback
+        is seen waiting for it (or has finished without waiting)."""
+        try:
+            with transaction.atomic():
+                change_role(owner, bobs, Role.MEMBER)
+                demotion_held.set()
+
+                def callback_waited_or_finished():
+                    if waits_on_me(callback_pid):
+                        return "waited"
+                    return callback_done.is_set() and "finished"
+
+                seen.append(
+                    wait_until(callback_waited_or_finished, what="the callback to wait or finish")
+                )
+        finally:
+            demotion_held.set()
+            db.close()
+
+    account = connections._account
+
+    def account_then_demotion(provider, access_token):
+        """The account is learnt between the two looks at the role: the demotion starts then."""
+        demoter = threading.Thread(target=demote_and_hold, args=(backend_pid(),))
+        demoters.append(demoter)
+        demoter.start()
+        demotion_held.wait(timeout=20)
+        return account(provider, access_token)
+
+    monkeypatch.setattr(connections, "_account", account_then_demotion)
+    try:
+        page = client.get(back.path, parse_qs(back.query), follow=True)
+    finally:
+        callback_done.set()
+        for demoter in demoters:
+            demoter.join(timeout=20)
+    assert seen == ["waited"]
+    assert b"you no longer are one; nothing changed" in page.content
+    assert not Connection.objects.filter(workspace=team_a).exists()
+    bobs.refresh_from_db()
+    assert bobs.role == Role.MEMBER
+
+
+def backend_pid() -> int:
+    with db.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def waits_on_me(pid: int) -> bool:
+    """Whether the database session PID waits for a lock this thread's session holds."""
+    # pg_blocking_pids reads the lock table as it is now (pg_stat_activity would stay as it was
+    # when this thread's transaction first read it).
+    with db.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid() = ANY(pg_blocking_pids(%s))", [pid])
+        return cursor.fetchone()[0]
 
 
 def test_another_workspaces_person_finds_no_connection(alice, charlie, team_a, standin):

@@ -443,22 +443,62 @@ def test_unlinking_stops_both_directions(linked, tg, api, alice, bob, nova, chan
     assert api(alice).delete(url).status_code == 404
 
 
-def test_a_chat_reaches_no_further_than_the_person_who_linked_it(linked, tg, bob, channel, team_a):
-    """The link is made by Bob this time; once Bob leaves the workspace, the chat posts nothing."""
+def lose_access(person, team, lost: str) -> None:
+    """PERSON can no longer read TEAM's conversations: removed from it, or their account
+    deactivated (its memberships kept)."""
+    if lost == "removed":
+        team.memberships.filter(user=person).delete()
+    else:
+        person.is_active = False
+        person.save(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize("lost", ["removed", "deactivated"])
+def test_a_chat_reaches_no_further_than_the_person_who_linked_it(
+    linked, tg, bob, channel, team_a, lost
+):
+    """The link is made by Bob this time; once Bob loses access, the chat posts nothing."""
     TelegramLink.objects.filter(pk=linked.pk).update(created_by=bob)
-    team_a.memberships.filter(user=bob).delete()
+    lose_access(bob, team_a, lost)
     tg.say(TOKEN, GROUP, DANA, "Still here?")
     assert telegram.poll_once(telegram.bot_of(team_a.id)) == 1
     assert not channel.messages.filter(body="Still here?").exists()
 
 
-def test_nothing_is_sent_to_the_chat_once_its_linker_is_removed(linked, tg, bob, nova, channel):
-    """Outbound too: what is posted after Bob (who linked the chat) is removed is not relayed,
+def test_the_webhook_posts_nothing_for_a_deactivated_linker(
+    webhook_mode, tg, api, alice, bob, team_a, channel
+):
+    assert set_bot(api, alice, team_a).status_code == 200
+    code = make_link(api, bob, channel)["code"]
+    bound = post_update(*tg.webhook_request(TOKEN, tg.say(TOKEN, GROUP, DANA, f"/start {code}")))
+    assert bound.status_code == 200 and TelegramLink.objects.get().chat_id == GROUP
+    lose_access(bob, team_a, "deactivated")
+    answer = post_update(*tg.webhook_request(TOKEN, tg.say(TOKEN, GROUP, DANA, "Still here?")))
+    assert answer.status_code == 200  # taken, so that Telegram does not send it again
+    assert not channel.messages.filter(body="Still here?").exists()
+
+
+def test_a_code_of_a_deactivated_person_binds_nothing(tg, api, alice, bob, team_a, channel):
+    set_bot(api, alice, team_a)
+    code = make_link(api, bob, channel)["code"]
+    lose_access(bob, team_a, "deactivated")
+    tg.say(TOKEN, GROUP, DANA, f"/start {code}")
+    assert telegram.poll_once(telegram.bot_of(team_a.id)) == 1
+    assert TelegramLink.objects.get().chat_id is None
+    assert "not valid" in tg.sent(TOKEN, GROUP)[-1]["text"]
+    assert not channel.messages.filter(kind=Message.Kind.NOTICE).exists()
+
+
+@pytest.mark.parametrize("lost", ["removed", "deactivated"])
+def test_nothing_is_sent_to_the_chat_once_its_linker_loses_access(
+    linked, tg, bob, nova, channel, lost
+):
+    """Outbound too: what is posted after Bob (who linked the chat) loses access is not relayed,
     and what was queued for the chat before is not sent."""
     TelegramLink.objects.filter(pk=linked.pk).update(created_by=bob)
-    queued = post_message(nova, channel, "Queued before Bob was removed.")
+    queued = post_message(nova, channel, "Queued before Bob lost access.")
     after_commit()
-    channel.workspace.memberships.filter(user=bob).delete()
+    lose_access(bob, channel.workspace, lost)
     post_message(nova, channel, "Posted after.")
     run_jobs()
     assert tg.sent(TOKEN) == []
