@@ -23,11 +23,13 @@ def agents_visible_in(workspace_id):
 
 
 def workspaces_of_agent(agent: Agent):
-    """The workspaces an agent appears in."""
-    workspaces = Workspace.objects.filter(memberships__user_id=agent.owner_id)
-    if agent.visibility == Agent.Visibility.PINNED:
-        workspaces = workspaces.filter(agent_pins__agent=agent)
-    return workspaces
+    """The workspaces an agent appears in. Its visibility is read by the query, not taken from
+    AGENT: an open socket holds its agent for minutes, and a change of its pins counts at once."""
+    shown_everywhere = Agent.objects.filter(pk=agent.pk, visibility=Agent.Visibility.ALL)
+    pinned_here = AgentPin.objects.filter(agent_id=agent.pk, workspace_id=OuterRef("pk"))
+    return Workspace.objects.filter(memberships__user_id=agent.owner_id).filter(
+        Exists(shown_everywhere) | Exists(pinned_here)
+    )
 
 
 def agent_appears_in(agent: Agent, workspace_id) -> bool:

@@ -69,11 +69,10 @@ def _compiled_actor(actor):
     """ACTOR as a compiled read takes it (core.compiled): the part of the SQL's shape it sets,
     the values it binds, and how to rebuild a stand-in actor from those values."""
     if isinstance(actor, Agent):
-        visibility = actor.visibility  # workspaces_of_agent reads it: part of the SQL's shape
         return (
-            ("agent", visibility),
+            ("agent",),
             {"actor_id": actor.pk, "owner_id": actor.owner_id},
-            lambda actor_id, owner_id: Agent(pk=actor_id, owner_id=owner_id, visibility=visibility),
+            lambda actor_id, owner_id: Agent(pk=actor_id, owner_id=owner_id),
         )
     return ("person",), {"actor_id": actor.pk}, lambda actor_id: User(pk=actor_id)
 

@@ -1,5 +1,6 @@
 """The browser socket: live events of every conversation a person can read, and nothing else."""
 
+import asyncio
 import time
 import uuid
 from importlib import import_module
@@ -13,6 +14,7 @@ from rest_framework import serializers
 from agntchat.core import presence, throttle
 from agntchat.core.api import StrictSerializer
 from agntchat.core.events import group_name, publish_live, wire
+from agntchat.core.exceptions import wait_words
 from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
@@ -20,12 +22,20 @@ from conversations.live import audience_topics
 from workspaces.models import Membership
 
 SIGNED_IN_CHECK_SECONDS = 300
+# A socket that has not checked in for 2 * SIGNED_IN_CHECK_SECONDS and this long more is closed,
+# and its place in its person's count lasts as long again: it never stays open uncounted.
+CHECK_IN_SLACK_SECONDS = 30
 
 
 def _counted_seconds() -> int:
     # How long a socket stays counted against its person's cap unless checked in again: a
     # node that died without saying its sockets closed frees their places by then.
-    return 2 * SIGNED_IN_CHECK_SECONDS + 60
+    return 2 * SIGNED_IN_CHECK_SECONDS + 2 * CHECK_IN_SLACK_SECONDS
+
+
+def _unchecked_seconds() -> int:
+    # How long an open socket may go without checking in (a client that sends no ping).
+    return 2 * SIGNED_IN_CHECK_SECONDS + CHECK_IN_SLACK_SECONDS
 
 
 @database_sync_to_async
@@ -114,6 +124,7 @@ class LiveSocket(JsonSocket):
         self.signed_in_at = time.monotonic()
         self.groups_joined: set[str] = set()
         await self.accept()
+        self.watch_check_ins()
         await self.sync_groups()
         await self.send_json(wire({"type": "hello", "user_id": user.id}))
 
@@ -128,7 +139,37 @@ class LiveSocket(JsonSocket):
             await self.channel_layer.group_discard(group, self.channel_name)
         self.groups_joined = wanted
 
+    def watch_check_ins(self) -> None:
+        """Hang up once the socket has gone _unchecked_seconds without checking in, before its
+        place in the count lapses: else a client that never pings could open sockets past its
+        cap, a batch each time the earlier ones stopped counting. A timer with no I/O of its
+        own; the pings' check-ins move its deadline on."""
+        loop = asyncio.get_running_loop()
+        late_in = self.signed_in_at + _unchecked_seconds() - time.monotonic()
+        if late_in > 0:
+            self.check_in_timer = loop.call_later(late_in, self.watch_check_ins)
+        else:
+            # Through the channel layer to this very socket: handled in turn, like any event.
+            missed = {"type": "check_in.missed"}
+            self.check_in_timer = loop.create_task(
+                self.channel_layer.send(self.channel_name, missed)
+            )
+
+    async def check_in_missed(self, event):
+        """Its timer found no check-in in time (watch_check_ins): closed, and the page
+        reconnects (any code but 4401)."""
+        if time.monotonic() - self.signed_in_at < _unchecked_seconds():
+            self.watch_check_ins()  # a ping checked in meanwhile
+            return
+        await self.send_error(
+            "ping_missed",
+            f"No ping in {wait_words(_unchecked_seconds())}: this connection closes; reconnect.",
+        )
+        await self.hang_up(4408)
+
     async def disconnect(self, code):
+        if hasattr(self, "check_in_timer"):
+            self.check_in_timer.cancel()
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
         if hasattr(self, "socket_id"):
