@@ -25,14 +25,16 @@ def exchange_secret(secret: str, address: str):
     """(session, token) for a live key or placement token, or None (a failure, counted). While
     ADDRESS is locked, raises KeyExchangeThrottled without looking the secret up; over the
     address's rate, RateLimited."""
-    by_address = (_failures(), address)
-    wait = throttle.locked_for([by_address])
+    by_address = [(_failures(), address)]
+    # Counted before the secret is looked up, so secrets sent together get no more tries.
+    wait = throttle.begin_attempt(by_address)
     if wait:
         raise KeyExchangeThrottled(wait)
     wait = throttle.hit(
         throttle.Rate("sessions:address", settings.AGENT_SESSIONS_PER_MINUTE_PER_ADDRESS), address
     )
     if wait:
+        throttle.end_attempt(by_address, failed=False)
         raise RateLimited(wait, "session requests")
     if secret.startswith("aht_"):
         opened = hosting.open_hosted_session(secret)
@@ -40,6 +42,5 @@ def exchange_secret(secret: str, address: str):
         opened = actions.open_agent_session(secret)
     else:
         opened = None
-    if opened is None:
-        throttle.record_failure([by_address])
+    throttle.end_attempt(by_address, failed=opened is None)
     return opened

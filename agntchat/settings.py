@@ -411,9 +411,13 @@ AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
 # Reactions a person toggles, each a live event to everyone reading the conversation.
 REACTIONS_PER_MINUTE = env_int("REACTIONS_PER_MINUTE", 60)
 REACTIONS_BURST = env_int("REACTIONS_BURST", 30)
-# Sign-ups per client address, and verification emails a person may ask for, per hour.
+# Sign-ups per client address, and verification emails a person may ask for and an email
+# address may be sent, per hour.
 SIGNUPS_PER_HOUR_PER_ADDRESS = env_int("SIGNUPS_PER_HOUR_PER_ADDRESS", 20)
 VERIFICATION_EMAILS_PER_HOUR = env_int("VERIFICATION_EMAILS_PER_HOUR", 5)
+VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT = env_int(
+    "VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT", 3
+)
 # File uploads, in megabytes per uploader (person or agent), each upload counting its size.
 UPLOAD_MB_PER_HOUR = env_int("UPLOAD_MB_PER_HOUR", 500)
 UPLOAD_MB_BURST = env_int("UPLOAD_MB_BURST", 200)

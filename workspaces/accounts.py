@@ -55,13 +55,22 @@ def verify_email(user: User, token: str) -> User:
 
 
 def request_verification(user: User) -> None:
-    """Queue an email with a verification link to USER's address (a few an hour at most)."""
+    """Queue an email with a verification link to USER's address: a few an hour at most per
+    person, and per address (a person changing their address, or many accounts giving the
+    same one, would otherwise mail strangers as often as they like)."""
     if not user.email:
         raise VerificationInvalid("Set an email address first.")
-    rate = throttle.Rate("verify:person", settings.VERIFICATION_EMAILS_PER_HOUR, window=3600)
-    wait = throttle.hit(rate, user.pk)
+    person = throttle.Rate("verify:person", settings.VERIFICATION_EMAILS_PER_HOUR, window=3600)
+    wait = throttle.hit(person, user.pk)
     if wait:
         raise RateLimited(wait, "verification emails")
+    # After the person's own limit, so someone past theirs uses up nothing of the address's.
+    recipient = throttle.Rate(
+        "verify:recipient", settings.VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT, window=3600
+    )
+    wait = throttle.hit(recipient, user.email.strip().casefold())
+    if wait:
+        raise RateLimited(wait, "verification emails to this address")
     async_task("workspaces.accounts.send_verification", str(user.pk), user.email)
 
 

@@ -2,6 +2,8 @@
 and POST /api/v1/auth/token/. Throttled in Redis per username and client address together, per
 address, and per username from unknown addresses."""
 
+import ipaddress
+
 from django.conf import settings
 from django.contrib.auth import authenticate
 
@@ -37,14 +39,17 @@ def authenticate_person(request, username: str, password: str):
         (_rule("address", settings.LOGIN_FAILURES_PER_ADDRESS), address),
         (_rule("anywhere", settings.LOGIN_FAILURES_PER_USERNAME_ANYWHERE), name),
     ]
-    known = _is_known(name, address)
-    wait = throttle.locked_for([pair] if known else [pair, *others])
+    # From a known address only the pair holds the attempt back; it still counts for the others.
+    held_back, also_counted = (
+        ([pair], others) if _is_known(name, address) else ([pair, *others], [])
+    )
+    # Counted before the password is checked, so attempts sent together cannot all get through.
+    wait = throttle.begin_attempt(held_back, also_counted)
     if wait:
         raise LoginThrottled(wait)
     user = authenticate(request, username=username, password=password)
-    if user is None:
-        throttle.record_failure([pair, *others])
-    else:
+    throttle.end_attempt([pair, *others], failed=user is None)
+    if user is not None:
         # The pair starts over; the address does not, or one good account would clear an
         # address's failures on everyone else's.
         throttle.forget(*pair)
@@ -71,7 +76,20 @@ def remember_address(username: str, address: str) -> None:
 
 
 def client_address(request) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+    """The client's address as every per-address limit counts it (sign-in failures, known
+    addresses, sign-ups, tokens, agent sessions). An IPv6 client is given a whole /64 and can
+    move through it at will, so its /64 network counts as one address; an IPv4 address counts
+    alone, also when it comes as IPv6 (::ffff:a.b.c.d)."""
+    remote = request.META.get("REMOTE_ADDR") or ""
+    try:
+        ip = ipaddress.ip_address(remote.split("%", 1)[0])  # without an IPv6 zone (fe80::1%eth0)
+    except ValueError:
+        return remote or "unknown"
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if ip.version == 6:
+        return str(ipaddress.ip_network((ip, 64), strict=False))
+    return str(ip)
 
 
 def count_token_issued(request, user) -> None:

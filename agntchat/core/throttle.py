@@ -3,7 +3,9 @@
 A key (a username, a client address) that fails LIMIT times within WINDOW seconds is locked;
 each lock within a day lasts twice the one before, up to a cap. Three Redis keys per key: the
 failure count (expires with the window), the number of locks so far (a day) and the lock itself
-(expires when the lock ends).
+(expires when the lock ends). Each attempt (a password, an agent key) is counted before it is
+checked and uncounted if it succeeds (begin_attempt, end_attempt), so attempts sent together
+cannot all pass the lock before the first of them fails.
 
 Beside it, rate limits (Rate, hit) for what succeeds too: posts, token and session exchanges,
 socket frames (Bucket, per connection).
@@ -12,6 +14,7 @@ socket frames (Bucket, per connection).
 import hashlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -21,11 +24,11 @@ from agntchat.core.presence import client
 
 STRIKES_TTL = 24 * 3600
 
-# One failure, atomically: count it; at the limit start over and lock for the next period.
+# An attempt BEGIN_ATTEMPT counted failed: it stays counted; at the limit, the count starts
+# over and the key is locked for the next period (each lock within a day twice the last).
 # KEYS: fails, strikes, lock. ARGV: limit, window, first lock, longest lock, strikes ttl.
-RECORD_FAILURE = """
-local fails = redis.call('INCR', KEYS[1])
-if fails == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+FAIL_ATTEMPT = """
+local fails = tonumber(redis.call('GET', KEYS[1]) or 0)
 if fails < tonumber(ARGV[1]) then return 0 end
 redis.call('DEL', KEYS[1])
 local strikes = redis.call('INCR', KEYS[2])
@@ -33,6 +36,40 @@ redis.call('EXPIRE', KEYS[2], ARGV[5])
 local seconds = math.min(tonumber(ARGV[3]) * 2 ^ math.min(strikes - 1, 30), tonumber(ARGV[4]))
 redis.call('SET', KEYS[3], 1, 'EX', math.floor(seconds))
 return math.floor(seconds)
+"""
+
+# One attempt, before it is checked (checking the lock first and counting the failure after
+# would let attempts sent together all through): refused while a key that holds it back is
+# locked, or already has LIMIT attempts counted (failed, or still being checked: the ones after
+# wait for the lock they are about to start); else counted against every key, as a failure
+# until it ends.
+# KEYS: fails, strikes, lock of each key in turn.
+# ARGV: of each key in turn: limit, window, first lock, 1 if it holds the attempt back.
+# Returns 0 when the attempt is counted, else the milliseconds to wait.
+BEGIN_ATTEMPT = """
+local wait = 0
+for i = 0, #KEYS / 3 - 1 do
+  if ARGV[4 * i + 4] == '1' then
+    wait = math.max(wait, redis.call('PTTL', KEYS[3 * i + 3]))
+    if tonumber(redis.call('GET', KEYS[3 * i + 1]) or 0) >= tonumber(ARGV[4 * i + 1]) then
+      wait = math.max(wait, tonumber(ARGV[4 * i + 3]) * 1000)
+    end
+  end
+end
+if wait > 0 then return wait end
+for i = 0, #KEYS / 3 - 1 do
+  if redis.call('INCR', KEYS[3 * i + 1]) == 1 then
+    redis.call('EXPIRE', KEYS[3 * i + 1], ARGV[4 * i + 2])
+  end
+end
+return 0
+"""
+
+# An attempt BEGIN_ATTEMPT counted succeeded: it is no failure. (Not below 0: a lock may have
+# started the count over meanwhile.)
+# KEYS: fails.
+RELEASE_ATTEMPT = """
+if tonumber(redis.call('GET', KEYS[1]) or 0) > 0 then redis.call('DECR', KEYS[1]) end
 """
 
 
@@ -52,27 +89,50 @@ def _keys(rule: Rule, key: str) -> list[str]:
     return [f"{base}:fails", f"{base}:strikes", f"{base}:lock"]
 
 
-def locked_for(checks: list[tuple[Rule, str]]) -> int:
-    """Seconds until every (rule, key) of CHECKS is unlocked; 0 when none is locked."""
-    pipe = client().pipeline(transaction=False)
-    for rule, key in checks:
-        pipe.pttl(_keys(rule, key)[2])
-    return max((math.ceil(ms / 1000) for ms in pipe.execute() if ms > 0), default=0)
+def _lock_args(rule: Rule) -> list[int]:
+    return [rule.limit, rule.window, rule.first_lock, rule.longest_lock, STRIKES_TTL]
+
+
+def _script(source: str):
+    return _registered(client(), source)
 
 
 @cache
-def _record_failure_script():
-    return client().register_script(RECORD_FAILURE)
+def _registered(redis, source: str):
+    # Per client: a script object calls through the client it was registered on, and that
+    # client may be made again (presence.client.cache_clear, as tests of an outage do).
+    return redis.register_script(source)
 
 
-def record_failure(checks: list[tuple[Rule, str]]) -> int:
-    """Count one failure against each (rule, key); the longest lock it started, in seconds."""
+def begin_attempt(
+    checks: Sequence[tuple[Rule, str]], also_counted: Sequence[tuple[Rule, str]] = ()
+) -> int:
+    """Before an attempt is checked (a password): 0, and it is counted against each (rule, key)
+    of CHECKS and ALSO_COUNTED as a failure until end_attempt. Or, while a key of CHECKS is
+    locked or already has its limit of attempts counted, the seconds to wait, and nothing is
+    counted. One atomic step: attempts sent together get no more checks than the limit."""
+    keys, args = [], []
+    for held_back, counted in ((1, checks), (0, also_counted)):
+        for rule, key in counted:
+            keys += _keys(rule, key)
+            args += [rule.limit, rule.window, rule.first_lock, held_back]
+    wait_ms = _script(BEGIN_ATTEMPT)(keys=keys, args=args)
+    return math.ceil(int(wait_ms) / 1000) if wait_ms else 0
+
+
+def end_attempt(checks: Sequence[tuple[Rule, str]], failed: bool) -> int:
+    """An attempt begin_attempt counted against CHECKS is over. Failed, it stays counted and
+    locks the keys at their limit (the longest lock started, in seconds); else it is uncounted."""
+    if not failed:
+        for rule, key in checks:
+            _script(RELEASE_ATTEMPT)(keys=_keys(rule, key))
+        return 0
     return max(
-        _record_failure_script()(
-            keys=_keys(rule, key),
-            args=[rule.limit, rule.window, rule.first_lock, rule.longest_lock, STRIKES_TTL],
-        )
-        for rule, key in checks
+        (
+            _script(FAIL_ATTEMPT)(keys=_keys(rule, key), args=_lock_args(rule))
+            for rule, key in checks
+        ),
+        default=0,
     )
 
 
@@ -123,11 +183,6 @@ def _rate_key(rate: Rate, key: str) -> str:
     return f"{settings.REDIS_PREFIX}:rate:{rate.name}:{digest}"
 
 
-@cache
-def _rate_script():
-    return client().register_script(RATE_HIT)
-
-
 def hit(rate: Rate, key, cost: int = 1) -> int:
     """Count one request of KEY under RATE (COST of them: a request that weighs more): 0 if it
     is allowed, else the seconds (at least 1) until it would be, and it is not counted. One Redis
@@ -136,7 +191,7 @@ def hit(rate: Rate, key, cost: int = 1) -> int:
     if rate.per <= 0:
         return 0
     cost = max(1, min(cost, rate.burst_size))
-    wait_ms = _rate_script()(
+    wait_ms = _script(RATE_HIT)(
         keys=[_rate_key(rate, key)], args=[rate.interval_ms, rate.burst_size, cost]
     )
     return math.ceil(int(wait_ms) / 1000) if wait_ms else 0

@@ -59,11 +59,18 @@ def signup(request):
             # Where they signed up is theirs: others' failures never lock them out of it.
             remember_address(user.username, client_address(request))
             if user.email:
-                accounts.request_verification(user)
-                messages.info(
-                    request,
-                    f"We sent a link to {user.email}: open it to receive emails there.",
-                )
+                try:
+                    accounts.request_verification(user)
+                    messages.info(
+                        request,
+                        f"We sent a link to {user.email}: open it to receive emails there.",
+                    )
+                except RateLimited as exc:  # that address was sent links a lot lately
+                    messages.error(
+                        request,
+                        f"No link was sent to {user.email}. {exc.message} "
+                        "Ask for one from your account page then.",
+                    )
             return redirect(_next_url(request))
     return render(
         request, "registration/signup.html", {"form": form, "next": _next_url(request, "")}

@@ -113,6 +113,47 @@ def test_verification_emails_and_sign_ups_are_limited(bob, settings):
     assert not User.objects.filter(username="two").exists()
 
 
+def test_verification_emails_to_one_address_are_limited_whoever_asks(alice, bob, settings):
+    """Bob moving from address to address, or many accounts giving one address, cannot mail a
+    stranger more than a few links an hour."""
+    settings.VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT = 2
+    victim = "dana@example.net"
+    for person in (alice, bob):
+        person.email, person.verified_email = victim, ""
+        person.save()
+    alice_page, bob_page = signed_in(alice), signed_in(bob)
+    alice_url = f"/w/{alice.memberships.get().workspace_id}/account/"
+    bob_url = f"/w/{bob.memberships.get().workspace_id}/account/"
+    assert b"on its way" in alice_page.post(alice_url, {"action": "verify"}, follow=True).content
+    assert b"on its way" in bob_page.post(bob_url, {"action": "verify"}, follow=True).content
+    refused = bob_page.post(bob_url, {"action": "verify"}, follow=True)
+    assert b"Too many verification emails to this address: try again in" in refused.content
+    assert len(sent_links()) == 2 and [m.to for m in mail.outbox] == [[victim], [victim]]
+    # The same address written otherwise is the same address.
+    bob.email = " Dana@Example.NET"
+    bob.save()
+    refused = bob_page.post(bob_url, {"action": "verify"}, follow=True)
+    assert b"Too many verification emails to this address" in refused.content
+    # Another address of bob's is mailed: the limit is the address's, not his.
+    bob.email = "bob@elsewhere.example.org"
+    bob.save()
+    assert b"on its way" in bob_page.post(bob_url, {"action": "verify"}, follow=True).content
+    assert len(sent_links()) == 3 and mail.outbox[-1].to == ["bob@elsewhere.example.org"]
+
+
+def test_a_sign_up_with_an_address_mailed_too_often_says_so(settings):
+    settings.VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT = 1
+    form = {"email": "dana@example.net", "password1": "pw-signup-881234"}
+    form["password2"] = form["password1"]
+    assert Client().post("/signup/", {"username": "one", **form}).status_code == 302
+    second = Client().post("/signup/", {"username": "two", **form}, follow=True)
+    assert second.status_code == 200
+    assert User.objects.filter(username="two").exists()  # signed up, only not mailed
+    assert b"No link was sent to dana@example.net. Too many verification emails" in second.content
+    sent_links()
+    assert [m.to for m in mail.outbox] == [["dana@example.net"]]
+
+
 def test_changing_the_password_signs_the_other_sessions_out(alice):
     here, elsewhere = signed_in(alice), signed_in(alice)
     url = f"/w/{alice.memberships.get(workspace__kind='personal').workspace_id}/account/"

@@ -143,3 +143,17 @@ def test_the_admin_login_shares_the_throttle(alice, client):
     end_locks()
     signed_in = admin.post("/admin/login/", {"username": "alice", "password": RIGHT})
     assert signed_in.status_code == 302 and admin.session["_auth_user_id"] == str(alice.id)
+
+
+def test_sign_ins_that_succeed_count_against_no_limit(alice, bob, client, settings):
+    """Each attempt is counted before its password is checked (tests/workspaces/
+    test_login_concurrency.py); one whose password was right is uncounted again."""
+    settings.LOGIN_FAILURES_PER_ADDRESS = 2
+    settings.LOGIN_FAILURES_PER_USERNAME_ANYWHERE = 2
+    for n in range(3):  # new addresses each time: the username-wide count holds them back
+        assert token(client, "alice", RIGHT, address=f"198.51.100.{n}").status_code == 201
+    shared = "203.0.113.40"
+    assert token(client, "ann", "guess", address=shared).status_code == 401
+    assert token(client, "bob", "pw-bob-123456", address=shared).status_code == 201
+    assert token(client, "ben", "guess", address=shared).status_code == 401
+    assert token(client, "cat", "guess", address=shared).status_code == 429
