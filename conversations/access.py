@@ -97,10 +97,10 @@ def access_conversation(actor, conversation_id) -> Conversation:
 
 def may_configure(membership: Membership, conversation: Conversation) -> bool:
     """Who may change a conversation's settings, rename or archive it: its creator or a manager
-    of its workspace (MEMBERSHIP is the person's there; the caller has checked they may read
+    of its workspace (of a reply thread, nobody) (MEMBERSHIP is the person's there; the caller has checked they may read
     it). The actions refuse by it and the pages show their controls by it."""
-    if membership.workspace_id != conversation.workspace_id:
-        return False
+    if membership.workspace_id != conversation.workspace_id or conversation.is_reply_thread:
+        return False  # a reply thread follows its conversation's settings (update_settings)
     return membership.is_manager or conversation.created_by_id == membership.user_id
 
 

@@ -660,7 +660,12 @@ def mark_read(user, conversation: Conversation) -> None:
 
 def update_settings(user, conversation: Conversation, changes: dict) -> Conversation:
     """Change conversation settings (the rulebook, RUN-5). The conversation's creator or a
-    workspace admin may; other members may not."""
+    workspace admin may; other members may not. Its reply threads take the same settings: they
+    have none of their own (else the first to reply would set the rules there)."""
+    if conversation.is_reply_thread:
+        raise ConversationRule(
+            "A reply thread follows the settings of the conversation it hangs off: change those."
+        )
     if not may_configure(access_membership(user, conversation.workspace_id), conversation):
         raise NotAllowed(
             "Only the conversation's creator or a workspace admin can change its settings."
@@ -686,6 +691,11 @@ def update_settings(user, conversation: Conversation, changes: dict) -> Conversa
                 settings[key] = value
         conversation.settings = settings
         conversation.save(update_fields=["settings", "updated_at"])
+        Conversation.objects.filter(
+            parent_message__conversation=conversation,
+            kind=Conversation.Kind.THREAD,
+            thread_status="",
+        ).update(settings=settings, updated_at=timezone.now())
         live.announce_conversation(conversation, "conversation.updated")
     return conversation
 
@@ -930,6 +940,7 @@ def reply_in_thread(
                 title=f"Thread in {origin.title or 'conversation'}",
                 parent_message=message,
                 created_by=user,
+                settings=origin.settings,  # kept the same by update_settings
             )
         named = turns.mentioned(body or "", agents_in(origin))
         for agent in named:

@@ -408,3 +408,33 @@ def test_a_reply_thread_under_a_direct_message_stays_with_its_readers(alice, bob
         with pytest.raises(NotFound):
             access_conversation(dora, where)
     assert access_conversation(bob, thread.id) == thread
+
+
+def test_a_reply_thread_follows_its_channels_settings(alice, bob, said, api):
+    """The first to reply does not set the rules of the thread (its creator): the channel's
+    settings hold there, now and after they change, and the thread has none of its own."""
+    channel = said.conversation
+    changed = api(alice).patch(
+        f"/api/v1/conversations/{channel.id}/settings/",
+        {"loopGuard": {"groupCap": 2}},
+        format="json",
+    )
+    assert changed.status_code == 200, changed.content
+    api(bob).post(f"/api/v1/messages/{said.id}/replies/", {"body": "first!"}, format="json")
+    thread = Conversation.objects.get(parent_message=said)
+    assert thread.settings["loop_guard"] == {"group_cap": 2}
+    refused = api(bob).patch(
+        f"/api/v1/conversations/{thread.id}/settings/",
+        {"loopGuard": {"groupCap": 50}},
+        format="json",
+    )
+    assert (
+        refused.status_code == 400 and "follows the settings" in refused.json()["error"]["message"]
+    )
+    api(alice).patch(
+        f"/api/v1/conversations/{channel.id}/settings/",
+        {"loopGuard": {"groupCap": 4}},
+        format="json",
+    )
+    thread.refresh_from_db()
+    assert thread.settings["loop_guard"] == {"group_cap": 4}
