@@ -126,9 +126,21 @@ _MARKDOWN_CLEANER = nh3.Cleaner(
 )  # fmt: skip
 
 
+# Past this, markdown is shown as plain text: markdown-it's inline rules retry at every
+# bracket or emphasis mark, so a long run of "[" costs several times what prose does
+# (480 KB of them held a request thread for seconds), while most documents are far smaller.
+# Nesting needs no limit of its own: markdown-it stops nesting blocks at maxNesting.
+FORMAT_MAX_CHARS = 100_000
+TOO_LARGE_TO_FORMAT = "This document is too large to format: it is shown as plain text."
+
+
 def render_markdown(text):
-    """Render untrusted markdown to safe HTML (raw HTML in the source is shown as text)."""
-    return _MARKDOWN_CLEANER.clean(_MARKDOWN.render(text or ""))
+    """Render untrusted markdown to safe HTML (raw HTML in the source is shown as text); a
+    text longer than FORMAT_MAX_CHARS is shown escaped and whole, with a note saying why."""
+    text = text or ""
+    if len(text) > FORMAT_MAX_CHARS:
+        return f'<p class="render-note">{TOO_LARGE_TO_FORMAT}</p>\n' + highlight_code(text, None)
+    return _MARKDOWN_CLEANER.clean(_MARKDOWN.render(text))
 
 
 _DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)

@@ -13,7 +13,8 @@ from artifacts.exceptions import CardInvalid
 from artifacts.models import CardTemplate
 from conversations import actions as conversation_actions
 from conversations.models import Delivery, Message
-from tests.integrations.google_github_standin import GoogleStandin, connect, plain_text
+from tests.integrations import standin_fixtures
+from tests.integrations.google_github_standin import connect, plain_text
 
 pytestmark = pytest.mark.django_db
 
@@ -25,12 +26,7 @@ def library(db):
     actions.seed_card_templates()
 
 
-@pytest.fixture
-def google_api(settings):
-    standin = GoogleStandin().start()
-    settings.GOOGLE_API_BASE = standin.url
-    yield standin
-    standin.stop()
+google_api = standin_fixtures.google_api
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import pytest
 from artifacts import rendering
 from artifacts.rendering import (
     TOO_LARGE_TO_COMPARE,
+    TOO_LARGE_TO_FORMAT,
     diff_versions,
     highlight_code,
     render_artifact,
@@ -162,10 +163,28 @@ def test_code_past_the_highlight_limit_is_shown_plain_and_whole():
     long = "f(<" * (rendering.HIGHLIGHT_MAX_CHARS // 3 + 1)
     out = highlight_code(long, "python")
     assert out == f"<pre><code>{html.escape(long, quote=False)}</code></pre>\n"
+    # So long a fence is also past FORMAT_MAX_CHARS: the whole document is shown plain.
     fenced = render_markdown(f"```python\n{long}\n```")
     assert 'class="highlight"' not in fenced and "f(&lt;f(&lt;" in fenced
     short = highlight_code("f(<" * 10, "python")
     assert short.startswith('<pre class="highlight">')
+
+
+def test_markdown_past_the_format_limit_is_shown_plain_and_whole():
+    """markdown-it retries its inline rules at every bracket: 480 KB of "[" held a request
+    thread for seconds. Past FORMAT_MAX_CHARS the text is escaped, not parsed, with a note."""
+    long = "[<b>*" * (rendering.FORMAT_MAX_CHARS // 5 + 1)
+    plain = (
+        f'<p class="render-note">{TOO_LARGE_TO_FORMAT}</p>\n'
+        f"<pre><code>{html.escape(long, quote=False)}</code></pre>\n"
+    )
+    assert render_markdown(long) == plain
+    assert render_artifact("markdown", long) == plain
+    at_limit = render_markdown("# " + "a" * (rendering.FORMAT_MAX_CHARS - 2))
+    assert at_limit.startswith("<h1>aaa") and TOO_LARGE_TO_FORMAT not in at_limit
+    ordinary = render_artifact("markdown", "# Title\n\n**bold** and [a link](https://example.com)")
+    assert ordinary.startswith("<h1>Title</h1>\n<p><strong>bold</strong> and <a href=")
+    assert TOO_LARGE_TO_FORMAT not in ordinary and "<pre>" not in ordinary
 
 
 def test_highlight_code_refuses_odd_language_names():

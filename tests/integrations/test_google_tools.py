@@ -19,7 +19,8 @@ from conversations import actions as conversation_actions
 from conversations.models import Message, Task
 from integrations.models import Connection
 from tests.conftest import agent_session
-from tests.integrations.google_github_standin import DOC, GoogleStandin, connect, plain_text
+from tests.integrations import standin_fixtures
+from tests.integrations.google_github_standin import DOC, connect, plain_text
 from tests.socket_helpers import agent_communicator, frames_until, next_frame
 from tests.waiting import wait_until
 from tests.work.tooling import held_message, held_task
@@ -33,12 +34,7 @@ TEAM = "ops@team-a.example"
 GOOGLE_TOOLS = sorted(name for name, t in REGISTRY.items() if t.connection == "google")
 
 
-@pytest.fixture
-def google_api(settings):
-    standin = GoogleStandin().start()
-    settings.GOOGLE_API_BASE = standin.url
-    yield standin
-    standin.stop()
+google_api = standin_fixtures.google_api
 
 
 def grant(owner, agent, *, allow=True):
