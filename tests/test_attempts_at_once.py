@@ -3,16 +3,15 @@ attempt is counted in Redis before it is checked, atomically with the check of t
 (throttle.begin_attempt), so twenty at once cannot all read "four failures so far" before any
 of them is counted. Passwords (workspaces/login.py) and agent keys (agents/exchange.py)."""
 
-import threading
 from collections import Counter
 
 import pytest
-from django.db import connection
 from django.test import RequestFactory
 
 from agents.exceptions import KeyExchangeThrottled
 from agents.exchange import exchange_secret
 from agntchat.core.exceptions import AppError
+from tests.concurrency import run_together
 from workspaces.login import authenticate_person
 
 # Committed: the threads read alice through connections of their own.
@@ -25,25 +24,14 @@ def at_once(attempt, arguments: list) -> Counter:
     """ATTEMPT(argument) for each of ARGUMENTS, each on its own thread, all released together:
     how many were "checked" (it returned: the secret was looked at, and was wrong) and how many
     "throttled" (refused before)."""
-    barrier = threading.Barrier(len(arguments))
-    outcomes = []
 
-    def run(argument):
-        try:
-            barrier.wait()
-            try:
-                outcomes.append("checked" if attempt(argument) is None else "accepted")
-            except AppError as refused:
-                outcomes.append("throttled" if refused.status == 429 else refused.code)
-        finally:
-            connection.close()
+    def outcome(result):
+        if isinstance(result, AppError):
+            return "throttled" if result.status == 429 else result.code
+        return "checked" if result is None else "accepted"
 
-    threads = [threading.Thread(target=run, args=(argument,)) for argument in arguments]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return Counter(outcomes)
+    results = run_together(attempt, [(argument,) for argument in arguments], catching=AppError)
+    return Counter(outcome(result) for result in results)
 
 
 def sign_in_from(address: str):

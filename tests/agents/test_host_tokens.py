@@ -2,17 +2,16 @@
 session, only while the agent stays on that host; no host token is accepted anywhere else."""
 
 import re
-import threading
 import uuid
 
 import pytest
-from django.db import connection
 from django.urls import resolve
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from agents import hosting
 from agents.models import Agent, AgentSession, HostToken
+from tests.concurrency import run_together
 from tests.conftest import make_person
 from work import hosting as work_hosting
 
@@ -105,23 +104,10 @@ def test_placement_respects_capacity_under_concurrency(alice):
     from agents.actions import create_agent
 
     agents = [create_agent(alice, name=f"a{i}") for i in range(8)]
-    outcomes, barrier = [], threading.Barrier(len(agents))
-
-    def place(agent):
-        barrier.wait()
-        try:
-            hosting.place_agent(agent)
-            outcomes.append("placed")
-        except hosting.HostFull:
-            outcomes.append("full")
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=place, args=(a,)) for a in agents]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    placements = run_together(
+        hosting.place_agent, [(a,) for a in agents], catching=hosting.HostFull
+    )
+    outcomes = ["full" if isinstance(p, hosting.HostFull) else "placed" for p in placements]
     assert sorted(outcomes) == ["full"] * 5 + ["placed"] * 3
     counts = {h.name: h.agents.count() for h in hosting.Host.objects.all()}
     assert counts == {"h1": 2, "h2": 1}

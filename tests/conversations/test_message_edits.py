@@ -2,12 +2,9 @@
 agents hear of an edit to what they answered. Alice and Bob share team A and #general with Nova;
 Charlie, in team B, must see and change nothing."""
 
-import threading
-
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -15,6 +12,7 @@ from agntchat.core.exceptions import AppError
 from conversations import actions
 from conversations.access import access_message
 from conversations.models import Conversation, Delivery, Message, Participant
+from tests.concurrency import run_together
 from tests.conftest import directives_for, make_person
 from tests.socket_helpers import frames_until, live_socket_for
 from workspaces.models import Membership
@@ -331,25 +329,10 @@ async def test_an_edit_a_reaction_and_a_reply_reach_the_channels_readers_live(
 
 
 def at_once(calls):
-    """Run each of CALLS on its own thread and database connection, released together."""
-    start = threading.Barrier(len(calls))
-    errors = []
-
-    def run(call):
-        try:
-            start.wait()
-            call()
-        except Exception as exc:  # noqa: BLE001 - reported by the test below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    workers = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return errors
+    """Run each of CALLS on its own thread and database connection, released together: the
+    exceptions they raised."""
+    outcomes = run_together(lambda call: call(), [(call,) for call in calls], catching=Exception)
+    return [outcome for outcome in outcomes if isinstance(outcome, Exception)]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,12 +1,10 @@
 """Who speaks next (TURN-1), the loop guard (TURN-2) and the done signal (TURN-3), driven
 through post_message and the agent socket with several agents in one room."""
 
-import threading
 import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
 
 from agents import actions as agent_actions
 from agents.models import Agent
@@ -15,6 +13,7 @@ from conversations import caps, turns
 from conversations.access import access_conversation
 from conversations.actions import create_conversation, post_message, update_settings
 from conversations.models import Conversation, Delivery, Message, TurnDecision
+from tests.concurrency import run_together
 from tests.conftest import agent_session
 from tests.socket_helpers import agent_communicator, next_frame
 
@@ -57,24 +56,15 @@ def post_at_once(posts):
     """Run each of POSTS, (author, conversation id, text), on its own thread and database
     connection, all released together; as the author's request would, each loads the
     conversation itself first."""
-    start = threading.Barrier(len(posts))
 
-    def post(author, conversation_id, text):
-        try:
-            if isinstance(author, Agent):
-                mine = Conversation.objects.get(pk=conversation_id)
-            else:
-                mine = access_conversation(author, conversation_id)
-            start.wait()
-            post_message(author, mine, text)
-        finally:
-            connection.close()
+    def load(author, conversation_id, text):
+        if isinstance(author, Agent):
+            mine = Conversation.objects.get(pk=conversation_id)
+        else:
+            mine = access_conversation(author, conversation_id)
+        return author, mine, text
 
-    threads = [threading.Thread(target=post, args=args) for args in posts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_together(post_message, posts, prepare=load)
 
 
 class TestWhoSpeaksNext:
@@ -336,22 +326,14 @@ class TestAnswersToPeople:
         nova = cast["nova"]
         dm = create_conversation(alice, team_a, kind="direct", agent_ids=[nova.id])
         question = post_message(alice, dm, "question")
-        start = threading.Barrier(6)
 
-        def answer(i):
-            try:
-                mine = Conversation.objects.get(pk=dm.pk)
-                reply_to = Message.objects.get(pk=question.pk)
-                start.wait()
-                post_message(nova, mine, f"answer {i}", reply_to=reply_to)
-            finally:
-                connection.close()
+        def load(i):
+            return i, Conversation.objects.get(pk=dm.pk), Message.objects.get(pk=question.pk)
 
-        racers = [threading.Thread(target=answer, args=(i,)) for i in range(6)]
-        for racer in racers:
-            racer.start()
-        for racer in racers:
-            racer.join()
+        def answer(i, mine, reply_to):
+            post_message(nova, mine, f"answer {i}", reply_to=reply_to)
+
+        run_together(answer, [(i,) for i in range(6)], prepare=load)
         dm.refresh_from_db()
         assert dm.agent_streak == caps.DIRECT_CAP  # 5 counted, capped at 4
         assert Message.objects.filter(conversation=dm, held_at__isnull=False).count() == 1

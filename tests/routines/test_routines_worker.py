@@ -2,11 +2,9 @@
 worker clusters; many connections racing), and a routine set up over REST becomes a task the
 agent's real bridge answers, delivered in the DM of the routine's workspace."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from agents import actions as agent_actions
@@ -14,6 +12,7 @@ from conversations import tasks
 from conversations.models import Message, Task
 from routines import actions, loops, reminders
 from routines.models import Routine, RoutineRun
+from tests.concurrency import run_together
 from tests.socket_helpers import Daphne, start_bridge
 from tests.waiting import wait_until
 from tests.work.tooling import claimed
@@ -47,23 +46,8 @@ def many_routines(alice, team_a, count_per_agent=10):
 def test_many_schedulers_at_once_run_each_slot_once(alice, team_a):
     total = many_routines(alice, team_a)
     now = timezone.now()
-    results, errors = [], []
-    barrier = threading.Barrier(4)
-
-    def scheduler():
-        try:
-            barrier.wait()
-            results.append(actions.run_due_routines(now=now))
-        except Exception as exc:  # reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=scheduler) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    results = run_together(lambda: actions.run_due_routines(now=now), [()] * 4, catching=Exception)
+    errors = [result for result in results if isinstance(result, Exception)]
     assert errors == []
     assert sum(results) == total
     assert RoutineRun.objects.count() == total == Task.objects.count()

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from tests.concurrency import run_together
 from workspaces import actions
 from workspaces.exceptions import NotAllowed
 from workspaces.models import (
@@ -513,26 +514,14 @@ def test_healthz_is_503_when_redis_is_down(client, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_one_person_accepting_two_links_at_once_joins_once(alice, charlie, team_a):
-    import threading
-
     owner = team_a.memberships.get(user=alice)
     tokens = [actions.create_invitation(owner)[1] for _ in range(6)]
-    outcomes, barrier = [], threading.Barrier(len(tokens))
 
     def accept(token):
-        barrier.wait()
-        try:
-            outcomes.append(actions.accept_invitation(charlie, token).role)
-        except Exception as exc:  # what a 500 would have been
-            outcomes.append(repr(exc))
-        finally:
-            connection.close()
+        return actions.accept_invitation(charlie, token).role
 
-    threads = [threading.Thread(target=accept, args=(t,)) for t in tokens]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # An exception in the list is what a 500 would have been.
+    outcomes = run_together(accept, [(t,) for t in tokens], catching=Exception)
     assert outcomes == ["member"] * len(tokens)
     assert team_a.memberships.filter(user=charlie).count() == 1
 
@@ -541,33 +530,21 @@ def test_one_person_accepting_two_links_at_once_joins_once(alice, charlie, team_
 def test_sign_ups_racing_for_one_name_get_the_forms_answer_not_a_500(db):
     """Each passes the form's check before any has saved; the database's unique index picks one
     and the others get the page back saying the name is taken."""
-    import threading
-
     from django.test import Client
 
-    statuses, pages, barrier = [], [], threading.Barrier(6)
-
     def sign_up():
-        barrier.wait()
-        try:
-            response = Client(raise_request_exception=False).post(
-                "/signup/",
-                {
-                    "username": "racer",
-                    "password1": "pw-racer-881234",
-                    "password2": "pw-racer-881234",
-                },
-            )
-            statuses.append(response.status_code)
-            pages.append(response.content.decode())
-        finally:
-            connection.close()
+        return Client(raise_request_exception=False).post(
+            "/signup/",
+            {
+                "username": "racer",
+                "password1": "pw-racer-881234",
+                "password2": "pw-racer-881234",
+            },
+        )
 
-    threads = [threading.Thread(target=sign_up) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    responses = run_together(sign_up, [()] * 6)
+    statuses = [response.status_code for response in responses]
+    pages = [response.content.decode() for response in responses]
     assert sorted(statuses) == [200] * 5 + [302]
     assert all("already exists" in p for p, s in zip(pages, statuses, strict=True) if s == 200)
     assert User.objects.filter(username="racer").count() == 1
