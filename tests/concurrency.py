@@ -54,3 +54,31 @@ def run_together(fn, argument_lists, *, prepare=None, catching=()):
         broken = threading.BrokenBarrierError
         raise next((e for e in failures if not isinstance(e, broken)), failures[0])
     return results
+
+
+def backend_pid() -> int:
+    """This thread's database session."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def sessions_waiting_on_me() -> set[int]:
+    """The database sessions now waiting for a lock this thread's session holds, directly or
+    queued behind another such session (the second to want a locked row waits for the first).
+    Read from pg_locks, which is live: pg_stat_activity shows, for the rest of a transaction,
+    what it showed at its first read there."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH RECURSIVE waiting(pid) AS (
+                SELECT pid FROM pg_locks
+                 WHERE NOT granted AND pg_backend_pid() = ANY(pg_blocking_pids(pid))
+                UNION
+                SELECT queued.pid FROM pg_locks queued, waiting
+                 WHERE NOT queued.granted AND waiting.pid = ANY(pg_blocking_pids(queued.pid))
+            )
+            SELECT pid FROM waiting
+            """
+        )
+        return {pid for (pid,) in cursor.fetchall()}

@@ -178,3 +178,58 @@ def test_deleting_a_workspace_makes_the_agents_on_its_hosts_local(alice, team_a,
     nova.refresh_from_db()
     assert (nova.runtime, nova.host_id) == (Agent.Runtime.LOCAL, None)
     assert not HostToken.objects.filter(agent=nova, revoked_at__isnull=True).exists()
+
+
+def test_a_demotion_racing_a_placement_is_waited_for_and_refuses_it(alice, bob, team_a):
+    """Bob, an admin, places his agent on team A's host while Alice demotes him. The demotion
+    holds his membership row (uncommitted) when the placement reads his role: the placement
+    waits for it under the row's lock and then refuses. A read without the lock would see him
+    an admin still and place the agent after the demotion's eviction had run (nothing there)."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from agents.actions import create_agent
+    from tests.concurrency import backend_pid, sessions_waiting_on_me
+    from tests.waiting import wait_until
+    from workspaces import actions as workspace_actions
+    from workspaces.models import Membership, Role
+
+    host = make_host("a-host", workspace=team_a)
+    Membership.objects.filter(workspace=team_a, user=bob).update(role=Role.ADMIN)
+    bobs = create_agent(bob, name="Bobs")
+    owner = Membership.objects.get(workspace=team_a, user=alice)
+    his = Membership.objects.get(workspace=team_a, user=bob)
+    placer_pid, demotion_held, placed = backend_pid(), threading.Event(), threading.Event()
+    seen = []
+
+    def demote_and_hold():
+        try:
+            with transaction.atomic():
+                workspace_actions.change_role(owner, his, Role.MEMBER)
+                demotion_held.set()
+                seen.append(
+                    wait_until(
+                        lambda: (
+                            (placer_pid in sessions_waiting_on_me() and "waited")
+                            or (placed.is_set() and "finished")
+                        ),
+                        what="the placement to wait or finish",
+                    )
+                )
+        finally:
+            demotion_held.set()
+            connection.close()
+
+    demoter = threading.Thread(target=demote_and_hold)
+    demoter.start()
+    demotion_held.wait(timeout=20)
+    try:
+        with pytest.raises(hosting.HostNotFound):
+            hosting.place_agent(bobs, host)
+    finally:
+        placed.set()
+        demoter.join(timeout=20)
+    assert seen == ["waited"]
+    bobs.refresh_from_db()
+    assert (bobs.runtime, bobs.host_id) == (Agent.Runtime.LOCAL, None)

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from artifacts import actions, frames
 from artifacts.exceptions import ActionUsed
 from conversations.models import Delivery, Message
+from tests.concurrency import sessions_waiting_on_me
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -19,15 +20,6 @@ BOOKABLE = {
         {"title": "Memmo Alfama", "actions": [{"id": "book", "label": "Book", "once": True}]}
     ],
 }
-
-
-def waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
 
 
 # Two Sends on an email card at once: tests/integrations/test_google_tools.py (one email).
@@ -56,8 +48,10 @@ def test_two_concurrent_clicks_make_exactly_one_work_item(alice, bob, channel, n
         Message.objects.select_for_update().get(pk=message.pk)
         for thread in clickers:
             thread.start()
-        wait_until(lambda: waiting_on_locks() >= 2, what="both clicks waiting on the lock")
-        assert waiting_on_locks() == 2
+        wait_until(
+            lambda: len(sessions_waiting_on_me()) >= 2, what="both clicks waiting on the lock"
+        )
+        assert len(sessions_waiting_on_me()) == 2
     for thread in clickers:
         thread.join(timeout=20)
     assert sorted(results) == ["done", "used"]

@@ -18,6 +18,7 @@ from agntchat.core import crypto
 from conversations.actions import post_message
 from integrations import connections
 from integrations.models import Connection, OAuthFlow
+from tests.concurrency import backend_pid, sessions_waiting_on_me
 from tests.integrations.oauth_standin import AuthServer
 from tests.waiting import wait_until
 from work.tools.registry import ToolContext
@@ -189,7 +190,7 @@ def test_a_demotion_committing_during_the_callback_is_waited_for_and_refuses_it(
                 demotion_held.set()
 
                 def callback_waited_or_finished():
-                    if waits_on_me(callback_pid):
+                    if callback_pid in sessions_waiting_on_me():
                         return "waited"
                     return callback_done.is_set() and "finished"
 
@@ -222,21 +223,6 @@ def test_a_demotion_committing_during_the_callback_is_waited_for_and_refuses_it(
     assert not Connection.objects.filter(workspace=team_a).exists()
     bobs.refresh_from_db()
     assert bobs.role == Role.MEMBER
-
-
-def backend_pid() -> int:
-    with db.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return cursor.fetchone()[0]
-
-
-def waits_on_me(pid: int) -> bool:
-    """Whether the database session PID waits for a lock this thread's session holds."""
-    # pg_blocking_pids reads the lock table as it is now (pg_stat_activity would stay as it was
-    # when this thread's transaction first read it).
-    with db.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid() = ANY(pg_blocking_pids(%s))", [pid])
-        return cursor.fetchone()[0]
 
 
 def test_another_workspaces_person_finds_no_connection(alice, charlie, team_a, standin):

@@ -18,6 +18,7 @@ from artifacts.exceptions import ActionUsed
 from conversations import actions as conversation_actions
 from conversations.models import Message, Task
 from integrations.models import Connection
+from tests.concurrency import sessions_waiting_on_me
 from tests.conftest import agent_session
 from tests.integrations import standin_fixtures
 from tests.integrations.google_github_standin import DOC, connect, plain_text
@@ -502,15 +503,6 @@ def test_with_no_google_account_the_buttons_say_connect_one_and_change_nothing(
     assert google_api.requests == []
 
 
-def waiting_on_locks() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_two_people_clicking_send_at_once_send_one_email(
     alice, bob, channel, nova, team_google, google_api, library
@@ -533,7 +525,9 @@ def test_two_people_clicking_send_at_once_send_one_email(
         Message.objects.select_for_update().get(pk=card.pk)
         for thread in clickers:
             thread.start()
-        wait_until(lambda: waiting_on_locks() >= 2, what="both clicks waiting on the lock")
+        wait_until(
+            lambda: len(sessions_waiting_on_me()) >= 2, what="both clicks waiting on the lock"
+        )
     for thread in clickers:
         thread.join(timeout=20)
     assert sorted(results) == ["sent", "used"]
