@@ -7,7 +7,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agents.access import agent_appears_in, owner_manages
+from agents.access import agent_appears_in, owner_manages, workspaces_of_agent
 from agents.exceptions import AgentNotFound, AgentRule, CredentialNotForAgent, HandleTaken
 from agents.models import (
     DEFAULT_TURN_TIME_LIMIT,
@@ -18,6 +18,7 @@ from agents.models import (
     CredentialGrant,
     PersonalityRevision,
 )
+from agents.signals import agent_left_workspaces
 from agntchat.core import crypto, throttle
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import RateLimited
@@ -90,8 +91,12 @@ def announce_agent_changed(agent: Agent) -> None:
 
 
 def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
-    """Pin the agent to chosen workspaces of its owner; None (or empty) shows it everywhere."""
+    """Pin the agent to chosen workspaces of its owner; None (or empty) shows it everywhere.
+    Where it no longer appears, the apps above drop the work it had queued (signals)."""
     with transaction.atomic():
+        # The agent's row, held until commit: two pin changes at once would read one "before".
+        Agent.objects.select_for_update().filter(pk=agent.pk).exists()
+        before = set(workspaces_of_agent(agent).values_list("id", flat=True))
         AgentPin.objects.filter(agent=agent).delete()
         if not workspace_ids:
             agent.visibility = Agent.Visibility.ALL
@@ -108,6 +113,9 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
             AgentPin.objects.bulk_create([AgentPin(agent=agent, workspace_id=w) for w in allowed])
             agent.visibility = Agent.Visibility.PINNED
         agent.save(update_fields=["visibility", "updated_at"])
+        left = before - set(workspaces_of_agent(agent).values_list("id", flat=True))
+        if left:
+            agent_left_workspaces.send(sender=Agent, agent=agent, workspace_ids=left)
     return agent
 
 

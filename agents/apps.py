@@ -7,7 +7,7 @@ class AgentsConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_delete, post_save, pre_delete
 
-        from agents import hosting
+        from agents import hosting, signals
         from agents.models import Host
         from workspaces.actions import workspace_closing
         from workspaces.models import Membership
@@ -18,3 +18,5 @@ class AgentsConfig(AppConfig):
         workspace_closing.connect(hosting.workspace_closing, dispatch_uid="workspace-closing")
         post_save.connect(hosting.membership_saved, sender=Membership, dispatch_uid="ms-saved")
         post_delete.connect(hosting.membership_deleted, sender=Membership, dispatch_uid="ms-gone")
+        # And where its agents stop appearing: told on to the apps above (signals).
+        post_delete.connect(signals.owner_left, sender=Membership, dispatch_uid="ms-owner-left")

@@ -29,7 +29,7 @@ from conversations.exceptions import (
     MessageNotEditable,
     NotYourMessage,
 )
-from conversations.models import Attachment, Conversation, Delivery, Message, Participant
+from conversations.models import Attachment, Conversation, Delivery, Message, Participant, Task
 from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
@@ -306,19 +306,53 @@ def remove_agent_from_conversation(user, conversation: Conversation, agent_id) -
     with transaction.atomic():
         turns.lock(conversation)  # no post decides a turn for it meanwhile
         participant.delete()
+        drop_agent_deliveries(participant.agent_id, conversation=conversation)
+        live.announce_conversation(conversation, "conversation.updated")
+    return participant.agent
+
+
+def drop_agent_deliveries(agent_id, *, conversation=None, workspace_id=None) -> int:
+    """Drop what AGENT_ID was still to answer in CONVERSATION, or anywhere in WORKSPACE_ID,
+    where it no longer reads: its unacked deliveries there are acked unanswered (no claim gives
+    them out again, no frame acts on them), and a turn one held passes to the next agent of its
+    queue (TURN-1). Returns how many were dropped. Called in the transaction that takes the
+    agent out."""
+    if (conversation is None) == (workspace_id is None):
+        raise TypeError("drop_agent_deliveries takes a conversation or a workspace_id")
+    where = (
+        {"message__conversation": conversation}
+        if conversation is not None
+        else {"workspace_id": workspace_id}
+    )
+    with transaction.atomic():
         dropped = list(
-            Delivery.objects.filter(
-                agent_id=participant.agent_id,
-                message__conversation=conversation,
-                acked_at__isnull=True,
-            ).values_list("id", "holds_turn")
+            Delivery.objects.filter(agent_id=agent_id, acked_at__isnull=True, **where).values_list(
+                "id", "holds_turn"
+            )
         )
         Delivery.objects.filter(pk__in=[d for d, _ in dropped]).update(acked_at=timezone.now())
         for delivery_id, holds_turn in dropped:
             if holds_turn:
                 turns.hand_on(delivery_id)
-        live.announce_conversation(conversation, "conversation.updated")
-    return participant.agent
+    return len(dropped)
+
+
+def agent_left_workspaces(sender, agent: Agent, workspace_ids, **kwargs) -> None:
+    """agents.signals: AGENT no longer appears in WORKSPACE_IDS (its pins changed, or its owner
+    left). Its work there stops at once instead of being claimed later: what it was to answer
+    is dropped, turns it held pass on, and its unfinished tasks are cancelled, saying why (a
+    task does not wait for an agent that may never come back)."""
+    reason = (
+        f"Cancelled: {agent.name} no longer appears in this workspace (its owner changed where "
+        "it appears, or left the workspace)."
+    )
+    for workspace_id in workspace_ids:
+        drop_agent_deliveries(agent.id, workspace_id=workspace_id)
+        unfinished = Task.objects.filter(agent=agent, workspace_id=workspace_id).exclude(
+            status__in=Task.TERMINAL
+        )
+        for task_id in unfinished.values_list("id", flat=True):
+            tasks.cancel_for_good(task_id, reason)
 
 
 @dataclass

@@ -342,6 +342,31 @@ def request_cancel(task: Task) -> Task:
     return task
 
 
+def cancel_for_good(task_id, reason: str) -> None:
+    """End a task at once as cancelled, with REASON as its error (whoever follows it reads
+    why), when its agent is gone from where it was asked: nobody waits for a confirmation that
+    may never come. A running one's bridge is told to stop, and what it did is unknown."""
+    now = timezone.now()
+    with transaction.atomic():
+        task = _locked(task_id)
+        if task.is_terminal:
+            return
+        running = task.status == Task.Status.RUNNING
+        task.status = Task.Status.CANCELLED
+        task.cancel_state = Task.Cancel.UNKNOWN if running else Task.Cancel.CONFIRMED
+        task.cancel_requested_at = task.finished_at = task.acked_at = now
+        task.error = reason
+        task.save(
+            update_fields=[
+                *("status", "cancel_state", "cancel_requested_at", "finished_at", "acked_at"),
+                *("error", "updated_at"),
+            ]
+        )
+        if running:
+            publish(f"agent.{task.agent_id}", {"type": "task.cancel", "id": task.id})
+        _announce(task, "task.finished")
+
+
 def settle_cancellations(now=None) -> int:
     """Cancel requests nobody answered within the deadline end as cancelled, outcome unknown."""
     now = now or timezone.now()

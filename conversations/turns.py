@@ -381,7 +381,9 @@ def hand_on(delivery_id) -> None:
         still_here = {
             str(a)
             for a in Participant.objects.filter(
-                conversation=conversation, agent__isnull=False, done_at__isnull=True
+                conversation=conversation,
+                agent__in=agents_visible_in(conversation.workspace_id),
+                done_at__isnull=True,
             ).values_list("agent_id", flat=True)
         }
         position = decision.position + 1
@@ -389,7 +391,9 @@ def hand_on(delivery_id) -> None:
             position < len(decision.queue)
             and decision.queue[position]["agent_id"] not in still_here
         ):
-            position += 1  # said it is done, or was taken out of the conversation: skip it
+            # Said it is done, was taken out of the conversation, or no longer appears in its
+            # workspace (it would get no delivery, and the turn would stop with it): skip it.
+            position += 1
         if position >= len(decision.queue) or caps.is_capped(conversation):
             decision.finished_at = timezone.now()
             decision.save(update_fields=["finished_at", "updated_at"])

@@ -38,7 +38,7 @@ from conversations import actions as conversation_actions
 from conversations import drafts, tasks, threads, turns
 from conversations.access import access_conversation, access_message
 from conversations.live import audience_topics
-from conversations.models import Message
+from conversations.models import Message, Task
 from conversations.usage import record_usage
 from work import directives, frames, gateway
 from work.tools import calls
@@ -140,6 +140,13 @@ def _announce_presence(agent) -> None:
         agent_id=agent.id,
         online=presence.is_online(agent.id),
     )
+
+
+def _task_in_reach(agent, task_id) -> None:
+    """AGENT still appears in the workspace of its held task TASK_ID (else OutOfReach, as for
+    its tool calls: work.tools.calls.held_item)."""
+    if not Task.objects.filter(pk=task_id, workspace__in=workspaces_of_agent(agent)).exists():
+        raise calls.OutOfReach()
 
 
 @database_sync_to_async
@@ -600,6 +607,7 @@ class AgentSocket(JsonSocket):
             await database_sync_to_async(tasks.record_event)(item_id, data["event"])
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
+        await self.check_reach(kind, item_id)
         await database_sync_to_async(gateway.extend_work)(kind, item_id, self.connection_id)
         if kind == "task":
             await database_sync_to_async(tasks.record_event)(item_id, data["event"])
@@ -617,7 +625,9 @@ class AgentSocket(JsonSocket):
                 result=data["result"],
                 error=data["error"],
             )
-        except NotHeld:
+        except (NotHeld, tasks.ProtocolError):
+            # Its lease ran out and another connection has it now, or it ended without this
+            # result (cancelled when its agent left the workspace): the slot here is free.
             self.held.pop(item_id, None)
             self.traces.pop(item_id, None)
             await self.fill()
@@ -703,16 +713,23 @@ class AgentSocket(JsonSocket):
         """The agent's owner changed its configuration or tools: later work uses them."""
         self.agent = await database_sync_to_async(_configured_agent)(self.agent.id)
 
+    async def check_reach(self, kind: str, item_id: str) -> None:
+        """An agent that can no longer act where a held item is (taken out of the message's
+        conversation, pinned elsewhere, its owner left the workspace) cannot keep the item
+        either: the frame extending its lease is refused, and the lease runs out."""
+        if kind == "task":
+            await in_pool(_task_in_reach)(self.agent, item_id)
+            return
+        state = self.drafting.get(item_id)
+        if state is not None and state.conversation_id:
+            await in_pool(access_conversation)(self.agent, state.conversation_id)
+
     async def on_extend(self, data):
         item_id = data["id"]
         kind = self.holds(item_id)
         if kind is None:
             raise FrameError("This connection does not hold that item.", code="not_held")
-        state = self.drafting.get(item_id)
-        if state is not None and state.conversation_id:
-            # An agent that can no longer write where the message was posted (its owner left the
-            # workspace, say) cannot keep the turn either: refused, the lease runs out.
-            await in_pool(access_conversation)(self.agent, state.conversation_id)
+        await self.check_reach(kind, item_id)
         try:
             expires = await database_sync_to_async(gateway.extend_work)(
                 kind, item_id, self.connection_id

@@ -1,13 +1,14 @@
 """A tool call from an agent's turn, from the ``tool.call`` frame to its one outcome (TOOL-1,
 TOOL-5, TURN-4).
 
-``call_tool`` checks, in order: the work item is held by the calling connection; the call was
-made before (same ``call_id``: its stored outcome is the answer, so a redelivered turn never
-runs a call twice); the tool is granted, and (a workspace's own tool) belongs to the
-workspace the work is in; the arguments fit its schema; the same call has not
-failed too often in this turn; the standing permission (allow → run, deny → refused, ask → a
-permission request a person decides). The handler runs in one transaction with the call's row:
-it is recorded with its effects or not at all, and a timeout rolls its effects back.
+``call_tool`` checks, in order: the work item is held by the calling connection, and its agent
+still reads its conversation (a task: appears in its workspace); the call was made before
+(same ``call_id``: its stored outcome is the answer, so a redelivered turn never runs a call
+twice); the tool is granted, and (a workspace's own tool) belongs to the workspace the work is
+in; the arguments fit its schema; the same call has not failed too often in this turn; the
+standing permission (allow → run, deny → refused, ask → a permission request a person decides).
+The handler runs in one transaction with the call's row: it is recorded with its effects or not
+at all, and a timeout rolls its effects back.
 """
 
 import hashlib
@@ -20,9 +21,12 @@ import jsonschema
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from agents.access import agent_appears_in
 from agents.models import Agent
 from agntchat.core.claims import NotHeld
 from agntchat.core.exceptions import AppError
+from conversations.access import access_conversation
+from conversations.exceptions import ConversationNotFound
 from conversations.models import Delivery, Task
 from work import approvals, live
 from work.models import Decision, PermissionRequest, ToolCall
@@ -117,8 +121,22 @@ class Item:
     task: Task | None = None
 
 
+class OutOfReach(AppError):
+    """A held item whose agent was taken out of where it is since the claim."""
+
+    code = "work_out_of_reach"
+    status = 404
+    default_message = (
+        "You no longer take part where this work is (taken out of its conversation, or no "
+        "longer in its workspace), so no tool runs for it; nothing was done. End this turn."
+    )
+
+
 def held_item(agent: Agent, kind: str, item_id, connection_id: str) -> Item:
-    """The message delivery or task ITEM_ID, if CONNECTION_ID holds it now (else NotHeld)."""
+    """The message delivery or task ITEM_ID, if CONNECTION_ID holds it now (else NotHeld) and
+    AGENT still reads its conversation (a message's) or appears in its workspace (a task's):
+    else OutOfReach. Its work is dropped when the agent is taken out, but a tool call that comes
+    first, or work a post queued meanwhile, must not act there either."""
     if kind == "message":
         delivery = (
             Delivery.objects.select_related("message__conversation__workspace")
@@ -127,6 +145,10 @@ def held_item(agent: Agent, kind: str, item_id, connection_id: str) -> Item:
         )
         if delivery is None:
             raise NotHeld()
+        try:
+            access_conversation(agent, delivery.message.conversation_id)
+        except ConversationNotFound:
+            raise OutOfReach() from None
         return Item(delivery=delivery)
     task = (
         Task.objects.select_related("workspace", "conversation", "work_conversation")
@@ -135,6 +157,8 @@ def held_item(agent: Agent, kind: str, item_id, connection_id: str) -> Item:
     )
     if task is None:
         raise NotHeld()
+    if not agent_appears_in(agent, task.workspace_id):
+        raise OutOfReach()
     return Item(task=task)
 
 
@@ -170,7 +194,11 @@ def call_tool(
 ) -> tuple[Answer | None, "Prepared | None"]:
     """The first half of a call, quick and in the socket's pool: either the answer at once
     (stored, refused, or pending approval), or what to run (``run_prepared``, with a timeout)."""
-    item = held_item(agent, kind, item_id, connection_id)
+    try:
+        item = held_item(agent, kind, item_id, connection_id)
+    except OutOfReach as exc:
+        # Not recorded: the record would show in a conversation the agent no longer reads.
+        return _error(call_id, exc.code, exc.message), None
     existing = ToolCall.objects.filter(agent=agent, call_id=call_id).first()
     if existing is not None:
         if not _same_work(existing, item):
