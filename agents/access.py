@@ -36,6 +36,12 @@ def agent_appears_in(agent: Agent, workspace_id) -> bool:
     return agents_visible_in(workspace_id).filter(pk=agent.pk).exists()
 
 
+def owner_belongs_to(agent: Agent, workspace_id) -> bool:
+    """AGENT's owner is a member of WORKSPACE_ID: where a task given or set up there (a
+    routine's, PRO-2) may run, whatever the agent's pins say since."""
+    return Membership.objects.filter(workspace_id=workspace_id, user_id=agent.owner_id).exists()
+
+
 def _owner_managing(agent: Agent, workspace_id):
     return Membership.objects.filter(
         workspace_id=workspace_id, user_id=agent.owner_id, role__in=MANAGER_ROLES

@@ -115,7 +115,9 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
         agent.save(update_fields=["visibility", "updated_at"])
         left = before - set(workspaces_of_agent(agent).values_list("id", flat=True))
         if left:
-            agent_left_workspaces.send(sender=Agent, agent=agent, workspace_ids=left)
+            agent_left_workspaces.send(
+                sender=Agent, agent=agent, workspace_ids=left, owner_left=False
+            )
     return agent
 
 

@@ -8,8 +8,8 @@ from agents.models import Agent
 from workspaces.models import Membership
 
 # Sent in the changing transaction once AGENT no longer appears in WORKSPACE_IDS (AGT-1): its
-# pins changed, or its owner left a workspace or was removed from it. The apps above drop the
-# work it still had queued there (conversations.apps).
+# pins changed, or its owner left a workspace or was removed from it (OWNER_LEFT). The apps
+# above drop the work it still had queued there (conversations.apps).
 agent_left_workspaces = Signal()
 
 
@@ -21,4 +21,6 @@ def owner_left(sender, instance: Membership, origin=None, **kwargs) -> None:
     if deleted is not Membership:
         return
     for agent in Agent.objects.filter(owner_id=instance.user_id):
-        agent_left_workspaces.send(sender=Agent, agent=agent, workspace_ids={instance.workspace_id})
+        agent_left_workspaces.send(
+            sender=Agent, agent=agent, workspace_ids={instance.workspace_id}, owner_left=True
+        )

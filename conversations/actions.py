@@ -337,17 +337,16 @@ def drop_agent_deliveries(agent_id, *, conversation=None, workspace_id=None) -> 
     return len(dropped)
 
 
-def agent_left_workspaces(sender, agent: Agent, workspace_ids, **kwargs) -> None:
-    """agents.signals: AGENT no longer appears in WORKSPACE_IDS (its pins changed, or its owner
-    left). Its work there stops at once instead of being claimed later: what it was to answer
-    is dropped, turns it held pass on, and its unfinished tasks are cancelled, saying why (a
-    task does not wait for an agent that may never come back)."""
-    reason = (
-        f"Cancelled: {agent.name} no longer appears in this workspace (its owner changed where "
-        "it appears, or left the workspace)."
-    )
+def agent_left_workspaces(sender, agent: Agent, workspace_ids, owner_left: bool, **kw) -> None:
+    """agents.signals: AGENT no longer appears in WORKSPACE_IDS. What it was to answer there is
+    dropped instead of claimed later, and turns it held pass on. Its tasks there go on while its
+    owner is a member (given, or set up by a routine, there: PRO-2); once OWNER_LEFT they are
+    cancelled, saying why (a task does not wait for an agent that will not come back)."""
+    reason = f"Cancelled: the owner of {agent.name} left this workspace."
     for workspace_id in workspace_ids:
         drop_agent_deliveries(agent.id, workspace_id=workspace_id)
+        if not owner_left:
+            continue
         unfinished = Task.objects.filter(agent=agent, workspace_id=workspace_id).exclude(
             status__in=Task.TERMINAL
         )

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from agents.access import agent_appears_in
+from agents.access import agent_appears_in, owner_belongs_to
 from agents.exceptions import AgentNotFound, TaskNotFound
 from agents.models import Agent
 from agntchat.core.claims import NotHeld
@@ -112,7 +112,8 @@ def create_task(
     TOOLS (the tools the work needs) count for agents that have them, as TOOL_REACH tells.
     Asked inside a direct conversation, the task works in a conversation of its own and only
     its final result comes back (THR-5). WHERE_SET_UP: the work of something set up in WORKSPACE
-    earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2).
+    earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2),
+    while its owner is a member.
     OWN_CONVERSATION: a task asked from outside any conversation (MCP) works in one of its own
     too, where it publishes, its progress shows and its giver reads it."""
     instructions = (instructions or "").strip()
@@ -136,7 +137,10 @@ def create_task(
                 status=409,
             )
         agent = Agent.objects.get(pk=winner)
-    if not where_set_up and not agent_appears_in(agent, workspace.id):
+    if where_set_up:
+        if not owner_belongs_to(agent, workspace.id):  # its owner left: it works there no more
+            raise AgentNotFound()
+    elif not agent_appears_in(agent, workspace.id):
         raise AgentNotFound()
     with transaction.atomic():
         work_conversation = None

@@ -143,10 +143,9 @@ def _announce_presence(agent) -> None:
 
 
 def _task_in_reach(agent, task_id) -> None:
-    """AGENT still appears in the workspace of its held task TASK_ID (else OutOfReach, as for
-    its tool calls: work.tools.calls.held_item)."""
-    if not Task.objects.filter(pk=task_id, workspace__in=workspaces_of_agent(agent)).exists():
-        raise calls.OutOfReach()
+    """AGENT may still work where its held task TASK_ID was asked (else OutOfReach, as for its
+    tool calls: work.tools.calls.held_item)."""
+    calls.task_in_reach(agent, Task.objects.values_list("workspace_id", flat=True).get(pk=task_id))
 
 
 @database_sync_to_async

@@ -1,8 +1,9 @@
 """An agent that stops appearing in a workspace (AGT-1) gets nothing more of it: its owner pins
 it elsewhere, leaves the workspace or is removed from it, and at that moment what it was still
 to answer there is dropped (never claimed later, with the workspace's text in it), a turn it
-held passes to the next agent instead of stalling the channel (TURN-1), and its unfinished
-tasks there are cancelled, saying why.
+held passes to the next agent instead of stalling the channel (TURN-1). Its tasks there go on
+while its owner is a member (PRO-2: work given or set up there is done there); once the owner
+leaves, they are cancelled, saying why.
 
 The cast: Alice's team A with Bob; #room there with Bob's finance agent Rex and Alice's
 generalist Gus, where a budget question queues Rex, then Gus."""
@@ -114,24 +115,30 @@ def test_an_agent_pinned_away_while_waiting_for_its_turn_is_skipped(alice, room)
     assert not Delivery.objects.filter(message=asked, agent=gus).exists()
 
 
-def test_its_tasks_there_are_cancelled_saying_why(alice, bob, team_a, room):
+def test_its_tasks_there_go_on_when_pinned_away_and_end_when_its_owner_leaves(
+    alice, bob, team_a, room
+):
     conversation, rex, gus = room
     running = create_task(alice, team_a, rex, "Check the Q3 budget", conversation=conversation)
     claims(rex, "task")
     queued = create_task(alice, team_a, rex, "Then the Q4 budget", conversation=conversation)
     at_home = create_task(bob, personal(bob), rex, "Sort my receipts")
 
+    # Pinned away, Rex is found there for no new work, but what it was given is done (PRO-2).
     agent_actions.set_agent_pins(rex, [personal(bob).id])
+    assert {t.status for t in Task.objects.filter(pk__in=[running.pk, queued.pk])} == {
+        Task.Status.RUNNING,
+        Task.Status.QUEUED,
+    }
+
+    workspace_actions.leave_workspace(team_a.memberships.get(user=bob))
 
     running.refresh_from_db()
     queued.refresh_from_db()
     for task, outcome in ((running, Task.Cancel.UNKNOWN), (queued, Task.Cancel.CONFIRMED)):
         assert (task.status, task.cancel_state) == (Task.Status.CANCELLED, outcome)
         assert task.acked_at is not None
-        assert task.error == (
-            "Cancelled: Rex no longer appears in this workspace (its owner changed where it "
-            "appears, or left the workspace)."
-        )
+        assert task.error == "Cancelled: the owner of Rex left this workspace."
     # Where it still appears, its work goes on.
     (work,) = claims(rex, "task")
     assert work["id"] == str(at_home.id)
@@ -150,7 +157,8 @@ async def test_its_bridge_is_told_to_stop_a_running_task_and_its_lane_frees_up(a
     work = await next_frame(comm)
     assert work["kind"] == "task"
 
-    await sync_to_async(agent_actions.set_agent_pins)(rex, [home.id])
+    bobs = await sync_to_async(team_a.memberships.get)(user=bob)
+    await sync_to_async(workspace_actions.leave_workspace)(bobs)
 
     assert await next_frame(comm) == {"type": "cancel", "id": work["id"]}
     at_home = await sync_to_async(create_task)(bob, home, rex, "Sort my receipts")

@@ -21,7 +21,7 @@ import jsonschema
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from agents.access import agent_appears_in
+from agents.access import owner_belongs_to
 from agents.models import Agent
 from agntchat.core.claims import NotHeld
 from agntchat.core.exceptions import AppError
@@ -127,16 +127,17 @@ class OutOfReach(AppError):
     code = "work_out_of_reach"
     status = 404
     default_message = (
-        "You no longer take part where this work is (taken out of its conversation, or no "
-        "longer in its workspace), so no tool runs for it; nothing was done. End this turn."
+        "You no longer take part where this work is (taken out of its conversation, or your "
+        "owner left its workspace), so no tool runs for it; nothing was done. End this turn."
     )
 
 
 def held_item(agent: Agent, kind: str, item_id, connection_id: str) -> Item:
     """The message delivery or task ITEM_ID, if CONNECTION_ID holds it now (else NotHeld) and
-    AGENT still reads its conversation (a message's) or appears in its workspace (a task's):
-    else OutOfReach. Its work is dropped when the agent is taken out, but a tool call that comes
-    first, or work a post queued meanwhile, must not act there either."""
+    AGENT still reads its conversation (a message's) or may still work in its workspace (a
+    task's: task_in_reach): else OutOfReach. Its work is dropped when the agent is taken out,
+    but a tool call that comes first, or work a post queued meanwhile, must not act there
+    either."""
     if kind == "message":
         delivery = (
             Delivery.objects.select_related("message__conversation__workspace")
@@ -157,9 +158,15 @@ def held_item(agent: Agent, kind: str, item_id, connection_id: str) -> Item:
     )
     if task is None:
         raise NotHeld()
-    if not agent_appears_in(agent, task.workspace_id):
-        raise OutOfReach()
+    task_in_reach(agent, task.workspace_id)
     return Item(task=task)
+
+
+def task_in_reach(agent: Agent, workspace_id) -> None:
+    """A task, once given (or set up, PRO-2), is worked where it was asked while the agent's
+    owner is a member there, whatever its pins say since; else OutOfReach."""
+    if not owner_belongs_to(agent, workspace_id):
+        raise OutOfReach()
 
 
 def context_for(agent: Agent, item: Item, call_id: str) -> ToolContext:
