@@ -408,6 +408,13 @@ PERSON_POSTS_PER_MINUTE = env_int("PERSON_POSTS_PER_MINUTE", 120)
 PERSON_POSTS_BURST = env_int("PERSON_POSTS_BURST", 300)
 AGENT_POSTS_PER_MINUTE = env_int("AGENT_POSTS_PER_MINUTE", 1200)
 AGENT_POSTS_BURST = env_int("AGENT_POSTS_BURST", 600)
+# Tasks a person gives, whatever the way in (REST, a delegation, MCP): each wakes an agent and
+# is queued for it. And how many queued tasks an agent holds from people other than its owner
+# (and their agents): past it theirs are refused, 409 task_queue_full; the owner's never are
+# (0: no cap).
+TASKS_PER_MINUTE = env_int("TASKS_PER_MINUTE", 30)
+TASKS_BURST = env_int("TASKS_BURST", 60)
+QUEUED_TASKS_FROM_OTHERS = env_int("QUEUED_TASKS_FROM_OTHERS", 50)
 # Reactions a person toggles, each a live event to everyone reading the conversation.
 REACTIONS_PER_MINUTE = env_int("REACTIONS_PER_MINUTE", 60)
 REACTIONS_BURST = env_int("REACTIONS_BURST", 30)
@@ -435,6 +442,9 @@ AGENT_FRAMES_BURST = env_int("AGENT_FRAMES_BURST", 5000)
 # answered with an error saying so, rather than waited on for ever: an MCP tools/call's task is
 # cancelled (fronts/mcp.py); an OpenAI-style completion answers 503, its message kept (openai.py).
 FRONT_START_SECONDS = env_int("FRONT_START_SECONDS", 120)
+# Live MCP sessions (handshake era, kept in Redis) per person; a new one past it ends the one
+# used least lately (fronts/mcp.py). A tools/call counts as a post (PERSON_POSTS_PER_MINUTE).
+MCP_SESSIONS_PER_PERSON = env_int("MCP_SESSIONS_PER_PERSON", 20)
 # A socket whose client leaves this much unread is dropped (core/sockets.py): frames waiting
 # for a client that stopped reading are held in the node's memory.
 WEBSOCKET_MAX_UNSENT_BYTES = env_int("WEBSOCKET_MAX_UNSENT_BYTES", 4 * 1024 * 1024)

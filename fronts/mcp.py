@@ -27,6 +27,7 @@ import mcp_types as types
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
@@ -43,12 +44,13 @@ from mcp_types.jsonrpc import (
 )
 from pydantic import ValidationError
 
-from agntchat.core.exceptions import AppError
+from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.core.presence import client as redis
 from artifacts.models import Artifact
 from conversations import tasks
 from conversations.models import Message, Task, TaskEvent
 from fronts.http import BadBody, Exchange
+from fronts.jobs import give_up_unstarted, schedule_give_up
 from fronts.live import ClientGone, Following
 from fronts.targets import Ambiguous, NoWorkspace, agent_named, named_agents, workspace_for
 
@@ -60,6 +62,12 @@ SESSION_TTL = 24 * 3600  # seconds a session lives after its last use
 WAIT_SLICE = 15.0  # seconds: a waiting call reads its task again and keeps its stream alive
 LIST_TTL_MS = 10_000  # how long a modern client may cache the tool list (its own: private)
 SESSION_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+# A request id is kept in Redis while its call runs (to cancel it by): a longer one is refused.
+MAX_ID_CHARS = 256
+# All a session keeps of the client's clientInfo: its name and version, cut to this.
+CLIENT_CHARS = 200
+# Our own code (the implementation-defined range): too many calls, come back in data.retryAfter.
+RATE_LIMITED = -32029
 # Result fields of the modern revision, not sent to a handshake-era client.
 MODERN_ONLY = {"result_type", "ttl_ms", "cache_scope"}
 
@@ -104,11 +112,20 @@ CAPABILITIES = types.ServerCapabilities(tools=types.ToolsCapability(list_changed
 
 
 class RpcError(Exception):
-    """A JSON-RPC error answer; STATUS is its HTTP status (None: as the revision says)."""
+    """A JSON-RPC error answer; STATUS is its HTTP status (None: as the revision says), HEADERS
+    more of its HTTP headers."""
 
-    def __init__(self, code: int, message: str, data=None, status: int | None = None):
+    def __init__(self, code: int, message: str, data=None, status: int | None = None, headers=()):
         super().__init__(message)
         self.code, self.message, self.data, self.status = code, message, data, status
+        self.headers = list(headers)
+
+
+def is_request_id(value) -> bool:
+    """A JSON-RPC id we take: a string (of at most MAX_ID_CHARS) or an integer."""
+    if isinstance(value, str):
+        return len(value) <= MAX_ID_CHARS
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def error_body(request_id, code: int, message: str, data=None) -> dict:
@@ -130,16 +147,38 @@ def _call_key(session_id: str, request_id) -> str:
     return f"{settings.REDIS_PREFIX}:mcp:call:{session_id}:{json.dumps(request_id)}"
 
 
-def open_session(person, version: str, client_info: dict) -> str:
+def _sessions_key(person_id) -> str:
+    # A person's live sessions, scored by their last use: what MCP_SESSIONS_PER_PERSON counts.
+    return f"{settings.REDIS_PREFIX}:mcp:sessions:{person_id}"
+
+
+def client_label(info: types.Implementation) -> str:
+    """Who the client says it is, in a line: all a session keeps of its clientInfo (whose size
+    is the client's to choose)."""
+    return f"{info.name} {info.version}"[:CLIENT_CHARS]
+
+
+def open_session(person, version: str, client: str) -> str:
+    """A new session of PERSON's. Past MCP_SESSIONS_PER_PERSON live ones, those used least
+    lately are ended (their next request gets 404 and their client initializes again): clients
+    that never DELETE theirs must not lock their person out, nor fill Redis."""
     session_id = secrets.token_urlsafe(32)
-    key = _session_key(session_id)
+    key, mine = _session_key(session_id), _sessions_key(person.id)
+    now = timezone.now().timestamp()
+    keep = max(1, settings.MCP_SESSIONS_PER_PERSON)
     pipe = redis().pipeline()
-    pipe.hset(
-        key,
-        mapping={"user": str(person.id), "version": version, "client": json.dumps(client_info)},
-    )
+    pipe.hset(key, mapping={"user": str(person.id), "version": version, "client": client})
     pipe.expire(key, SESSION_TTL)
-    pipe.execute()
+    pipe.zremrangebyscore(mine, "-inf", now - SESSION_TTL)  # expired by themselves
+    pipe.zadd(mine, {session_id: now})
+    pipe.expire(mine, SESSION_TTL)
+    pipe.zrange(mine, 0, -keep - 1)  # all but the KEEP used last
+    ended = pipe.execute()[-1]
+    if ended:
+        pipe = redis().pipeline()
+        pipe.delete(*(_session_key(s.decode()) for s in ended))
+        pipe.zrem(mine, *ended)
+        pipe.execute()
     return session_id
 
 
@@ -152,6 +191,9 @@ def session_of(person, session_id: str) -> dict | None:
     pipe = redis().pipeline()
     pipe.hgetall(key)
     pipe.expire(key, SESSION_TTL)
+    # Its last use, in its person's list only (xx: never added to another person's).
+    pipe.zadd(_sessions_key(person.id), {session_id: timezone.now().timestamp()}, xx=True)
+    pipe.expire(_sessions_key(person.id), SESSION_TTL)  # it outlives every session it counts
     found = {k.decode(): v.decode() for k, v in pipe.execute()[0].items()}
     if found.get("user") != str(person.id):
         return None
@@ -161,7 +203,10 @@ def session_of(person, session_id: str) -> dict | None:
 def end_session(person, session_id: str) -> bool:
     if session_of(person, session_id) is None:
         return False
-    return bool(redis().delete(_session_key(session_id)))
+    pipe = redis().pipeline()
+    pipe.delete(_session_key(session_id))
+    pipe.zrem(_sessions_key(person.id), session_id)
+    return bool(pipe.execute()[0])
 
 
 def remember_call(session_id: str, request_id, task_id) -> None:
@@ -170,6 +215,11 @@ def remember_call(session_id: str, request_id, task_id) -> None:
     pipe.hset(key, mapping={"task": str(task_id), "cancelled": "0"})
     pipe.expire(key, SESSION_TTL)
     pipe.execute()
+
+
+def forget_call(session_id: str, request_id) -> None:
+    """The call has ended: nothing can cancel it any more."""
+    redis().delete(_call_key(session_id, request_id))
 
 
 def call_cancelled(session_id: str, request_id) -> bool:
@@ -184,7 +234,10 @@ def cancel_call(person, session_id: str, request_id) -> None:
     task_id = redis().hget(key, "task")
     if task_id is None:
         return
-    redis().hset(key, "cancelled", "1")  # first: the waiting call wakes on the cancel's event
+    pipe = redis().pipeline()
+    pipe.hset(key, "cancelled", "1")  # first: the waiting call wakes on the cancel's event
+    pipe.expire(key, SESSION_TTL)  # should the call have ended (and the key gone) meanwhile
+    pipe.execute()
     try:
         tasks.request_cancel(tasks.access_task(person, task_id.decode()))
     except AppError:
@@ -235,9 +288,9 @@ def tool_error(text: str) -> types.CallToolResult:
 
 def start_task(person, name: str, arguments, session_id: str | None, request_id):
     """The task a call of tool NAME gives and the live topics it is followed on, or the error
-    result to answer with (bad arguments, no workspace fits, the task refused). An agent PERSON
-    cannot see raises UnknownTool, a handle two visible agents share Ambiguous: nothing is
-    created."""
+    result to answer with (bad arguments, no workspace fits, the task refused). Nothing is
+    created when PERSON calls too often (RateLimited), calls an agent they cannot see
+    (UnknownTool) or a name more than one visible agent goes by (Ambiguous)."""
     named = agent_named(person, name)
     if named is None:
         raise UnknownTool(name)
@@ -253,11 +306,15 @@ def start_task(person, name: str, arguments, session_id: str | None, request_id)
         )
     try:
         workspace = workspace_for(person, named.agent, arguments.get("workspace"))
-        task = tasks.create_task(
-            person, workspace, named.agent, arguments["instructions"], own_conversation=True
-        )
+        with transaction.atomic():
+            task = tasks.create_task(
+                person, workspace, named.agent, arguments["instructions"], own_conversation=True
+            )
+            schedule_give_up(task)
     except NoWorkspace as exc:
         return tool_error(str(exc))
+    except RateLimited:
+        raise  # the person's task rate (tasks.create_task): an HTTP 429, not a tool's error
     except AppError as exc:
         return tool_error(exc.message)
     if session_id is not None:
@@ -362,7 +419,9 @@ class Endpoint:
         if status is None:
             # The modern revision maps codes to statuses; the handshake era answers errors at 200.
             status = ERROR_CODE_HTTP_STATUS.get(exc.code, 200) if self.modern else 200
-        await self.x.json(status, error_body(request_id, exc.code, exc.message, exc.data))
+        await self.x.json(
+            status, error_body(request_id, exc.code, exc.message, exc.data), exc.headers
+        )
 
     async def accepted(self) -> None:
         await self.x.respond(202)
@@ -407,7 +466,8 @@ class Endpoint:
             await self.message(body)
         except RpcError as exc:
             if not x.started:
-                await self.error(body.get("id"), exc)
+                request_id = body.get("id")
+                await self.error(request_id if is_request_id(request_id) else None, exc)
 
     async def delete(self) -> None:
         version = self.x.headers.get("mcp-protocol-version")
@@ -427,8 +487,12 @@ class Endpoint:
             raise RpcError(INVALID_REQUEST, "A JSON-RPC message needs a method.", status=400)
         is_request = "id" in body
         request_id = body.get("id")
-        if is_request and (not isinstance(request_id, (str, int)) or isinstance(request_id, bool)):
-            raise RpcError(INVALID_REQUEST, "The id must be a string or an integer.", status=400)
+        if is_request and not is_request_id(request_id):
+            raise RpcError(
+                INVALID_REQUEST,
+                f"The id must be an integer or a string of at most {MAX_ID_CHARS} characters.",
+                status=400,
+            )
         params = body.get("params")
         if params is not None and not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "params must be an object.", status=400)
@@ -495,7 +559,7 @@ class Endpoint:
         if not is_request:
             if method == "notifications/cancelled":
                 cancelled = params.get("requestId")
-                if isinstance(cancelled, (str, int)) and not isinstance(cancelled, bool):
+                if is_request_id(cancelled):
                     await database_sync_to_async(cancel_call)(self.person, session_id, cancelled)
             return await self.accepted()
         await self.request(method, request_id, params)
@@ -513,7 +577,7 @@ class Endpoint:
             else LEGACY_VERSIONS[-1]
         )
         session_id = await database_sync_to_async(open_session)(
-            self.person, version, asked.client_info.model_dump(mode="json", exclude_none=True)
+            self.person, version, client_label(asked.client_info)
         )
         result = types.InitializeResult(
             protocol_version=version,
@@ -570,17 +634,34 @@ class Endpoint:
             started = await database_sync_to_async(start_task)(
                 self.person, asked.name, asked.arguments, self.session_id, request_id
             )
+        except RateLimited as exc:
+            raise RpcError(
+                RATE_LIMITED,
+                exc.message,
+                {"code": exc.code, "retryAfter": exc.retry_after},
+                status=429,
+                headers=[("retry-after", str(exc.retry_after))],
+            ) from None
         except UnknownTool:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {asked.name}") from None
         except Ambiguous as exc:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {exc}") from None
         if isinstance(started, types.CallToolResult):
             return await self.reply(request_id, started)
+        try:
+            await self.answer_call(request_id, token, *started)
+        finally:
+            if self.session_id is not None:
+                await database_sync_to_async(forget_call)(self.session_id, request_id)
+
+    async def answer_call(self, request_id, token, task: Task, topics) -> None:
+        """Wait for TASK and answer the call with its result (progress on the way, when the
+        client takes a stream)."""
         streaming = self.x.accepts("text/event-stream")
         if streaming:
             # Progress as it comes; without a progress token, a comment now and then instead.
             await self.x.start_events()
-        task = await self.wait(*started, token if streaming else None, streaming, request_id)
+        task = await self.wait(task, topics, token if streaming else None, streaming, request_id)
         if task is None:
             # Cancelled by the client (its notification, or its closing the stream): no result.
             if streaming and not self.x.gone.is_set():
@@ -630,7 +711,8 @@ class Endpoint:
                 if task.is_terminal:
                     return task
                 if task.status == Task.Status.QUEUED and loop.time() >= start_by:
-                    # No bridge took it: the agent is offline. Answered, not waited on for ever.
+                    # No bridge took it: the agent is offline. Answered, not waited on for ever
+                    # (and given up by the worker too, should this process not get here).
                     await database_sync_to_async(give_up_unstarted)(task.id)
                     continue  # read it again: cancelled, or taken at the last moment
                 while True:
@@ -649,20 +731,6 @@ class Endpoint:
                         await report(event["seq"], event.get("data") or {})
                     elif (event.get("task") or {}).get("id") == str(task.id):
                         break  # started, cancel requested, finished: read it
-
-
-def give_up_unstarted(task_id) -> None:
-    """Cancel a call's task that no bridge has taken in FRONT_START_SECONDS, saying why; one taken
-    meanwhile goes on."""
-    with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
-        if task.status != Task.Status.QUEUED or task.claimed_by is not None:
-            return
-        tasks.request_cancel(task)
-        Task.objects.filter(pk=task_id).update(
-            error=f"{task.agent.name} did not start it within {settings.FRONT_START_SECONDS} s: "
-            "its bridge is not connected. Nothing was run; call again once it is online."
-        )
 
 
 def cancel_task(task_id) -> None:

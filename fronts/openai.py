@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from agents.models import Agent
-from agntchat.core.exceptions import AppError
+from agntchat.core.exceptions import AppError, RateLimited
 from conversations.live import audience_topics
 from conversations.models import Delivery, Message, TurnUsage
 from fronts import actions
@@ -73,6 +73,7 @@ class OpenAIError(Exception):
         404: "invalid_request_error",
         405: "invalid_request_error",
         413: "invalid_request_error",
+        429: "rate_limit_error",
         502: "server_error",
         503: "server_error",
         504: "timeout",
@@ -168,6 +169,26 @@ def text_of(content, param: str) -> str:
     return "\n".join(parts)
 
 
+def session_key_of(headers: dict, user: str) -> str:
+    """The session key: the X-Agntchat-Session header (UTF-8), else USER; printable text of at
+    most MAX_SESSION_KEY characters (it names the conversation too), else refused (400)."""
+    header = headers.get(SESSION_HEADER)
+    param = "X-Agntchat-Session" if header else "user"
+    key = header or user
+    if header:
+        try:
+            # The edge reads header bytes as latin-1, which gives them back exactly.
+            key = header.encode("latin-1").decode("utf-8")
+        except UnicodeDecodeError:
+            raise invalid("The X-Agntchat-Session header must be UTF-8 text.", param) from None
+    key = key.strip()
+    if len(key) > MAX_SESSION_KEY:
+        raise invalid(f"A session key can be at most {MAX_SESSION_KEY} characters.", param)
+    if not key.isprintable():
+        raise invalid("A session key cannot hold control or other unprintable characters.", param)
+    return key
+
+
 def parse_completion(data: dict, headers: dict) -> Completion:
     """Check a ``/v1/chat/completions`` body; refuse (400) what the front cannot honour."""
     for name, why in (
@@ -199,9 +220,7 @@ def parse_completion(data: dict, headers: dict) -> Completion:
     user = data.get("user") or ""
     if not isinstance(user, str):
         raise invalid("`user` must be a string.", "user")
-    session_key = (headers.get(SESSION_HEADER) or user).strip()
-    if len(session_key) > MAX_SESSION_KEY:
-        raise invalid(f"A session key can be at most {MAX_SESSION_KEY} characters.", "user")
+    session_key = session_key_of(headers, user)
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("`messages` must be a non-empty list.", "messages")
@@ -211,6 +230,8 @@ def parse_completion(data: dict, headers: dict) -> Completion:
         if not isinstance(message, dict):
             raise invalid("Each message must be an object.", param)
         role = message.get("role")
+        if not isinstance(role, str):
+            raise invalid("`role` must be a string.", f"{param}.role")
         if role in ("tool", "function"):
             raise invalid(
                 "Tool messages are not supported: the agent uses its own tools.",
@@ -287,6 +308,14 @@ def start_turn(person, completion: Completion, headers: dict):
             "ask in the conversation, or write the request without it.",
             "messages",
             "unsupported",
+        ) from None
+    except RateLimited as exc:
+        # 429 with Retry-After: the client library waits and retries (nothing was posted).
+        raise OpenAIError(
+            429,
+            exc.message,
+            code="rate_limit_exceeded",
+            headers=[("retry-after", str(exc.retry_after))],
         ) from None
     except AppError as exc:
         raise invalid(exc.message, "messages", exc.code) from None

@@ -2,7 +2,9 @@
 (an MCP tool name, a model name), and the workspace its task runs in when the client names one
 or none. Sync, for one database hop from a front."""
 
+import hashlib
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from agents.access import agents_visible_to, workspaces_of_agent
@@ -12,7 +14,9 @@ from workspaces.models import Workspace
 
 # MCP tool names: 1-128 characters of [A-Za-z0-9_.-]. Handles are slugs and fit already.
 NAME_LENGTH = 128
+PLAIN = re.compile(r"[A-Za-z0-9_.-]+")
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+HASH_CHARS = 12  # of the username's sha256, in hex: 48 bits, too many to craft a match for
 
 
 @dataclass(frozen=True)
@@ -23,44 +27,74 @@ class Named:
 
 
 def qualified_name(agent: Agent) -> str:
-    return f"{agent.handle}.{UNSAFE.sub('_', agent.owner.username)}"[:NAME_LENGTH]
+    """``handle.owner``. A plain username (only [A-Za-z0-9_.-]) that fits is kept as it is, so
+    names already in clients' configuration stay valid. Any other one is spelt with ``_`` for
+    each character outside that set, cut to fit, and ends in ``-`` and a hash of the whole
+    username: ``mcp+dan`` and ``mcp_dan`` (or two long usernames sharing their start) never
+    get one name from their spelling alone."""
+    username = agent.owner.username
+    name = f"{agent.handle}.{username}"
+    if PLAIN.fullmatch(username) and len(name) <= NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(username.encode()).hexdigest()[:HASH_CHARS]
+    room = NAME_LENGTH - len(agent.handle) - len(digest) - 2
+    return f"{agent.handle}.{UNSAFE.sub('_', username)[:room]}-{digest}"
+
+
+def id_name(agent: Agent) -> str:
+    """``handle.<agent id>``: the name of an agent whose qualified name another visible agent
+    also has (a username made to look like another, since any name is some plain username)."""
+    return f"{agent.handle}.{agent.id}"
+
+
+def _names(person) -> list[Named]:
+    """Every agent PERSON can see under the name it goes by (``named_agents``), a name that is
+    still shared included."""
+    agents = list(
+        agents_visible_to(person).select_related("owner").order_by("handle", "owner__username")
+    )
+    handles = Counter(agent.handle for agent in agents)
+    named = [
+        Named(qualified_name(agent), agent, True)
+        if handles[agent.handle] > 1
+        else Named(agent.handle, agent, False)
+        for agent in agents
+    ]
+    taken = Counter(n.name for n in named)
+    return [Named(id_name(n.agent), n.agent, True) if taken[n.name] > 1 else n for n in named]
 
 
 def named_agents(person) -> list[Named]:
     """Every agent PERSON can see, each under its handle; where two share one, both are qualified
     with their owner's username (``nova.alice``, ``nova.bob``). Handles never hold a dot, so a
-    qualified name never equals a plain one."""
-    agents = list(
-        agents_visible_to(person).select_related("owner").order_by("handle", "owner__username")
-    )
-    count: dict[str, int] = {}
-    for agent in agents:
-        count[agent.handle] = count.get(agent.handle, 0) + 1
-    return [
-        Named(qualified_name(agent), agent, True)
-        if count[agent.handle] > 1
-        else Named(agent.handle, agent, False)
-        for agent in agents
-    ]
+    qualified name never equals a plain one. Where two qualified names are still one, both
+    agents go by their ``id_name``. No name is listed twice: one that a username spelt as
+    another agent's id makes clash once more is left out (``agent_named`` still takes ids)."""
+    named = _names(person)
+    taken = Counter(n.name for n in named)
+    return [n for n in named if taken[n.name] == 1]
 
 
 class Ambiguous(Exception):
-    """A bare handle that more than one visible agent has; the message names the choices."""
+    """A name that more than one visible agent goes by; the message names the choices."""
 
 
 def agent_named(person, name: str) -> Named | None:
-    """The visible agent NAME means to PERSON: the name ``named_agents`` gives it, or its
-    qualified name (always accepted); None when no visible agent goes by it. A handle two visible
-    agents share raises Ambiguous."""
-    named = named_agents(person)
-    found = next((n for n in named if name in (n.name, qualified_name(n.agent))), None)
-    if found is None and (sharing := [n.name for n in named if n.agent.handle == name]):
+    """The visible agent NAME means to PERSON: the name ``named_agents`` gives it, its qualified
+    name or its ``id_name`` (always accepted); None when no visible agent goes by it. A name
+    more than one visible agent goes by (a shared handle, a qualified name made to clash) raises
+    Ambiguous: it is never resolved to one of them."""
+    named = _names(person)
+    found = [n for n in named if name in (n.name, qualified_name(n.agent), id_name(n.agent))] or [
+        n for n in named if n.agent.handle == name
+    ]
+    if len(found) > 1:
         raise Ambiguous(
             f"More than one agent you can see is called {name!r}: name one of "
-            + ", ".join(f"`{choice}`" for choice in sharing)
+            + ", ".join(f"`{n.name}` (of {n.agent.owner.username})" for n in found)
             + "."
         )
-    return found
+    return found[0] if found else None
 
 
 class NoWorkspace(Exception):

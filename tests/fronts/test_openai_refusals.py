@@ -7,6 +7,7 @@ from asgiref.sync import async_to_sync
 
 from agents import actions as agent_actions
 from agntchat.asgi import application
+from conversations import actions as conversation_actions
 from conversations.models import Conversation, Message
 from fronts import openai as front
 from fronts.models import ApiSession
@@ -100,6 +101,9 @@ BAD = [
     (ask(messages=[]), "messages"),
     (ask(messages="hi"), "messages"),
     (ask(messages=[{"role": "wizard", "content": "hi"}]), "messages[0].role"),
+    # Unhashable: they were 500s (a TypeError), in daphne's HTML.
+    (ask(messages=[{"role": ["user"], "content": "hi"}]), "messages[0].role"),
+    (ask(messages=[{"role": {"user": 1}, "content": "hi"}]), "messages[0].role"),
     (ask(messages=[{"role": "tool", "content": "x", "tool_call_id": "1"}]), "messages[0].role"),
     (ask(messages=[{"role": "user", "content": "   "}]), "messages[0].content"),
     (ask(messages=[{"role": "user", "content": 3}]), "messages[0].content"),
@@ -243,3 +247,36 @@ def test_no_answer_in_time_is_a_504_that_keeps_the_message_and_a_retry_posts_not
         error_of(call("POST", "/v1/chat/completions", token, headers=once, json=again), 504)
     assert [m.body for m in Message.objects.order_by("created_at")] == ["anyone?", "again?"]
     assert Conversation.objects.filter(kind="api").count() == 1
+
+
+def test_a_session_header_is_utf_8_text_without_control_characters(alice, nova, token, settings):
+    """The key names the session and its conversation: it was stored as it came, control
+    characters and all, and UTF-8 read as latin-1 (``café`` became ``cafÃ©``)."""
+    settings.FRONT_START_SECONDS = 0  # no bridge: a request let through is answered 503 at once
+    for bad in (b"a\x01b", b"tab\there", b"\xff\xfe"):
+        response = call(
+            "POST", "/v1/chat/completions", token, headers={"x-agntchat-session": bad}, json=ask()
+        )
+        assert error_of(response, 400)["param"] == "X-Agntchat-Session", bad
+    assert nothing_written()
+    headers = {"x-agntchat-session": "café".encode()}
+    error_of(call("POST", "/v1/chat/completions", token, headers=headers, json=ask()), 503)
+    session = ApiSession.objects.get()
+    assert session.key == "café" and session.conversation.title.endswith(" · café")
+
+
+def test_a_rate_limited_completion_is_a_429_with_retry_after_and_writes_nothing(
+    alice, channel, token, settings
+):
+    """OpenAI's clients wait Retry-After and try again on a 429; a 400 they give up on."""
+    settings.PERSON_POSTS_PER_MINUTE = settings.PERSON_POSTS_BURST = 1
+    conversation_actions.post_message(alice, channel, "hello")  # her one post of the minute
+    response = call("POST", "/v1/chat/completions", token, json=ask())
+    error = error_of(response, 429)
+    assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded")
+    assert error["message"].startswith("Too many messages")
+    assert int(response.headers["retry-after"]) >= 1
+    assert "x-should-retry" not in response.headers  # nothing was posted: a retry is welcome
+    assert Message.objects.count() == 1
+    assert not Conversation.objects.filter(kind="api").exists()
+    assert not ApiSession.objects.exists()
