@@ -7,6 +7,7 @@ result arrives. Contract violations are recorded on the task and never change a 
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -14,9 +15,10 @@ from django.utils import timezone
 from agents.access import agent_appears_in, owner_belongs_to
 from agents.exceptions import AgentNotFound, TaskNotFound
 from agents.models import Agent
+from agntchat.core import throttle
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import publish, publish_live, wake_agent
-from agntchat.core.exceptions import AppError
+from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.core.ids import as_uuid
 from conversations import actions, live
 from conversations.access import conversations_visible_to
@@ -29,6 +31,13 @@ CANCEL_DEADLINE = timedelta(seconds=30)
 MAX_INSTRUCTIONS = 20_000
 
 
+class QueueFull(AppError):
+    """An agent has as many queued tasks from people other than its owner as it takes."""
+
+    code = "task_queue_full"
+    status = 409
+
+
 class ProtocolError(AppError):
     """A run broke the task contract (missing, repeated or post-terminal event)."""
 
@@ -36,18 +45,25 @@ class ProtocolError(AppError):
     status = 409
 
 
+# Nobody gave it: work set up earlier from its owner's private settings (a routine without a
+# conversation, a pulse, a goal loop) or the system's own (a conversation's summary).
+NOBODY_GAVE = Q(created_by_user__isnull=True, created_by_agent__isnull=True)
+
+
 # Task visibility lives here, not in agents/access.py: it is its conversation's, and
 # conversations.access imports agents.access.
 def tasks_visible_to(actor):
-    """A task is visible exactly where the conversation it was asked in is; one asked outside any
-    conversation (REST without one, a routine) to every member of its workspace. An agent sees
-    the tasks it works on."""
+    """A task is visible exactly where the conversation it was asked in is. One asked outside any
+    conversation: by a person or an agent (REST without one), to every member of its workspace;
+    by nobody (NOBODY_GAVE), to its agent's owner only, as the loops and pulses it comes from
+    are. An agent sees the tasks it works on."""
     if isinstance(actor, Agent):
         return Task.objects.filter(agent=actor)
     user = actor
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
     return Task.objects.filter(Exists(member)).filter(
-        Q(conversation__isnull=True) | Q(conversation__in=conversations_visible_to(user))
+        Q(conversation__in=conversations_visible_to(user))
+        | (Q(conversation__isnull=True) & (~NOBODY_GAVE | Q(agent__owner=user)))
     )
 
 
@@ -64,6 +80,8 @@ def task_topics(task: Task) -> list[str]:
     """Who follows a task live: whoever may read it (tasks_visible_to)."""
     if task.conversation is not None:
         return live.audience_topics(task.conversation)
+    if task.created_by_user_id is None and task.created_by_agent_id is None:
+        return [f"user.{task.agent.owner_id}"]
     return [f"workspace.{task.workspace_id}"]
 
 
@@ -142,7 +160,10 @@ def create_task(
             raise AgentNotFound()
     elif not agent_appears_in(agent, workspace.id):
         raise AgentNotFound()
+    _count_task(creator)
     with transaction.atomic():
+        if _given_by_another(creator, agent):
+            _check_queue_room(agent)
         work_conversation = None
         if own_conversation or (conversation is not None and conversation.kind == "direct"):
             work_conversation = _open_work_conversation(creator, workspace, agent, instructions)
@@ -162,6 +183,45 @@ def create_task(
         wake_agent(agent.id, "task")
         _announce(task, "task.created")
     return task
+
+
+def _count_task(creator) -> None:
+    """One task more given by CREATOR, if a person: RateLimited over settings.TASKS_PER_MINUTE
+    (every way in: REST, delegation, MCP). Agents and the scheduled side are not counted here."""
+    if creator is None or isinstance(creator, Agent):
+        return
+    rate = throttle.Rate("tasks:person", settings.TASKS_PER_MINUTE, burst=settings.TASKS_BURST)
+    wait = throttle.hit(rate, creator.pk)
+    if wait:
+        raise RateLimited(wait, "tasks")
+
+
+def _given_by_another(creator, agent: Agent) -> bool:
+    """Whether CREATOR is someone other than AGENT's owner: another person, or an agent of
+    another person."""
+    if creator is None:
+        return False
+    giver = creator.owner_id if isinstance(creator, Agent) else creator.pk
+    return giver != agent.owner_id
+
+
+def _check_queue_room(agent: Agent) -> None:
+    """Refuse a task for AGENT from someone other than its owner when QUEUED_TASKS_FROM_OTHERS
+    (a setting; 0: no cap) of those already wait: tasks are taken oldest first, so a flood from
+    others would hold up the owner's own work. The owner's tasks are never refused. Counted
+    under the agent's row lock: two tasks at once cannot both be the last one."""
+    if settings.QUEUED_TASKS_FROM_OTHERS <= 0:
+        return
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
+    others = (Q(created_by_user__isnull=False) & ~Q(created_by_user=agent.owner_id)) | (
+        Q(created_by_agent__isnull=False) & ~Q(created_by_agent__owner=agent.owner_id)
+    )
+    waiting = Task.objects.filter(others, agent=agent, status=Task.Status.QUEUED).count()
+    if waiting >= settings.QUEUED_TASKS_FROM_OTHERS:
+        raise QueueFull(
+            f"{agent.name} has {waiting} task{'s' if waiting != 1 else ''} from others waiting "
+            "already, the most it takes: try again once some have started."
+        )
 
 
 def _open_work_conversation(creator, workspace, agent: Agent, instructions: str):

@@ -38,6 +38,9 @@ KNOWLEDGE_PER_TURN = 3
 HALF_LIFE = timedelta(days=30)
 FLOOR = 0.1
 FAMILY_CAP = 500  # live family items per workspace, after consolidation
+# Live pinned family items per workspace: pinned ones never decay nor fall to the cap above,
+# and every agent of the workspace may be given them.
+FAMILY_PINNED_CAP = 100
 SUMMARY_AFTER = 60  # messages beyond the last summary before a conversation is summarised again
 SUMMARY_WAIT = timedelta(hours=1)  # for a summary asked of an agent, before writing one here
 SUMMARY_CHARS = 4000
@@ -97,16 +100,45 @@ def remember(
             code="invalid",
             fields={"content": "Empty or too long."},
         )
-    return MemoryItem.objects.create(
-        agent=agent,
+    with transaction.atomic():
+        if family and pinned:
+            _check_pinned_room(workspace_id)
+        return MemoryItem.objects.create(
+            agent=agent,
+            workspace_id=workspace_id,
+            scope=MemoryItem.Scope.FAMILY if family else MemoryItem.Scope.AGENT,
+            content=content,
+            source_conversation=conversation,
+            source_message=message,
+            pinned=pinned,
+            created_by_user=user,
+        )
+
+
+class PinnedLimit(AppError):
+    code = "pinned_limit"
+    status = 409
+
+
+def _check_pinned_room(workspace_id) -> None:
+    """Refuse one more pinned family item in a workspace that has FAMILY_PINNED_CAP. Counted
+    under a lock of the workspace's pinned items: two at once cannot both be the last one."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"family-pinned:{workspace_id}"],
+        )
+    pinned = MemoryItem.objects.filter(
         workspace_id=workspace_id,
-        scope=MemoryItem.Scope.FAMILY if family else MemoryItem.Scope.AGENT,
-        content=content,
-        source_conversation=conversation,
-        source_message=message,
-        pinned=pinned,
-        created_by_user=user,
+        scope=MemoryItem.Scope.FAMILY,
+        pinned=True,
+        archived_at__isnull=True,
     )
+    if pinned.count() >= FAMILY_PINNED_CAP:
+        raise PinnedLimit(
+            f"This workspace has {FAMILY_PINNED_CAP} pinned shared memories, the most it keeps: "
+            "unpin or forget one first, or share this one unpinned."
+        )
 
 
 def live_items(agent: Agent, conversation, workspace_id, family: bool):
@@ -133,8 +165,8 @@ def recall(agent: Agent, query: str, conversation, workspace_id, limit: int = 10
 
 def listed(items, q: str = ""):
     """ITEMS as people list them: matching any of Q's significant words, best match first (all
-    of them without Q); pinned and stronger first."""
-    order = ["-pinned", "-strength", "-created_at"]
+    of them without Q); pinned and stronger first (and in one order, for paging)."""
+    order = ["-pinned", "-strength", "-created_at", "-id"]
     if q.strip():
         items = search.matching(items, search.vector("content"), search.any_word_query(q))
         order.insert(0, "-rank")
@@ -165,9 +197,13 @@ def update_item(item: MemoryItem, *, content: str | None = None, pinned: bool | 
                 fields={"content": "Empty or too long."},
             )
         item.content = content
-    if pinned is not None:
-        item.pinned = pinned
-    item.save(update_fields=["content", "pinned"])
+    with transaction.atomic():
+        if pinned is not None:
+            newly_pinned = pinned and not item.pinned and item.archived_at is None
+            if newly_pinned and item.scope == MemoryItem.Scope.FAMILY:
+                _check_pinned_room(item.workspace_id)
+            item.pinned = pinned
+        item.save(update_fields=["content", "pinned"])
     return item
 
 
@@ -477,9 +513,14 @@ def summarise_conversations(now=None) -> int:
 
 
 def _online_agent(conversation: Conversation) -> Agent | None:
-    """An agent taking part in CONVERSATION with a live connection (the first by name)."""
+    """An agent taking part in CONVERSATION with a live connection (the first by name), of an
+    owner who may read the conversation: its summary task holds the transcript, and a task
+    nobody gave is its agent's owner's to see (tasks_visible_to)."""
     agents = list(
-        Agent.objects.filter(participations__conversation=conversation).order_by("name", "id")
+        Agent.objects.filter(
+            participations__conversation=conversation,
+            owner_id__in=audience(conversation, conversation.workspace_id),
+        ).order_by("name", "id")
     )
     live = presence.online([a.id for a in agents]) if agents else {}
     return next((a for a in agents if live[a.id]), None)
@@ -502,6 +543,8 @@ def _ask_for_summary(agent: Agent, conversation: Conversation, summary, rows) ->
         f"Summary so far:\n{earlier[:SUMMARY_CHARS]}\n\nMessages since (oldest first):\n"
         + "\n".join(reversed(lines))
     )
+    # Given by nobody and outside the conversation: only AGENT's owner sees it (tasks_visible_to),
+    # and its result is not posted in the conversation.
     task = create_task(None, conversation.workspace, agent, instructions)
     ConversationSummary.objects.update_or_create(conversation=conversation, defaults={"task": task})
 

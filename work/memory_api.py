@@ -15,7 +15,8 @@ from work.access import access_memory, memories_visible_to
 from work.models import MemoryItem
 from workspaces.access import IsPerson, access_workspace
 
-MAX_LISTED = 200
+MAX_LISTED = 200  # a page at most
+MAX_PAGE = 10_000
 
 
 def memory_out(item: MemoryItem) -> dict:
@@ -44,6 +45,8 @@ class MemoryQuery(serializers.Serializer):
     scope = serializers.ChoiceField(choices=MemoryItem.Scope.choices, required=False)
     q = serializers.CharField(max_length=500, required=False)
     archived = serializers.BooleanField(required=False, default=False)
+    page = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=1)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_LISTED, default=MAX_LISTED)
 
 
 class MemoryInput(StrictSerializer):
@@ -75,7 +78,17 @@ class MemoryListView(APIView):
         if "scope" in query:
             found = found.filter(scope=query["scope"])
         found = memory.listed(found, query.get("q", ""))
-        return Response({"results": [memory_out(i) for i in found[:MAX_LISTED]]})
+        # A page at a time (``page``, ``limit``), as search pages: every item can be reached.
+        limit = query["limit"]
+        start = (query["page"] - 1) * limit
+        page = list(found[start : start + limit + 1])
+        return Response(
+            {
+                "results": [memory_out(i) for i in page[:limit]],
+                "page": query["page"],
+                "has_more": len(page) > limit,
+            }
+        )
 
     def post(self, request):
         """The owner teaches an agent something, in a workspace where it appears."""
