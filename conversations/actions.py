@@ -37,6 +37,7 @@ from workspaces.models import Membership
 from workspaces.notifications import (
     mark_conversation_notifications_read,
     redact_message_notifications,
+    update_message_notifications,
 )
 
 log = logging.getLogger(__name__)
@@ -846,11 +847,15 @@ def edit_message(user, message: Message, body: str) -> Message:
         # one against the same rate (a Redis round trip under the row's lock; refused, the
         # transaction writes nothing).
         _count_post(user)
-        message.body = body
+        old_body, message.body = message.body, body
         message.edited_at = timezone.now()
         message.save(update_fields=["body", "edited_at", "updated_at"])
         live.announce_message(message, "message.updated")
         relays.relay_changed(message.conversation, message)
+        # Inboxes and digests quote the text as it is now, as a deletion redacts them (probe F5).
+        update_message_notifications(
+            message.pk, old_body, body, f"{user.label} edited this message."
+        )
         answered = list(
             message.deliveries.filter(Q(acked_at__isnull=False) | Q(answered_at__isnull=False))
             .order_by("agent_id")

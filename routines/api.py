@@ -40,6 +40,7 @@ def routine_out(routine: Routine) -> dict:
         "timezone": routine.timezone,
         "schedule": schedules.describe(routine),
         "enabled": routine.enabled,
+        "paused_reason": routine.paused_reason or None,
         "next_run_at": routine.next_run_at,
         "last_run_at": routine.last_run_at,
         "created_at": routine.created_at,

@@ -8,5 +8,13 @@ class RoutinesConfig(AppConfig):
     name = "routines"
 
     def ready(self):
-        # Registers the reminder tools with the registry.
-        from routines import tools  # noqa: F401
+        from agents.signals import agent_left_workspaces
+
+        # Importing tools registers the reminder tools with the registry.
+        from routines import owner_left, tools  # noqa: F401
+
+        # An agent whose owner left a workspace (the agents app, below, cannot call here) runs
+        # none of what was set up there: its routines, loops and reminders stop.
+        agent_left_workspaces.connect(
+            owner_left.stop_scheduled_work, dispatch_uid="routines-owner-left"
+        )

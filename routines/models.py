@@ -35,6 +35,8 @@ class Routine(BaseModel):
     cron = models.CharField(max_length=120, blank=True)
     timezone = models.CharField(max_length=64, default="UTC")
     enabled = models.BooleanField(default=True)
+    # Why the platform paused it (its agent's owner left the workspace); gone once it runs again.
+    paused_reason = models.CharField(max_length=200, blank=True)
     # Where an interval counts from: when it was set up, or last given a new schedule.
     starts_at = models.DateTimeField()
     # The next slot it is due at (none while disabled): the scheduler reads only due rows.
@@ -55,6 +57,14 @@ class Routine(BaseModel):
         indexes = [
             models.Index(fields=["next_run_at"], condition=Q(enabled=True), name="routines_due")
         ]
+
+    def save(self, *args, **kwargs):
+        # A reason to be paused lasts as long as the pause, whoever enables it again.
+        if self.enabled and self.paused_reason:
+            self.paused_reason = ""
+            if kwargs.get("update_fields") is not None:
+                kwargs["update_fields"] = {*kwargs["update_fields"], "paused_reason"}
+        super().save(*args, **kwargs)
 
 
 class RoutineRun(BaseModel):

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.utils import timezone
 
-from agents.access import agent_appears_in
+from agents.access import agent_appears_in, owner_belongs_to
 from agents.exceptions import AgentNotFound
 from agents.models import Agent
 from agntchat.core.exceptions import AppError
@@ -97,11 +97,17 @@ def cancel_reminder(reminder: Reminder) -> Reminder:
 
 
 def fire_due_reminders(now=None) -> int:
-    """Post every reminder due by NOW in its DM, once (SKIP LOCKED: several sweeps may run);
-    how many were sent."""
+    """Post every reminder due by NOW in its DM, once (SKIP LOCKED: several sweeps may run),
+    while its agent's owner is a member of its workspace; how many were sent."""
     now = now or timezone.now()
 
     def fire(reminder) -> int:
+        # Its owner left the workspace since (routines.owner_left cancels the rest; this one
+        # was set at that moment): nothing is posted there for them any more.
+        if not owner_belongs_to(reminder.agent, reminder.workspace_id):
+            reminder.status = Reminder.Status.CANCELLED
+            reminder.save(update_fields=["status", "updated_at"])
+            return 0
         reminder.message = post_message(
             reminder.agent, reminder.conversation, f"⏰ Reminder: {reminder.text}", wake=[]
         )

@@ -21,6 +21,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents import actions as agent_actions
+from agents.exceptions import HandleTaken
 from agents.models import Agent, AgentPin
 from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict, NotFound
@@ -204,16 +205,7 @@ def clone_listing(user, listing: AgentListing, *, name: str = "", handle: str = 
     pinned anywhere, local, no keys. A HANDLE given and taken is a 409; none given, the listing's
     with a numbered suffix when USER has it already."""
     with transaction.atomic():
-        agent = agent_actions.create_agent(
-            user,
-            name=name or listing.name,
-            handle=handle or free_handle(user, listing.handle),
-            role=listing.role,
-            capabilities=listing.capabilities,
-            backend=listing.backend,
-            model=listing.model,
-            turn_time_limit_seconds=listing.turn_time_limit_seconds,
-        )
+        agent = _clone_agent(user, listing, name, handle)
         if listing.personality:
             agent_actions.set_personality(agent, listing.personality, author=user)
             agent.refresh_from_db(fields=["personality"])
@@ -222,6 +214,37 @@ def clone_listing(user, listing: AgentListing, *, name: str = "", handle: str = 
             skills.create_skill(user, package, agent=agent)
         AgentClone.objects.create(listing=listing, agent=agent, cloned_by=user)
     return agent
+
+
+# How many free handles a clone tries when others of its person's take them at the same moment.
+HANDLE_ATTEMPTS = 20
+
+
+def _clone_agent(user, listing: AgentListing, name: str, handle: str) -> Agent:
+    """The clone's agent, with HANDLE or else the listing's first free one (``free_handle``)."""
+
+    def create(chosen: str) -> Agent:
+        return agent_actions.create_agent(
+            user,
+            name=name or listing.name,
+            handle=chosen,
+            role=listing.role,
+            capabilities=listing.capabilities,
+            backend=listing.backend,
+            model=listing.model,
+            turn_time_limit_seconds=listing.turn_time_limit_seconds,
+        )
+
+    if handle:
+        return create(handle)
+    for _ in range(HANDLE_ATTEMPTS - 1):
+        try:
+            return create(free_handle(user, listing.handle))
+        except HandleTaken:
+            # Another clone of this person's took it since free_handle read (create_agent's
+            # insert failed on the unique index, in its own savepoint): the next number.
+            continue
+    return create(free_handle(user, listing.handle))
 
 
 def listing_standing(listing: AgentListing) -> AgentListing:

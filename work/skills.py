@@ -32,7 +32,7 @@ from conversations.actions import count_stored_bytes
 from work.actions import set_tool_grant
 from work.models import Skill, SkillRating
 from work.tools import platform_web
-from work.tools.registry import REGISTRY, agent_tools, forget_tools
+from work.tools.registry import GRANTED_BY_PLATFORM_ONLY, REGISTRY, agent_tools, forget_tools
 from workspaces.audit import record_audit
 
 NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -335,12 +335,13 @@ def _announce(skill: Skill) -> None:
 
 def _grant_tools(user, agent: Agent, skill: Skill) -> list[str]:
     """Assigning a skill grants the tools it depends on that the agent lacks (TOOL-2); names
-    the registry does not know (another product's tools) are left as written. The names granted."""
+    the registry does not know (another product's tools) are left as written, and so are the
+    tools only the platform grants (a pulse's, a loop's). The names granted."""
     held = {t.name for t in agent_tools(agent)}
     granted = []
     for name in skill.allowed_tools:
         tool = REGISTRY.get(name)
-        if tool is not None and name not in held:
+        if tool is not None and name not in held and name not in GRANTED_BY_PLATFORM_ONLY:
             set_tool_grant(user, agent, tool, True)
             granted.append(name)
     forget_tools(agent)

@@ -148,6 +148,22 @@ def redact_message_notifications(message_id, text: str) -> int:
     )
 
 
+def update_message_notifications(message_id, old_body: str, new_body: str, edited: str) -> int:
+    """The message MESSAGE_ID was edited from OLD_BODY to NEW_BODY: the notifications quoting it
+    quote the new text (inboxes and digests must not keep what its author took back either).
+    One whose quote is not whole at its end (cut to MAX_TEXT) shows EDITED instead, as a deleted
+    message's show their note. How many were changed."""
+    old_quote, new_quote, now = snippet(old_body), snippet(new_body), timezone.now()
+    changed = list(Notification.objects.filter(message_id=message_id).only("id", "text"))
+    for notification in changed:
+        head = notification.text.removesuffix(old_quote)
+        quoted = head != notification.text  # never so when OLD_QUOTE is empty
+        notification.text = snippet(head + new_quote, MAX_TEXT) if quoted else edited
+        notification.updated_at = now
+    Notification.objects.bulk_update(changed, ["text", "updated_at"])
+    return len(changed)
+
+
 def settle_notifications(target_id) -> None:
     """What TARGET_ID (an approval request) asked of people is done: read, for everyone."""
     unread = Notification.objects.filter(target_id=target_id, read_at__isnull=True)

@@ -66,6 +66,11 @@ class Tool:
 
 REGISTRY: dict[str, Tool] = {}
 
+# Tools only the platform grants, with what they serve: ``pulse_report`` with a pulse
+# (routines.actions.create_routine), ``loop_report`` with a loop (routines.loops.start_loop).
+# A skill naming one grants nothing (work.skills), nor does a clone's copy of that skill.
+GRANTED_BY_PLATFORM_ONLY = frozenset({"pulse_report", "loop_report"})
+
 # Arguments with no parameters: an empty object and nothing else.
 NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
 
