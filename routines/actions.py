@@ -210,9 +210,10 @@ def _run(routine: Routine, now) -> int:
         instructions = f"Routine “{routine.name}” ({schedules.describe(routine)}):\n\n"
         instructions += routine.instructions
     if skipped_count:
+        many = " or more" if skipped_count >= schedules.MAX_SKIPPED_COUNTED else ""
         instructions += (
-            f"\n\n({skipped_count} earlier run{'s were' if skipped_count > 1 else ' was'} missed "
-            "while the scheduler was down; this run stands for them.)"
+            f"\n\n({skipped_count}{many} earlier run{'s were' if skipped_count > 1 else ' was'} "
+            "missed while the scheduler was down; this run stands for them.)"
         )
     try:
         run.task = create_task(
