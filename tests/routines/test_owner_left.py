@@ -88,7 +88,7 @@ def test_removing_the_owner_stops_their_agents_scheduled_work_there_saying_why(
 
 
 def test_back_in_the_workspace_the_owner_enables_a_routine_again_and_its_reason_goes(
-    alice, bob, team_a, rex
+    alice, bob, team_a, rex, client
 ):
     now = timezone.now()
     routine = actions.create_routine(
@@ -100,6 +100,9 @@ def test_back_in_the_workspace_the_owner_enables_a_routine_again_and_its_reason_
     workspace_actions.accept_invitation(bob, token)
     routine.refresh_from_db()
     assert not routine.enabled  # kept as it was, until its owner says so
+    client.force_login(bob)
+    page = client.get(f"/w/{team_a.id}/agents/{rex.id}/routines/{routine.id}/")
+    assert "The owner of Rex left this workspace." in page.content.decode()
 
     actions.update_routine(bob, routine, enabled=True, now=now)
     routine.refresh_from_db()
