@@ -651,8 +651,12 @@ class Endpoint:
         try:
             await self.answer_call(request_id, token, *started)
         finally:
-            if self.session_id is not None:
-                await database_sync_to_async(forget_call)(self.session_id, request_id)
+            await self.forget(request_id)  # again if the answer never went (the client left)
+
+    async def forget(self, request_id) -> None:
+        """The call is over: its id no longer names it (a cancel finds nothing to cancel)."""
+        if self.session_id is not None:
+            await database_sync_to_async(forget_call)(self.session_id, request_id)
 
     async def answer_call(self, request_id, token, task: Task, topics) -> None:
         """Wait for TASK and answer the call with its result (progress on the way, when the
@@ -662,6 +666,8 @@ class Endpoint:
             # Progress as it comes; without a progress token, a comment now and then instead.
             await self.x.start_events()
         task = await self.wait(task, topics, token if streaming else None, streaming, request_id)
+        # Before the answer: a client that has it may close at once, and this request with it.
+        await self.forget(request_id)
         if task is None:
             # Cancelled by the client (its notification, or its closing the stream): no result.
             if streaming and not self.x.gone.is_set():
