@@ -153,7 +153,7 @@ class ConversationDetailView(APIView):
         return Response(conversation_data(conversation))
 
 
-class AgentInput(StrictSerializer):
+class ChannelAgentInput(StrictSerializer):
     agent = serializers.UUIDField()
 
 
@@ -161,13 +161,13 @@ class ConversationAgentsView(APIView):
     """POST: a person brings an agent that appears in the workspace into a channel (200 with the
     conversation and its participants; again, the same)."""
 
-    inputs = {"post": AgentInput}
+    inputs = {"post": ChannelAgentInput}
     statuses = {"post": (200,)}
 
     def post(self, request, conversation_id):
         _person_only(request, self, "add agents to channels")
         conversation = access_conversation(request.user, conversation_id)
-        data = validated(AgentInput, request.data)
+        data = validated(ChannelAgentInput, request.data)
         actions.add_agent_to_conversation(
             request.user, conversation, access_agent(request.user, data["agent"])
         )
