@@ -50,6 +50,15 @@ async def frames_until(comm, predicate, timeout=5) -> list[dict]:
             return seen
 
 
+async def settled(comm) -> list[dict]:
+    """Wait until the agent socket has handled what it had received: frames and events are
+    handled one at a time, in order, so once a frame sent now is answered, a claim started by
+    an earlier ack or wake-up is over (a claim under way when a change lands rightly carries
+    what it read). The frames read meanwhile."""
+    await comm.send_json_to({"type": "personality.get"})
+    return await frames_until(comm, lambda f: f["type"] == "personality")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

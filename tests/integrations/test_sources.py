@@ -19,7 +19,7 @@ from conversations.actions import create_conversation, post_message
 from integrations import sources
 from integrations.models import SourceGrant, ToolSource
 from tests.conftest import agent_session
-from tests.socket_helpers import agent_communicator, frames_until, next_frame
+from tests.socket_helpers import agent_communicator, frames_until, next_frame, settled
 from tests.work.tooling import held_message
 from work import actions as work_actions
 from work.models import ToolCall
@@ -254,10 +254,7 @@ async def test_calls_through_the_agent_socket(alice, bob, team_a, nova, channel,
     offered = [t["name"] for t in first["payload"]["directives"]["tools"]]
     assert "crm__lookup" in offered and "crm__remember" not in offered
     await comm.send_json_to({"type": "ack", "id": first["id"]})
-    # Frames are handled in order: once this one is answered, the ack's own claim is over (a
-    # claim still under way when the grant lands would rightly carry the tools it read).
-    await comm.send_json_to({"type": "personality.get"})
-    await frames_until(comm, lambda f: f["type"] == "personality")
+    await settled(comm)
 
     # Granted while connected: the socket reads its tools again (agent.changed).
     await sync_to_async(grant)(alice, team_a, source, nova, "remember")
