@@ -145,6 +145,25 @@ def channel(alice, team_a, nova):
     return make_general(alice, team_a, nova)
 
 
+@pytest.fixture
+def budget_room(alice, bob, team_a):
+    """Alice's #room in team A with Bob, his finance agent Rex and her generalist Gus: a
+    budget question queues Rex, then Gus. (conversation, rex, gus)"""
+    from agents import actions as agent_actions
+    from conversations.actions import create_conversation
+
+    rex = agent_actions.create_agent(
+        bob, name="Rex", capabilities=["finance", "budget"], backend="scripted"
+    )
+    gus = agent_actions.create_agent(
+        alice, name="Gus", role="generalist", capabilities=["general"], backend="scripted"
+    )
+    conversation = create_conversation(
+        alice, team_a, kind="channel", title="room", user_ids=[bob.id], agent_ids=[gus.id, rex.id]
+    )
+    return conversation, rex, gus
+
+
 def make_cast() -> SimpleNamespace:
     """Alice, Bob, team A, Nova and #general, as the fixtures above make them: for data built
     once per module (``built_once``), where the function-scoped fixtures cannot be used."""

@@ -169,6 +169,17 @@ async def drain(comm, quiet=0.3) -> list[dict]:
     return frames
 
 
+def live_communicator(client) -> WebsocketCommunicator:
+    """A browser's /ws/live/ socket under CLIENT's session (a signed-in test client), not yet
+    connected: for a test that expects it refused."""
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    return WebsocketCommunicator(
+        application,
+        "/ws/live/",
+        headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
+    )
+
+
 async def live_socket_for(user, client=None) -> WebsocketCommunicator:
     """A browser's /ws/live/ socket, logged in as USER the way a browser is (session cookie);
     CLIENT: a test client of USER's already, whose session the socket is to use."""
@@ -178,12 +189,7 @@ async def live_socket_for(user, client=None) -> WebsocketCommunicator:
     if client is None:
         client = Client()
         await sync_to_async(client.force_login)(user)
-    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
-    comm = WebsocketCommunicator(
-        application,
-        "/ws/live/",
-        headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")],
-    )
+    comm = live_communicator(client)
     assert (await comm.connect())[0]
     assert (await next_frame(comm))["type"] == "hello"
     return comm

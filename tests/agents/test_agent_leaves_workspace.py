@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents import actions as agent_actions
-from conversations.actions import add_agent_to_conversation, create_conversation, post_message
+from conversations.actions import add_agent_to_conversation, post_message
 from conversations.models import Delivery, Task, TurnDecision
 from conversations.tasks import create_task
 from tests.conftest import agent_session
@@ -23,20 +23,6 @@ from workspaces import actions as workspace_actions
 pytestmark = pytest.mark.django_db
 
 BUDGET = "Please review the budget numbers"
-
-
-@pytest.fixture
-def room(alice, bob, team_a):
-    rex = agent_actions.create_agent(
-        bob, name="Rex", capabilities=["finance", "budget"], backend="scripted"
-    )
-    gus = agent_actions.create_agent(
-        alice, name="Gus", role="generalist", capabilities=["general"], backend="scripted"
-    )
-    conversation = create_conversation(
-        alice, team_a, kind="channel", title="room", user_ids=[bob.id], agent_ids=[gus.id, rex.id]
-    )
-    return conversation, rex, gus
 
 
 def personal(person):
@@ -56,8 +42,8 @@ def open_delivery(message, agent):
     return Delivery.objects.filter(message=message, agent=agent, acked_at__isnull=True).first()
 
 
-def test_pinned_away_its_queued_message_is_dropped_and_its_turn_passes_on(alice, bob, room):
-    conversation, rex, gus = room
+def test_pinned_away_its_queued_message_is_dropped_and_its_turn_passes_on(alice, bob, budget_room):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, BUDGET)
     assert [e["name"] for e in turn_of(asked).queue] == ["Rex", "Gus"]
 
@@ -72,8 +58,10 @@ def test_pinned_away_its_queued_message_is_dropped_and_its_turn_passes_on(alice,
 
 
 @pytest.mark.parametrize("how", ["left", "removed"])
-def test_an_owner_who_leaves_takes_their_agents_work_with_them(alice, bob, team_a, room, how):
-    conversation, rex, gus = room
+def test_an_owner_who_leaves_takes_their_agents_work_with_them(
+    alice, bob, team_a, budget_room, how
+):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, BUDGET)
     bobs = team_a.memberships.get(user=bob)
 
@@ -87,8 +75,8 @@ def test_an_owner_who_leaves_takes_their_agents_work_with_them(alice, bob, team_
     assert open_delivery(asked, gus).holds_turn
 
 
-def test_two_agents_of_one_owner_in_a_queue_both_give_way(alice, bob, team_a, room):
-    conversation, rex, gus = room
+def test_two_agents_of_one_owner_in_a_queue_both_give_way(alice, bob, team_a, budget_room):
+    conversation, rex, gus = budget_room
     rita = agent_actions.create_agent(bob, name="Rita", capabilities=["tax"], backend="scripted")
     add_agent_to_conversation(bob, conversation, rita)
     asked = post_message(alice, conversation, "@Rex @Rita @Gus the budget, please")
@@ -102,8 +90,8 @@ def test_two_agents_of_one_owner_in_a_queue_both_give_way(alice, bob, team_a, ro
     assert not Delivery.objects.filter(message=asked, agent=rita).exists()
 
 
-def test_an_agent_pinned_away_while_waiting_for_its_turn_is_skipped(alice, room):
-    conversation, rex, gus = room
+def test_an_agent_pinned_away_while_waiting_for_its_turn_is_skipped(alice, budget_room):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, BUDGET)
     agent_actions.set_agent_pins(gus, [personal(alice).id])
     (work,) = claims(rex)
@@ -116,9 +104,9 @@ def test_an_agent_pinned_away_while_waiting_for_its_turn_is_skipped(alice, room)
 
 
 def test_its_tasks_there_go_on_when_pinned_away_and_end_when_its_owner_leaves(
-    alice, bob, team_a, room
+    alice, bob, team_a, budget_room
 ):
-    conversation, rex, gus = room
+    conversation, rex, gus = budget_room
     running = create_task(alice, team_a, rex, "Check the Q3 budget", conversation=conversation)
     claims(rex, "task")
     queued = create_task(alice, team_a, rex, "Then the Q4 budget", conversation=conversation)
@@ -170,8 +158,8 @@ async def test_its_bridge_is_told_to_stop_a_running_task_and_its_lane_frees_up(a
     await comm.disconnect()
 
 
-def test_pinning_it_where_it_already_appears_drops_nothing(alice, bob, team_a, room):
-    conversation, rex, gus = room
+def test_pinning_it_where_it_already_appears_drops_nothing(alice, bob, team_a, budget_room):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, BUDGET)
     task = create_task(alice, team_a, rex, "Check the Q3 budget")
 
@@ -183,8 +171,8 @@ def test_pinning_it_where_it_already_appears_drops_nothing(alice, bob, team_a, r
     assert work["id"] == str(task.id)
 
 
-def test_deleting_the_workspace_takes_its_queues_with_it(alice, team_a, room):
-    conversation, rex, gus = room
+def test_deleting_the_workspace_takes_its_queues_with_it(alice, team_a, budget_room):
+    conversation, rex, gus = budget_room
     post_message(alice, conversation, BUDGET)
     create_task(alice, team_a, rex, "Check the Q3 budget")
 

@@ -9,7 +9,7 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from conversations import consumers
-from tests.socket_helpers import live_socket_for, next_frame
+from tests.socket_helpers import live_communicator, live_socket_for, next_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,24 +75,12 @@ async def test_a_person_has_at_most_browser_max_connections_sockets(alice, bob, 
     """Each socket holds a node's memory and a share of every event: a person opening them
     without end is refused past the cap (4429, saying why), on every node alike (Redis), and
     a closed socket frees its place."""
-    from channels.testing import WebsocketCommunicator
-
-    from agntchat.asgi import application
-
     settings.BROWSER_MAX_CONNECTIONS = 2
     client = Client()
     await sync_to_async(client.force_login)(alice)
     first = await live_socket_for(alice, client=client)
     second = await live_socket_for(alice, client=client)
-    refused = WebsocketCommunicator(
-        application,
-        "/ws/live/",
-        headers=[
-            (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()),
-            (b"origin", b"http://127.0.0.1"),
-            (b"host", b"127.0.0.1"),
-        ],
-    )
+    refused = live_communicator(client)
     await refused.connect()
     error = await next_frame(refused)
     assert error["code"] == "too_many_connections" and "2 live connections" in error["message"]

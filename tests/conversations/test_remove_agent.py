@@ -20,30 +20,14 @@ from workspaces.exceptions import NotAllowed
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def room(alice, bob, team_a):
-    """Alice's #room in team A with Bob, his finance agent Rex and her generalist Gus: a
-    budget question queues Rex, then Gus."""
-    rex = agent_actions.create_agent(
-        bob, name="Rex", capabilities=["finance", "budget"], backend="scripted"
-    )
-    gus = agent_actions.create_agent(
-        alice, name="Gus", role="generalist", capabilities=["general"], backend="scripted"
-    )
-    conversation = create_conversation(
-        alice, team_a, kind="channel", title="room", user_ids=[bob.id], agent_ids=[gus.id, rex.id]
-    )
-    return conversation, rex, gus
-
-
 def agents_in(conversation) -> set[str]:
     return set(
         conversation.participants.filter(agent__isnull=False).values_list("agent__name", flat=True)
     )
 
 
-def test_a_turn_held_by_the_removed_agent_passes_on(alice, room):
-    conversation, rex, gus = room
+def test_a_turn_held_by_the_removed_agent_passes_on(alice, budget_room):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, "Please review the budget numbers")
     assert [e["name"] for e in TurnDecision.objects.get(message=asked).queue] == ["Rex", "Gus"]
     remove_agent_from_conversation(alice, conversation, rex.id)
@@ -59,8 +43,8 @@ def test_a_turn_held_by_the_removed_agent_passes_on(alice, room):
     assert not Delivery.objects.filter(message=later, agent=rex).exists()
 
 
-def test_a_removed_agent_waiting_for_its_turn_is_skipped(alice, room):
-    conversation, rex, gus = room
+def test_a_removed_agent_waiting_for_its_turn_is_skipped(alice, budget_room):
+    conversation, rex, gus = budget_room
     asked = post_message(alice, conversation, "Please review the budget numbers")
     remove_agent_from_conversation(alice, conversation, gus.id)
     held = Delivery.objects.get(message=asked, agent=rex)
@@ -71,8 +55,8 @@ def test_a_removed_agent_waiting_for_its_turn_is_skipped(alice, room):
     assert not Delivery.objects.filter(message=asked, agent=gus).exists()
 
 
-def test_who_may_take_an_agent_out(alice, bob, team_a, room):
-    conversation, rex, gus = room
+def test_who_may_take_an_agent_out(alice, bob, team_a, budget_room):
+    conversation, rex, gus = budget_room
     # Bob neither made #room nor manages team A: not Alice's agent...
     with pytest.raises(NotAllowed):
         remove_agent_from_conversation(bob, conversation, gus.id)
@@ -90,8 +74,8 @@ def test_who_may_take_an_agent_out(alice, bob, team_a, room):
         remove_agent_from_conversation(alice, dm, gus.id)
 
 
-def test_the_api_adds_and_removes(alice, bob, charlie, team_a, team_b, room, api):
-    conversation, rex, gus = room
+def test_the_api_adds_and_removes(alice, bob, charlie, team_a, team_b, budget_room, api):
+    conversation, rex, gus = budget_room
     base = f"/api/v1/conversations/{conversation.id}/agents/"
     removed = api(alice).delete(f"{base}{rex.id}/")
     assert removed.status_code == 204, removed.content
@@ -107,8 +91,8 @@ def test_the_api_adds_and_removes(alice, bob, charlie, team_a, team_b, room, api
     assert agents_in(conversation) == {"Gus", "Rex"}
 
 
-def test_the_api_refuses_outsiders_agents_and_bad_input(alice, charlie, team_b, room, api):
-    conversation, rex, gus = room
+def test_the_api_refuses_outsiders_agents_and_bad_input(alice, charlie, team_b, budget_room, api):
+    conversation, rex, gus = budget_room
     base = f"/api/v1/conversations/{conversation.id}/agents/"
     # Another workspace's person: the channel does not exist for them, either way.
     assert api(charlie).delete(f"{base}{gus.id}/").status_code == 404
@@ -128,8 +112,8 @@ def test_the_api_refuses_outsiders_agents_and_bad_input(alice, charlie, team_b, 
     assert not Participant.objects.filter(agent=spy).exists()
 
 
-def test_the_page_offers_removal_to_who_may(client, alice, bob, team_a, room):
-    conversation, rex, gus = room
+def test_the_page_offers_removal_to_who_may(client, alice, bob, team_a, budget_room):
+    conversation, rex, gus = budget_room
     url = f"/w/{team_a.id}/c/{conversation.id}/"
     client.force_login(bob)
     page = client.get(url).content.decode()

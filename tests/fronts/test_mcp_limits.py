@@ -19,23 +19,11 @@ from agntchat.core.presence import client as redis
 from conversations import tasks
 from conversations.models import Task
 from fronts import mcp
-from tests.fronts.test_mcp_refusals import INIT, mcp_keys, post
+from tests.fronts.test_mcp_refusals import INIT, post
 from tests.waiting import until
 from workspaces.actions import issue_api_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def no_sessions():
-    for key in mcp_keys():
-        redis().delete(key)
-    yield
-
-
-@pytest.fixture
-def token(alice, nova):
-    return issue_api_token(alice)[1]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_mcp_sessions")]
 
 
 def call_keys(session: str = "*") -> list:

@@ -12,9 +12,10 @@ from django.conf import settings
 from agntchat.asgi import application
 from agntchat.core.presence import client as redis
 from conversations.models import Task
+from tests.fronts.conftest import mcp_keys
 from workspaces.actions import issue_api_token
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_mcp_sessions")]
 
 INIT = {
     "jsonrpc": "2.0",
@@ -26,22 +27,6 @@ INIT = {
         "clientInfo": {"name": "test", "version": "1"},
     },
 }
-
-
-def mcp_keys() -> list:
-    return redis().keys(f"{settings.REDIS_PREFIX}:mcp:*")
-
-
-@pytest.fixture(autouse=True)
-def no_sessions():
-    for key in mcp_keys():
-        redis().delete(key)
-    yield
-
-
-@pytest.fixture
-def token(alice, nova):
-    return issue_api_token(alice)[1]
 
 
 async def post(body, token=None, headers=(), method="POST", path="/mcp"):
