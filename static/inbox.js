@@ -1,7 +1,8 @@
 // The inbox in every workspace page: the unread count on the sidebar's Inbox badge and in the
 // tab's title, kept live from the page's socket (app.js passes its events on as "agntchat:live");
 // desktop notifications while the tab is hidden, once the person allowed them; and on the inbox
-// page, its list: new items arrive live, a click marks read and goes there, "Mark all read".
+// page, its list: new items arrive live, and new text when the message they quote is edited or
+// deleted; a click marks read and goes there, "Mark all read".
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
@@ -70,6 +71,14 @@ function showItem(n) {
   $("[data-inbox-empty]")?.setAttribute("hidden", "");
 }
 
+/** New text for items the inbox shows (the message they quote was edited or deleted). */
+function showTexts(notifications) {
+  for (const n of notifications) {
+    const text = $(`[data-notification-id="${n.id}"] .inbox-item__text`);
+    if (text) text.textContent = n.text;
+  }
+}
+
 function desktopNotify(n) {
   if (!document.hidden || !("Notification" in window) || Notification.permission !== "granted") return;
   const notice = new Notification("agntchat", { body: n.text, tag: n.id });
@@ -122,6 +131,8 @@ document.addEventListener("agntchat:live", ({ detail: event }) => {
     liveCounts += 1;
     showCount(event.unreadCount);
     markShownRead(event.notificationIds);
+  } else if (event.type === "notification.updated") {
+    showTexts(event.notifications);
   } else if (event.type === "live.connected") {
     refreshCount(); // what happened while the socket was away reached nobody here
   }

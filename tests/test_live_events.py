@@ -136,6 +136,12 @@ class Browser:
                 "readAt": notification["readAt"] is not None,
             }
             self.unread = event["unreadCount"]
+        elif kind == "notification.updated":
+            for notification in event["notifications"]:
+                self.notifications[notification["id"]] = {
+                    **notification,
+                    "readAt": notification["readAt"] is not None,
+                }
         elif kind == "notification.read":
             for notification_id in event["notificationIds"]:
                 self.notifications[notification_id]["readAt"] = True
@@ -219,10 +225,12 @@ def test_every_live_event_keeps_a_browser_equal_to_a_fresh_read(alice, bob, char
     step(bob_sees, "message.created", "conversation.capped")
     actions.post_message(bob, channel, "carry on")
     step(bob_sees, "message.created")
-    actions.post_message(alice, channel, "@bob have a look")
+    look = actions.post_message(alice, channel, "@bob have a look")
     step(bob_sees, "message.created", "notification.created")
     notifications.mark_all_notifications_read(bob)
     step(bob_sees, "notification.read")
+    actions.edit_message(alice, look, "@bob have a look, please")
+    step(bob_sees, "message.updated", "notification.updated")
 
     orion = agent_actions.create_agent(alice, name="Orion", role="critic", backend="scripted")
     actions.add_agent_to_conversation(alice, channel, orion)

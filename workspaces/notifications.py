@@ -139,13 +139,35 @@ def mark_conversation_notifications_read(user, conversation_id) -> int:
     )
 
 
+def _message_notifications(message_id) -> list[Notification]:
+    """The notifications about MESSAGE_ID, each marked ``shown`` when its person still sees it
+    (``notifications_visible_to``): one query for all of them."""
+    member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=OuterRef("user"))
+    return list(Notification.objects.filter(message_id=message_id).annotate(shown=Exists(member)))
+
+
+def _rewrite(notifications: list[Notification]) -> int:
+    """Save the new text of NOTIFICATIONS and tell each person who sees some of them after
+    commit, once (``notification.updated``): an open inbox must not keep the old text either.
+    How many were changed."""
+    Notification.objects.bulk_update(notifications, ["text", "updated_at"])
+    shown: dict = {}
+    for notification in notifications:
+        if notification.shown:  # one removed from the workspace hears nothing more of it
+            shown.setdefault(notification.user_id, []).append(notification_data(notification))
+    for user_id, changed in shown.items():
+        publish_live([f"user.{user_id}"], "notification.updated", notifications=changed)
+    return len(notifications)
+
+
 def redact_message_notifications(message_id, text: str) -> int:
     """The message MESSAGE_ID was deleted: the notifications about it show TEXT instead of
     their snippet of it (inboxes and digests must not keep what its author took back). How
     many were changed."""
-    return Notification.objects.filter(message_id=message_id).update(
-        text=snippet(text, MAX_TEXT), updated_at=timezone.now()
-    )
+    changed, now = _message_notifications(message_id), timezone.now()
+    for notification in changed:
+        notification.text, notification.updated_at = snippet(text, MAX_TEXT), now
+    return _rewrite(changed)
 
 
 def update_message_notifications(message_id, old_body: str, new_body: str, edited: str) -> int:
@@ -154,14 +176,13 @@ def update_message_notifications(message_id, old_body: str, new_body: str, edite
     One whose quote is not whole at its end (cut to MAX_TEXT) shows EDITED instead, as a deleted
     message's show their note. How many were changed."""
     old_quote, new_quote, now = snippet(old_body), snippet(new_body), timezone.now()
-    changed = list(Notification.objects.filter(message_id=message_id).only("id", "text"))
+    changed = _message_notifications(message_id)
     for notification in changed:
         head = notification.text.removesuffix(old_quote)
         quoted = head != notification.text  # never so when OLD_QUOTE is empty
         notification.text = snippet(head + new_quote, MAX_TEXT) if quoted else edited
         notification.updated_at = now
-    Notification.objects.bulk_update(changed, ["text", "updated_at"])
-    return len(changed)
+    return _rewrite(changed)
 
 
 def settle_notifications(target_id) -> None:

@@ -175,6 +175,8 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     # The person's inbox (workspaces.notifications), on their own topic only.
     "notification.created": LiveEvent(("notification", "unread_count")),
     "notification.read": LiveEvent(("notification_ids", "unread_count")),
+    # Their text rewritten, as the message they quote was edited or deleted: all of one person's.
+    "notification.updated": LiveEvent(("notifications",)),
 }
 
 

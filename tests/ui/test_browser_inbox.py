@@ -9,7 +9,12 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from conversations.actions import create_conversation, post_message
+from conversations.actions import (
+    create_conversation,
+    delete_message,
+    edit_message,
+    post_message,
+)
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -125,6 +130,39 @@ def test_a_mention_reaches_bobs_badge_title_and_inbox_live(orm, story, browser):
     expect(bob.locator("#sidebar [data-inbox-badge]")).to_be_hidden()
     assert orm(lambda: Notification.objects.filter(user=bob_user, read_at=None).count()) == 0
     shot(bob, "inbox-04-all-read")
+
+
+def test_an_edited_or_deleted_message_changes_its_text_in_an_open_inbox(orm, story, browser):
+    """What Alice takes back leaves Bob's open inbox at once, without a reload; the other item
+    keeps its text."""
+    team, plans, bob_user = story
+    chromium, server = browser
+    alice = orm(lambda: User.objects.get(username="alice"))
+    secret = orm(post_message, alice, plans, "@bob the gate code is 4471")
+    orm(post_message, alice, plans, "@bob lunch at one?")
+    bob = log_in(chromium, server, "bob")
+    bob.goto(f"/w/{team.id}/inbox/")
+    live(bob)
+    bob.evaluate("() => { window.__samePage = true; }")  # gone if the page were loaded again
+    items = bob.locator(".inbox-item__text")
+    expect(items).to_have_text(
+        [
+            "Alice Martin mentioned you in #plans: @bob lunch at one?",
+            "Alice Martin mentioned you in #plans: @bob the gate code is 4471",
+        ]
+    )
+
+    orm(edit_message, alice, secret, "@bob ask me for the gate code")
+    expect(items.last).to_have_text(
+        "Alice Martin mentioned you in #plans: @bob ask me for the gate code", timeout=WAIT
+    )
+    shot(bob, "inbox-07-edited")
+    orm(delete_message, alice, secret)
+    expect(items.last).to_have_text("Alice Martin deleted this message.", timeout=WAIT)
+    expect(items.first).to_have_text("Alice Martin mentioned you in #plans: @bob lunch at one?")
+    expect(bob.locator(".inbox-item.is-unread")).to_have_count(2)
+    assert bob.evaluate("() => window.__samePage") is True
+    shot(bob, "inbox-08-deleted")
 
 
 def test_the_digest_setting_and_desktop_notifications(orm, story, browser):
