@@ -19,6 +19,7 @@ from agntchat.core.events import publish, publish_live, wake_agent
 from agntchat.core.exceptions import Conflict, RateLimited
 from agntchat.core.ids import as_uuid
 from agntchat.core.logs import TRACE
+from agntchat.core.presence import client as redis
 from conversations import deliveries, files, live, mentions, relays, tasks, threads, turns
 from conversations.access import access_conversation, may_configure, own_uploads
 from conversations.channels import channel_name
@@ -746,19 +747,37 @@ class CannotRegenerate(Conflict):
     code = "cannot_regenerate"
 
 
+# How long a Stop is remembered: longer than a stopped turn takes to post what it wrote.
+STOP_SECONDS = 600
+
+
+def _stop_key(agent_id, message_id) -> str:
+    # Per delivery, named as a reply names it: its agent, and the message it answers.
+    return f"{settings.REDIS_PREFIX}:stop:{agent_id}:{message_id}"
+
+
 def stop_turn(user, conversation: Conversation, work_id) -> None:
     """A person stops an agent's turn on a message of CONVERSATION (work item WORK_ID, a
     delivery): the agent's sockets are told; the one holding it stops the bridge, which posts
-    what was written so far, marked stopped, and acks. Nothing is stored here."""
+    what was written so far, marked stopped, and acks. Only the Stop itself is stored, in
+    Redis for STOP_SECONDS: a reply is marked stopped only if one was pressed (turn_stopped)."""
     delivery = (
         Delivery.objects.filter(pk=as_uuid(work_id), message__conversation=conversation)
-        .values("agent_id", "acked_at")
+        .values("agent_id", "message_id", "acked_at")
         .first()
     )
     if delivery is None or delivery["acked_at"] is not None:
         raise TurnNotRunning()
+    # Before the publish: the bridge's stopped reply may come back at once.
+    redis().set(_stop_key(delivery["agent_id"], delivery["message_id"]), 1, ex=STOP_SECONDS)
     # No transaction to wait for: published now (the agent socket's turn_stop).
     publish(f"agent.{delivery['agent_id']}", {"type": "turn.stop", "id": str(work_id)})
+
+
+def turn_stopped(agent_id, message_id) -> bool:
+    """Whether a person pressed Stop on AGENT_ID's turn on MESSAGE_ID lately (stop_turn): only
+    then may its reply be blank, or marked stopped."""
+    return message_id is not None and bool(redis().exists(_stop_key(agent_id, message_id)))
 
 
 def regenerate_reply(user, reply: Message) -> None:
@@ -777,6 +796,9 @@ def regenerate_reply(user, reply: Message) -> None:
     conversation = reply.conversation
     if is_archived(conversation):
         raise ConversationArchived()
+    # Forgotten before the new turn can start: its reply is marked stopped only after a Stop of
+    # its own (turn_stopped).
+    redis().delete(_stop_key(reply.author_agent_id, reply.reply_to_id))
     with transaction.atomic():
         delivery = (
             Delivery.objects.select_for_update()

@@ -1,6 +1,5 @@
 """The browser socket: live events of every conversation a person can read, and nothing else."""
 
-import asyncio
 import time
 import uuid
 from importlib import import_module
@@ -14,7 +13,6 @@ from rest_framework import serializers
 from agntchat.core import presence, throttle
 from agntchat.core.api import StrictSerializer
 from agntchat.core.events import group_name, publish_live, wire
-from agntchat.core.exceptions import wait_words
 from agntchat.core.origin import origin_allowed
 from agntchat.core.sockets import JsonSocket
 from conversations.access import access_conversation
@@ -95,6 +93,7 @@ class LiveSocket(JsonSocket):
     """Subscribed to the person's own topic and to each of their workspaces' topics."""
 
     socket_kind = "browser"
+    check_in_frame = "ping"  # its sign-in check, on a ping (on_ping)
 
     handlers = {"ping": "on_ping", "typing": ("on_typing", TypingFrame)}
     frame_rate = ("BROWSER_FRAMES_PER_MINUTE", "BROWSER_FRAMES_BURST")
@@ -121,7 +120,7 @@ class LiveSocket(JsonSocket):
             )
             return
         self.user, self.socket_id = user, socket_id
-        self.signed_in_at = time.monotonic()
+        self.checked_in_at = time.monotonic()
         self.groups_joined: set[str] = set()
         await self.accept()
         self.watch_check_ins()
@@ -139,37 +138,10 @@ class LiveSocket(JsonSocket):
             await self.channel_layer.group_discard(group, self.channel_name)
         self.groups_joined = wanted
 
-    def watch_check_ins(self) -> None:
-        """Hang up once the socket has gone _unchecked_seconds without checking in, before its
-        place in the count lapses: else a client that never pings could open sockets past its
-        cap, a batch each time the earlier ones stopped counting. A timer with no I/O of its
-        own; the pings' check-ins move its deadline on."""
-        loop = asyncio.get_running_loop()
-        late_in = self.signed_in_at + _unchecked_seconds() - time.monotonic()
-        if late_in > 0:
-            self.check_in_timer = loop.call_later(late_in, self.watch_check_ins)
-        else:
-            # Through the channel layer to this very socket: handled in turn, like any event.
-            missed = {"type": "check_in.missed"}
-            self.check_in_timer = loop.create_task(
-                self.channel_layer.send(self.channel_name, missed)
-            )
-
-    async def check_in_missed(self, event):
-        """Its timer found no check-in in time (watch_check_ins): closed, and the page
-        reconnects (any code but 4401)."""
-        if time.monotonic() - self.signed_in_at < _unchecked_seconds():
-            self.watch_check_ins()  # a ping checked in meanwhile
-            return
-        await self.send_error(
-            "ping_missed",
-            f"No ping in {wait_words(_unchecked_seconds())}: this connection closes; reconnect.",
-        )
-        await self.hang_up(4408)
+    def unchecked_seconds(self) -> int:
+        return _unchecked_seconds()
 
     async def disconnect(self, code):
-        if hasattr(self, "check_in_timer"):
-            self.check_in_timer.cancel()
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
         if hasattr(self, "socket_id"):
@@ -180,11 +152,11 @@ class LiveSocket(JsonSocket):
         # SIGNED_IN_CHECK_SECONDS, for what sends no event (a password changed, a session run
         # out or deleted). Logging out and deactivation close the socket at once (session_ended).
         now = time.monotonic()
-        if now - self.signed_in_at >= SIGNED_IN_CHECK_SECONDS:
+        if now - self.checked_in_at >= SIGNED_IN_CHECK_SECONDS:
             if not await _still_signed_in(self.scope, self.socket_id):
                 await self.session_ended({"session": None})
                 return
-            self.signed_in_at = now
+            self.checked_in_at = now
         await self.send_json({"type": "pong"})
 
     async def session_ended(self, event):

@@ -8,6 +8,7 @@ the channel layer only delays an item until the next of these (MSG-3…5, MSG-7)
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter, OrderedDict
 from urllib.parse import parse_qs
@@ -103,6 +104,9 @@ def _trip(beat_session, agent, connection_id, acks, rooms):
 
 @database_sync_to_async
 def _post(agent, data):
+    if data["stopped"] and not conversation_actions.turn_stopped(agent.id, data["reply_to"]):
+        # Only a person's Stop licenses a blank or stopped reply (one Redis read, only then).
+        data = frames.as_unstopped(data)
     conversation = access_conversation(agent, data["conversation_id"])
     reply_to = access_message(agent, data["reply_to"]) if data["reply_to"] else None
     return conversation_actions.post_message(
@@ -118,8 +122,9 @@ def _post(agent, data):
 
 
 def _reply_marks(agent, reply_to, data) -> dict | None:
-    """A reply's marks (streaming replies): stopped by a person, and regenerated from an
-    earlier reply to the same message (conversations.actions.regenerate_reply)."""
+    """A reply's marks (streaming replies): stopped by a person (only if a Stop was recorded:
+    _post), and regenerated from an earlier reply to the same message
+    (conversations.actions.regenerate_reply)."""
     marks = {"stopped": True} if data["stopped"] else {}
     earlier = (reply_to.payload.get("regenerated") or {}).get(str(agent.id)) if reply_to else None
     if earlier and not data["notice"]:
@@ -214,6 +219,7 @@ class DraftState:
 
 class AgentSocket(JsonSocket):
     socket_kind = "agent"
+    check_in_frame = "heartbeat"  # what refreshes its presence (fill with beat)
     # Frame type → handler, and the serializer that validates the frame before it is used.
     handlers = {
         "ack": ("on_ack", frames.AckFrame),
@@ -246,6 +252,7 @@ class AgentSocket(JsonSocket):
             return
         connection_id = uuid.uuid4().hex
         cap = settings.AGENT_MAX_CONNECTIONS
+        self.checked_in_at = time.monotonic()  # before its place's TTL starts: closed in time
         if not await in_pool(presence.join)(self.session.agent_id, connection_id, cap):
             await self.refuse(
                 f"This agent has {cap} open connections already, the most allowed "
@@ -275,6 +282,7 @@ class AgentSocket(JsonSocket):
         self.released = False
         self.topic = group_name(f"agent.{self.agent.id}")
         await self.accept()
+        self.watch_check_ins()
         try:
             self.configure(frame_data(frames.ConfigureQuery, {k: v[0] for k, v in query.items()}))
         except FrameError as exc:
@@ -740,9 +748,12 @@ class AgentSocket(JsonSocket):
         await self.send_json(wire({"type": "extended", "id": item_id, "lease_expires_at": expires}))
 
     async def on_heartbeat(self, data):
+        beat_at = time.monotonic()  # no later than the beat's presence refresh
         if await self.fill(beat=True) is None:
             # Its topic said so at once, unless the channel layer lost that event.
             await self.session_ended({})
+            return
+        self.checked_in_at = beat_at
 
     async def on_session_renew(self, data):
         """A newer session token of the same agent: the socket goes on under that session, so a

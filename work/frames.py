@@ -8,6 +8,8 @@ an unknown one is "not found" (or "not held"), as in a REST path.
 from rest_framework import serializers
 
 from agntchat.core.api import StrictSerializer
+from agntchat.core.api import _flatten as error_fields
+from agntchat.core.sockets import FrameError
 from conversations.actions import MAX_BODY
 from conversations.api import MessageInput, ResolveInput
 from conversations.models import Task
@@ -70,6 +72,7 @@ class PostFrame(MessageInput):
     conversation_id = serializers.CharField(**ID)
     notice = serializers.BooleanField(required=False, default=False)
     # A reply cut short by a person's Stop: what the turn had written so far (may be blank).
+    # Honoured only if a Stop was pressed (work.consumers, as_unstopped).
     stopped = serializers.BooleanField(required=False, default=False)
 
     def validate(self, data):
@@ -77,6 +80,15 @@ class PostFrame(MessageInput):
             data.setdefault("body", "")
             return data
         return super().validate(data)
+
+
+def as_unstopped(data: dict) -> dict:
+    """A post's DATA marked ``stopped`` when no Stop was pressed on the turn it answers: an
+    ordinary post, whose blank body is refused as any post's is (as frame_data refuses it)."""
+    try:
+        return PostFrame().validate({**data, "stopped": False})
+    except serializers.ValidationError as exc:
+        raise FrameError("Some fields are invalid.", fields=error_fields(exc.detail)) from None
 
 
 class DraftFrame(ItemFrame):

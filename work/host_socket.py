@@ -47,6 +47,7 @@ def _served_agents(host, person) -> list[Agent]:
 
 class HostSocket(JsonSocket):
     socket_kind = "host"
+    check_in_frame = "heartbeat"  # what keeps its place under the cap (presence.beat)
     handlers = {"heartbeat": ("on_heartbeat", frames.EmptyFrame)}
 
     async def connect(self):
@@ -61,6 +62,7 @@ class HostSocket(JsonSocket):
         presence_id = supervisor_id(self.host.pk) if self.host else f"laptop-{self.person.pk}"
         self.connection_id = f"{time.time_ns():x}"
         cap = settings.AGENT_MAX_CONNECTIONS  # a supervisor needs one; a few while it restarts
+        self.checked_in_at = time.monotonic()  # before its place's TTL starts: closed in time
         if not await database_sync_to_async(presence.join)(presence_id, self.connection_id, cap):
             await self.refuse(
                 f"This host or laptop has {cap} supervisor connections open already, the most "
@@ -80,6 +82,7 @@ class HostSocket(JsonSocket):
             group_name(api_token_topic(self.person.token_id)) if self.person else None
         )
         await self.accept()
+        self.watch_check_ins()
         await self.channel_layer.group_add(self.host_group, self.channel_name)
         if self.token_group:
             await self.channel_layer.group_add(self.token_group, self.channel_name)
@@ -129,7 +132,9 @@ class HostSocket(JsonSocket):
         await database_sync_to_async(presence.leave)(self.presence_id, self.connection_id)
 
     async def on_heartbeat(self, data):
+        beat_at = time.monotonic()  # no later than the refresh
         await database_sync_to_async(presence.beat)(self.presence_id, self.connection_id)
+        self.checked_in_at = beat_at
         await self.send_json({"type": "heartbeat.ok"})
 
     # Events from the channel layer.

@@ -1,10 +1,12 @@
 """What every WebSocket consumer shares: JSON frames, error frames, the domain-error mapping."""
 
+import asyncio
 import contextlib
 import functools
 import json
 import logging
 import math
+import time
 
 from autobahn.exception import Disconnected
 from channels.consumer import get_handler_name
@@ -26,6 +28,9 @@ log = logging.getLogger(__name__)
 # The close code of a socket hung up because the server failed (a bug, a database outage): as
 # HTTP 500. Not 1011: a server may not send that as an application close (autobahn refuses it).
 SERVER_FAILED = 4500
+# The close code of a socket that went too long without checking in (watch_check_ins): as HTTP
+# 408, the client said nothing in time.
+CHECK_IN_MISSED = 4408
 # The close code of a socket that fell too far behind its events (core/channel_layer.py): as
 # HTTP 503, come back and catch up.
 FELL_BEHIND = 4503
@@ -71,6 +76,11 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
     # Its label in /metrics (agntchat_open_sockets, error frames).
     socket_kind = "other"
     counted_open = False
+    # A socket counted against a cap in Redis only while it checks in (core.presence.join) names
+    # the frame that checks it in here, sets ``checked_in_at`` (time.monotonic()) at each
+    # check-in, defines unchecked_seconds and calls watch_check_ins once accepted.
+    check_in_frame = ""
+    check_in_timer: asyncio.TimerHandle | asyncio.Task | None = None
 
     async def __call__(self, scope, receive, send):
         try:
@@ -81,6 +91,43 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
             # started, is never cancelled (core/channel_layer.py).
             if getattr(self, "channel_name", None):
                 self.channel_layer.discard_channel(self.channel_name)
+            if self.check_in_timer is not None:
+                self.check_in_timer.cancel()
+
+    def unchecked_seconds(self) -> int:
+        """How long the socket may go without checking in: less than its place is counted.
+        For the agent and host sockets (core.presence's TTL): 90 s of the default 120, where
+        their clients beat every 20 s."""
+        return settings.PRESENCE_TTL_SECONDS * 3 // 4
+
+    def watch_check_ins(self) -> None:
+        """Hang up once the socket has gone unchecked_seconds without checking in, before its
+        place in the count lapses: else a client that never checks in could open sockets past
+        its cap, a batch each time the earlier ones stopped counting. A timer with no I/O of
+        its own; check-ins move its deadline on."""
+        loop = asyncio.get_running_loop()
+        late_in = self.checked_in_at + self.unchecked_seconds() - time.monotonic()
+        if late_in > 0:
+            self.check_in_timer = loop.call_later(late_in, self.watch_check_ins)
+        else:
+            # Through the channel layer to this very socket: handled in turn, like any event.
+            missed = {"type": "check_in.missed"}
+            self.check_in_timer = loop.create_task(
+                self.channel_layer.send(self.channel_name, missed)
+            )
+
+    async def check_in_missed(self, event):
+        """Its timer found no check-in in time (watch_check_ins): closed (4408), releasing
+        what it holds as any close; the client reconnects."""
+        if time.monotonic() - self.checked_in_at < self.unchecked_seconds():
+            self.watch_check_ins()  # checked in meanwhile
+            return
+        await self.send_error(
+            "ping_missed",
+            f"No {self.check_in_frame} in {wait_words(self.unchecked_seconds())}: "
+            "this connection closes; reconnect.",
+        )
+        await self.hang_up(CHECK_IN_MISSED)
 
     async def channel_overflow(self, event):
         """Its events piled up unread (core/channel_layer.py CAPACITY): rather than skip some,

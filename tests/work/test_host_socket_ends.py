@@ -2,6 +2,8 @@
 as that token: revoking it, or making the person inactive, closes the socket at once (4401), on
 every node. Before, it went on hearing the person's agents' wake-ups after the token was gone."""
 
+import asyncio
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
@@ -71,3 +73,28 @@ async def test_a_socket_to_no_route_is_refused_not_a_500():
     comm = WebsocketCommunicator(application, "/ws/nothing-here/")
     connected, _ = await comm.connect()
     assert connected is False
+
+
+async def test_a_supervisor_socket_that_never_heartbeats_is_closed_before_its_place_lapses(
+    alice, settings
+):
+    """Its place under the cap is counted for PRESENCE_TTL_SECONDS after each heartbeat: one
+    that sends none is closed (4408) at three quarters of that, so sockets cannot pile up past
+    the cap a batch at a time; one that beats stays."""
+    settings.AGENT_MAX_CONNECTIONS = 2
+    settings.PRESENCE_TTL_SECONDS = 2  # closed after 1 s without a heartbeat
+    _, secret = await sync_to_async(actions.issue_api_token)(alice)
+    silent, beating = await supervisor(secret), await supervisor(secret)
+    for _ in range(8):  # 2.4 s, past the silent one's second
+        assert await still_open(beating)
+        await asyncio.sleep(0.3)
+    assert (await next_frame(silent)) == {
+        "type": "error",
+        "code": "ping_missed",
+        "message": "No heartbeat in 1 second: this connection closes; reconnect.",
+    }
+    assert await silent.receive_output(timeout=5) == {"type": "websocket.close", "code": 4408}
+    replacement = await supervisor(secret)  # the closed one's place is free again
+    assert await still_open(beating)
+    for comm in (beating, replacement):
+        await comm.disconnect()

@@ -260,6 +260,54 @@ async def test_stop_reaches_the_holder_and_the_stopped_reply_is_posted_once(
     await comm.disconnect()
 
 
+def stopped_post(channel, question, body=None) -> dict:
+    frame = {"type": "post", "conversationId": str(channel.id), "stopped": True,
+             "replyTo": str(question.id)}  # fmt: skip
+    return frame if body is None else {**frame, "body": body}
+
+
+async def test_a_stopped_reply_with_no_stop_pressed_is_an_ordinary_post(alice, channel, nova):
+    """Only a person's Stop lets a reply be blank or marked stopped: else a blank one is
+    refused as any blank post, and one with text is posted unmarked."""
+    comm = await connect(nova)
+    question = await post(alice, channel, "Write a long essay")
+    await next_frame(comm)  # the turn, held; nobody presses Stop
+    for blank in (None, ""):
+        await comm.send_json_to(stopped_post(channel, question, blank))
+        assert await next_frame(comm) == {
+            "type": "error", "code": "bad_frame", "message": "Some fields are invalid.",
+            "fields": {"body": "This field may not be blank."},
+        }  # fmt: skip
+    assert await Message.objects.filter(author_agent=nova).acount() == 0
+    await comm.send_json_to(stopped_post(channel, question, "Half an essay"))
+    posted = await next_frame(comm)
+    reply = await Message.objects.aget(pk=posted["messageId"])
+    assert reply.body == "Half an essay" and reply.payload == {}
+    await comm.disconnect()
+
+
+async def test_a_stop_on_one_turn_does_not_license_another(alice, channel, nova):
+    comm = await connect(nova)
+    first = await post(alice, channel, "Write a long essay")
+    second = await post(alice, channel, "And a poem")
+    work = await next_frame(comm)
+    assert work["payload"]["message"]["id"] == str(first.id)
+    url = f"/api/v1/conversations/{channel.id}/stop/"
+    assert (await call(alice, url, {"work": work["id"]})).status_code == 202
+    assert await next_frame(comm) == {"type": "cancel", "id": work["id"]}
+    # A reply to the other message is not the stopped turn's.
+    await comm.send_json_to(stopped_post(channel, second, ""))
+    assert (await next_frame(comm))["fields"] == {"body": "This field may not be blank."}
+    await comm.send_json_to(stopped_post(channel, second, "A po"))
+    unmarked = await Message.objects.aget(pk=(await next_frame(comm))["messageId"])
+    assert unmarked.payload == {} and unmarked.reply_to_id == second.id
+    # The stopped turn's own reply is marked, blank as it is.
+    await comm.send_json_to(stopped_post(channel, first, ""))
+    marked = await Message.objects.aget(pk=(await next_frame(comm))["messageId"])
+    assert marked.payload == {"stopped": True} and marked.body == ""
+    await comm.disconnect()
+
+
 async def test_regenerate_queues_the_same_agent_again_and_marks_both_replies(
     alice, charlie, channel, nova
 ):
@@ -300,4 +348,29 @@ async def test_regenerate_queues_the_same_agent_again_and_marks_both_replies(
     # The earlier answer is not regenerated again: the newer one is.
     assert (await call(alice, url)).status_code == 409
     assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
+async def test_a_regenerated_turn_is_not_licensed_by_the_stop_of_the_one_before(
+    alice, channel, nova
+):
+    comm = await connect(nova)
+    question = await post(alice, channel, "Write a long essay")
+    work = await next_frame(comm)
+    assert (await call(alice, f"/api/v1/conversations/{channel.id}/stop/", {"work": work["id"]})).status_code == 202  # fmt: skip
+    assert await next_frame(comm) == {"type": "cancel", "id": work["id"]}
+    await comm.send_json_to(stopped_post(channel, question, "An ess"))
+    stopped = (await next_frame(comm))["messageId"]
+    await comm.send_json_to({"type": "ack", "id": work["id"]})
+    await until(
+        lambda: Delivery.objects.filter(pk=work["id"], acked_at__isnull=False).aexists(),
+        what="the ack",
+    )
+    assert (await call(alice, f"/api/v1/messages/{stopped}/regenerate/")).status_code == 202
+    assert (await next_frame(comm))["id"] == work["id"]  # the new turn, nobody stops it
+    await comm.send_json_to(stopped_post(channel, question, ""))
+    assert (await next_frame(comm))["fields"] == {"body": "This field may not be blank."}
+    await comm.send_json_to(stopped_post(channel, question, "A whole essay"))
+    answer = await Message.objects.aget(pk=(await next_frame(comm))["messageId"])
+    assert answer.payload == {"regenerated_from": stopped}
     await comm.disconnect()
