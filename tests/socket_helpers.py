@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -230,6 +231,19 @@ class TopicInbox:
                 received.append(self.next(timeout=quiet))
             except TimeoutError:
                 return received
+
+
+def events_sent() -> None:
+    """Wait until every event this process queued so far has gone out (fixtures' included): the
+    publisher thread sends in order, so once a marker queued now is heard, all before it were
+    sent, and a socket opened after hears none of them."""
+    from agntchat.core.events import publisher
+
+    topic = f"test.flush.{uuid.uuid4().hex}"
+    inbox = TopicInbox(topic)
+    publisher.submit([topic], {"type": "flush"})
+    assert inbox.next(timeout=30)["type"] == "flush"
+    inbox.pubsub.close()
 
 
 def start_bridge(server, agent, tmp_path, options="{}", **extra_env) -> subprocess.Popen:

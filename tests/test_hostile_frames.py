@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 
 from agntchat.core.validation import MAX_JSON_DEPTH
 from tests.conftest import agent_session
-from tests.socket_helpers import Daphne
+from tests.socket_helpers import Daphne, events_sent
 from work.consumers import AgentSocket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -158,6 +158,7 @@ def test_generated_frames_on_the_browser_socket_get_error_frames_and_change_noth
     client = Client()
     client.force_login(alice)
     before = row_counts()
+    events_sent()  # the fixtures' (a member joined…): an event is no answer to a frame
     with connect(
         f"{hostile_server.ws_url}/ws/live/",
         additional_headers={"Cookie": f"sessionid={client.cookies['sessionid'].value}"},
