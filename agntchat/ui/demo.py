@@ -99,6 +99,7 @@ SCOUT = {
     "capabilities": ["research"],
     "options": {
         "delay_ms": 400,
+        "word_ms": 40,  # written a word at a time, as a model streams: Stop can be tried
         "default": (
             "I am Scout, a scripted demo agent: I know the prompts in the intro message. "
             "Try “" + THREAD_PROMPT + "” or “" + CARD_PROMPT + "”."
@@ -124,6 +125,7 @@ NOVA = {
     "capabilities": ["drafting"],
     "options": {
         "delay_ms": 400,
+        "word_ms": 40,  # written a word at a time, as a model streams: Stop can be tried
         "default": (
             "I am Nova, a scripted demo agent: try “"
             + ARTIFACT_PROMPT
