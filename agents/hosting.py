@@ -22,7 +22,7 @@ from agntchat.core import crypto
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import AppError
 from workspaces.audit import personal_workspace_id, record_audit
-from workspaces.models import MANAGER_ROLES, Membership
+from workspaces.models import MANAGER_ROLES, Membership, User, Workspace
 
 
 class HostFull(AppError):
@@ -42,6 +42,11 @@ def host_topic(host_id) -> str:
     return f"host.{host_id}"
 
 
+def host_token_topic(token_id) -> str:
+    """Where the socket a supervisor opened with a host token hears that token end."""
+    return f"host_token.{token_id}"
+
+
 def laptop_topic(person_id) -> str:
     """Where the supervisor on a person's own machine hears about their local agents."""
     return f"person_hosts.{person_id}"
@@ -57,8 +62,20 @@ def audit_host(action: str, host: Host, *, by=None, agent: Agent | None = None, 
 
 
 def create_host(*, workspace=None, ssh_key: str, by=None, **fields) -> Host:
-    """A host to provision; its SSH private key is stored encrypted."""
+    """A host to provision; its SSH private key is stored encrypted. A workspace has at most
+    HOSTS_PER_WORKSPACE (each is SSH work on the shared job workers), counted under its row's
+    lock."""
     with transaction.atomic():
+        if workspace is not None:
+            Workspace.objects.select_for_update(no_key=True).filter(pk=workspace.pk).first()
+            cap = settings.HOSTS_PER_WORKSPACE
+            if Host.objects.filter(workspace=workspace).count() >= cap:
+                raise AppError(
+                    f"This workspace has {cap} hosts, the most allowed (HOSTS_PER_WORKSPACE): "
+                    "remove one first.",
+                    code="too_many_hosts",
+                    status=409,
+                )
         host = Host.objects.create(
             workspace=workspace, ssh_key_ciphertext=crypto.encrypt(ssh_key), **fields
         )
@@ -66,32 +83,75 @@ def create_host(*, workspace=None, ssh_key: str, by=None, **fields) -> Host:
     return host
 
 
+# Where and how the server reaches a host: whoever changes them decides where the next
+# provisioning writes the placement tokens of every agent on it.
+CONNECTION_FIELDS = ("address", "port", "ssh_user")
+
+
 def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) -> Host:
-    """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted."""
-    for name, value in fields.items():
-        setattr(host, name, value)
+    """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted. A
+    change to where or how the server reaches it moves the others' agents off it (see
+    _hand_over)."""
     with transaction.atomic():
+        # Locked: a placement committing meanwhile waits, then is moved off with the others.
+        locked = Host.objects.select_for_update().get(pk=host.pk)
+        moved = any(
+            name in fields and fields[name] != getattr(locked, name) for name in CONNECTION_FIELDS
+        )
+        moved = moved or bool(ssh_key and ssh_key.strip() != ssh_key_of(locked).strip())
+        for name, value in fields.items():
+            setattr(host, name, value)
         if ssh_key:
             host.ssh_key_ciphertext = crypto.encrypt(ssh_key)
             audit_host("host.ssh_key_set", host, by=by)
         host.save()
+        if moved:
+            _hand_over(host, by, "connection_changed")
     return host
 
 
 def clear_host_key(host: Host, by=None) -> None:
     """Forget the pinned SSH host key: the next connection pins whatever the host shows. The
-    one way to accept a rebuilt host, done on purpose by a person."""
+    one way to accept a rebuilt host, done on purpose by a person; the others' agents are moved
+    off it (see _hand_over)."""
     with transaction.atomic():
+        Host.objects.select_for_update().filter(pk=host.pk).first()
         host.host_key = ""
         host.save(update_fields=["host_key", "updated_at"])
         audit_host("host.host_key_cleared", host, by=by)
+        _hand_over(host, by, "host_key_cleared")
+
+
+def _hand_over(host: Host, by, reason: str) -> None:
+    """HOST may now be another machine (its address, port, user or key changed, or its pinned
+    key cleared): the next provisioning writes each placed agent's placement token there. So
+    every agent on it whose owner is not BY is made local, as when its owner stops managing the
+    workspace (tokens revoked, sessions ended, the owner's laptop told); BY's own stay. Run in
+    the change's transaction, under HOST's row lock."""
+    others = Agent.objects.filter(host=host)
+    if by is not None:
+        others = others.exclude(owner_id=by.pk)
+    for agent in others.select_related("host", "owner"):
+        make_agent_local(agent)
+        audit_host(
+            "host.agent_made_local",
+            host,
+            by=by,
+            agent=agent,
+            agent_name=agent.name,
+            owner=agent.owner.label,
+            reason=reason,
+        )
 
 
 def delete_host(host: Host) -> None:
-    """Forget HOST; refused while agents are placed on it (move them first)."""
+    """Forget HOST; refused while agents are placed on it (move them first). The host's row is
+    locked first, as placement does: a placement committing meanwhile is seen, not a 500."""
     with transaction.atomic():
+        Host.objects.select_for_update().filter(pk=host.pk).first()
         if Agent.objects.filter(host=host).exists():
             raise HostInUse()
+        _end_supervisor(host)
         host.delete()
 
 
@@ -137,6 +197,18 @@ def place_agent(agent: Agent, host: Host | None = None) -> Agent:
             .values_list("host", "n")
         )
         roomy = [h for h in hosts if placed.get(h.pk, 0) < h.capacity]
+        share_used = any(h.workspace_id is None for h in roomy) and _shared_share_used(agent)
+        if share_used:
+            roomy = [h for h in roomy if h.workspace_id is not None]
+        if not roomy and share_used:
+            cap = settings.SHARED_HOST_PLACES_PER_PERSON
+            raise AppError(
+                f"Your agents take {cap} places on agntchat's shared hosts, the most one person "
+                "may (SHARED_HOST_PLACES_PER_PERSON): make one local first, or use a host of "
+                "a workspace you manage.",
+                code="shared_places_used",
+                status=409,
+            )
         if not roomy:
             raise HostFull("That host is full." if host is not None else HostFull.default_message)
         locked = min(roomy, key=lambda h: (placed.get(h.pk, 0), h.created_at))
@@ -159,6 +231,16 @@ def place_agent(agent: Agent, host: Host | None = None) -> Agent:
         agent.runtime, agent.host = Agent.Runtime.HOSTED, locked
         agent.save(update_fields=["runtime", "host", "updated_at"])
     return agent
+
+
+def _shared_share_used(agent: Agent) -> bool:
+    """Whether AGENT's owner has no place left on the shared hosts (one person must not take
+    them all), counted under the owner's row lock: their placements elsewhere wait, then count
+    this one. NO KEY: rows that refer to the person are not held up."""
+    User.objects.select_for_update(no_key=True).filter(pk=agent.owner_id).first()
+    taken = Agent.objects.filter(owner_id=agent.owner_id, host__isnull=False)
+    taken = taken.filter(host__workspace__isnull=True).exclude(pk=agent.pk)
+    return taken.count() >= settings.SHARED_HOST_PLACES_PER_PERSON
 
 
 def make_agent_local(agent: Agent) -> Agent:
@@ -199,9 +281,12 @@ def issue_host_token(host: Host, agent: Agent | None = None) -> str:
         raise AgentRule("That agent is not placed on this host.")
     secret = crypto.new_secret("aht")
     with transaction.atomic():
-        HostToken.objects.filter(host=host, agent=agent, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+        if agent is None:
+            _end_supervisor(host)
+        else:
+            HostToken.objects.filter(host=host, agent=agent, revoked_at__isnull=True).update(
+                revoked_at=timezone.now()
+            )
         token = HostToken.objects.create(
             host=host,
             agent=agent,
@@ -217,6 +302,15 @@ def issue_host_token(host: Host, agent: Agent | None = None) -> str:
             prefix=token.prefix,
         )
     return secret
+
+
+def _end_supervisor(host: Host) -> None:
+    """Revoke HOST's supervisor token; the socket opened with it is closed after commit."""
+    live = HostToken.objects.filter(host=host, agent=None, revoked_at__isnull=True)
+    ended = [host_token_topic(pk) for pk in live.values_list("pk", flat=True)]
+    live.update(revoked_at=timezone.now())
+    if ended:
+        publish_many(ended, {"type": "session.ended", "reason": "revoked"})
 
 
 def _live_token(secret: str) -> HostToken | None:
@@ -238,10 +332,11 @@ def _live_token(secret: str) -> HostToken | None:
     return token
 
 
-def host_for_supervisor_token(secret: str) -> Host | None:
-    """The host whose supervisor holds SECRET, or None (a placement token is not one)."""
+def supervisor_token(secret: str) -> HostToken | None:
+    """The live supervisor token SECRET (its host selected), or None (a placement token is not
+    one)."""
     token = _live_token(secret) if secret and secret.startswith("aht_") else None
-    return token.host if token is not None and token.agent_id is None else None
+    return token if token is not None and token.agent_id is None else None
 
 
 def open_hosted_session(secret: str) -> tuple[AgentSession, str] | None:

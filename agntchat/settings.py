@@ -353,6 +353,13 @@ TELEGRAM_CODE_MINUTES = env_int("TELEGRAM_CODE_MINUTES", 15)
 AGNTCHAT_URL = os.environ.get("AGNTCHAT_URL", "http://127.0.0.1:8000").rstrip("/")
 BRIDGE_WHEEL = os.environ.get("BRIDGE_WHEEL", "")
 HOST_RESTART_TIMEOUT_SECONDS = env_int("HOST_RESTART_TIMEOUT_SECONDS", 120)
+# Anyone may make a workspace and register hosts: each is SSH work on the shared job workers.
+HOSTS_PER_WORKSPACE = env_int("HOSTS_PER_WORKSPACE", 20)
+# Places one person's agents may take on agntchat's shared hosts (no workspace), all together.
+SHARED_HOST_PLACES_PER_PERSON = env_int("SHARED_HOST_PLACES_PER_PERSON", 3)
+# Frames a host socket (a supervisor: heartbeats) may send; beyond them a rate_limited error.
+HOST_FRAMES_PER_MINUTE = env_int("HOST_FRAMES_PER_MINUTE", 60)
+HOST_FRAMES_BURST = env_int("HOST_FRAMES_BURST", 20)
 
 # The agent pipeline.
 AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)

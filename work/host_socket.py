@@ -29,13 +29,16 @@ WAKE_AGAIN_SECONDS = 10
 
 
 def _principal(secret: str):
-    """(host, None) for a supervisor token, (None, person) for a person's API token."""
+    """(host, None, token topic) for a supervisor token, (None, person, token topic) for a
+    person's API token: the topic where the socket hears that token end."""
     if secret.startswith("aht_"):
-        host = hosting.host_for_supervisor_token(secret)
-        return (host, None) if host is not None else None
+        token = hosting.supervisor_token(secret)
+        if token is not None:
+            return token.host, None, hosting.host_token_topic(token.pk)
     if secret.startswith("apt_"):
         person = person_for_token(secret)
-        return (None, person) if person is not None else None
+        if person is not None:
+            return None, person, api_token_topic(person.token_id)
     return None
 
 
@@ -49,6 +52,8 @@ class HostSocket(JsonSocket):
     socket_kind = "host"
     check_in_frame = "heartbeat"  # what keeps its place under the cap (presence.beat)
     handlers = {"heartbeat": ("on_heartbeat", frames.EmptyFrame)}
+    # Each heartbeat is a Redis round trip: a supervisor sends one every few seconds at most.
+    frame_rate = ("HOST_FRAMES_PER_MINUTE", "HOST_FRAMES_BURST")
 
     async def connect(self):
         secret = bearer_secret(header(self.scope, b"authorization")) or ""
@@ -58,7 +63,7 @@ class HostSocket(JsonSocket):
                 "A host supervisor token (aht_…) or a person's API token (apt_…) is required."
             )
             return
-        self.host, self.person = principal
+        self.host, self.person, token_topic = principal
         presence_id = supervisor_id(self.host.pk) if self.host else f"laptop-{self.person.pk}"
         self.connection_id = f"{time.time_ns():x}"
         cap = settings.AGENT_MAX_CONNECTIONS  # a supervisor needs one; a few while it restarts
@@ -77,15 +82,13 @@ class HostSocket(JsonSocket):
         self.host_group = group_name(
             hosting.host_topic(self.host.pk) if self.host else hosting.laptop_topic(self.person.pk)
         )
-        # A laptop's supervisor lasts as long as the API token it signed in with.
-        self.token_group = (
-            group_name(api_token_topic(self.person.token_id)) if self.person else None
-        )
+        # A supervisor lasts as long as the token it signed in with (a host's supervisor token,
+        # reissued at each provisioning and revoked with its host; a laptop's API token).
+        self.token_group = group_name(token_topic)
         await self.accept()
         self.watch_check_ins()
         await self.channel_layer.group_add(self.host_group, self.channel_name)
-        if self.token_group:
-            await self.channel_layer.group_add(self.token_group, self.channel_name)
+        await self.channel_layer.group_add(self.token_group, self.channel_name)
         await self.follow_agents(hello=True)
 
     async def follow_agents(self, hello: bool = False) -> None:
@@ -139,8 +142,9 @@ class HostSocket(JsonSocket):
 
     # Events from the channel layer.
     async def session_ended(self, event):
-        """Its API token was revoked, or its person made inactive: closed at once (4401)."""
-        await self.send_error("unauthorized", "The API token this socket signed in with ended.")
+        """Its token was revoked (a host's supervisor token reissued, or its host deleted; a
+        laptop's API token revoked, or its person made inactive): closed at once (4401)."""
+        await self.send_error("unauthorized", "The token this socket signed in with ended.")
         await self.hang_up(4401)
 
     async def work_available(self, event):

@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -33,10 +35,15 @@ from agents.models import Agent, Host, HostRestart
 from agntchat.core import presence
 from agntchat.core.events import publish
 from agntchat.core.exceptions import AppError
+from agntchat.core.presence import client as redis
 from work.tools import platform_web
 
 SSH_TIMEOUT = 15
-COMMAND_TIMEOUT = 300
+# The most one remote command (or one SFTP request) may take, all of it: a host is anyone's
+# machine, and one that drips output or never sends an exit status must not hold a job worker.
+# Below the job timeout (Q_CLUSTER), so the host is marked unreachable rather than the job killed.
+COMMAND_TIMEOUT = 240
+MAX_OUTPUT = 1_000_000  # of a command's output kept (the commands here print little)
 
 
 class HostUnreachable(AppError):
@@ -46,6 +53,14 @@ class HostUnreachable(AppError):
 
 class HostKeyMismatch(HostUnreachable):
     code = "host_key_mismatch"
+
+
+class HostBusy(AppError):
+    code = "host_busy"
+    status = 409
+    default_message = (
+        "A provisioning or restart of this host is already queued or running: wait for it to end."
+    )
 
 
 def host_key_line(key: paramiko.PKey) -> str:
@@ -74,7 +89,7 @@ def load_key(text: str) -> paramiko.PKey:
     for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
         try:
             return kind.from_private_key(io.StringIO(text))
-        except (paramiko.SSHException, ValueError):
+        except Exception:  # noqa: BLE001 (a malformed key raises IndexError, AssertionError…)
             continue
     raise HostUnreachable("The host's SSH key cannot be read (OpenSSH private key expected).")
 
@@ -145,21 +160,69 @@ class Session:
             hosting.pin_host_key(host, policy.seen)
 
     def run(self, command: str) -> str:
-        _, stdout, stderr = self.client.exec_command(command, timeout=COMMAND_TIMEOUT)
-        out = stdout.read().decode(errors="replace")
-        status = stdout.channel.recv_exit_status()
-        if status != 0:
-            err = stderr.read().decode(errors="replace").strip()
+        """COMMAND's output; HostUnreachable when it fails, or is not done (its output all read
+        and its exit status in) within COMMAND_TIMEOUT."""
+        deadline = time.monotonic() + COMMAND_TIMEOUT
+        out, err = bytearray(), bytearray()
+        try:
+            channel = self.client.get_transport().open_session(timeout=SSH_TIMEOUT)
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachable(f"Lost {self.host.name} over SSH: {exc}") from None
+        try:
+            channel.settimeout(0.5)  # each read, so the deadline is looked at in between
+            channel.exec_command(command)
+            while True:  # until the end of its output (both streams end together)
+                if time.monotonic() > deadline:
+                    raise TimeoutError
+                while channel.recv_stderr_ready():
+                    err = (err + channel.recv_stderr(65536))[-4096:]
+                try:
+                    chunk = channel.recv(65536)
+                except TimeoutError:
+                    continue
+                if not chunk:
+                    break
+                if len(out) < MAX_OUTPUT:
+                    out += chunk
+            if not channel.status_event.wait(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError
+            status = channel.recv_exit_status()
+            while channel.recv_stderr_ready():
+                err = (err + channel.recv_stderr(65536))[-4096:]
+        except TimeoutError:
             raise HostUnreachable(
-                f"On {self.host.name}, `{command[:120]}` failed ({status}): {err[-500:]}"
+                f"On {self.host.name}, `{command[:120]}` did not finish within {COMMAND_TIMEOUT} s."
+            ) from None
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachable(f"Lost {self.host.name} over SSH: {exc}") from None
+        finally:
+            channel.close()
+        if status != 0:
+            raise HostUnreachable(
+                f"On {self.host.name}, `{command[:120]}` failed ({status}): "
+                f"{err.decode(errors='replace').strip()[-500:]}"
             )
-        return out
+        return out.decode(errors="replace")
 
     def write(self, path: str, data: bytes, mode: int = 0o600) -> None:
-        with self.client.open_sftp() as sftp:
+        """A file on the host, by SFTP; each SFTP request answered within COMMAND_TIMEOUT."""
+        try:
+            channel = self.client.get_transport().open_session(timeout=SSH_TIMEOUT)
+        except (paramiko.SSHException, OSError) as exc:
+            raise HostUnreachable(f"Lost {self.host.name} over SSH: {exc}") from None
+        try:
+            channel.settimeout(COMMAND_TIMEOUT)
+            channel.invoke_subsystem("sftp")
+            sftp = paramiko.SFTPClient(channel)
             with sftp.open(path, "wb") as remote:
                 remote.write(data)
             sftp.chmod(path, mode)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise HostUnreachable(
+                f"Cannot write {path} on {self.host.name}: {str(exc) or 'timed out'}"
+            ) from None
+        finally:
+            channel.close()
 
     def close(self) -> None:
         self.client.close()
@@ -169,6 +232,46 @@ class Session:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# --- one job at a time per host ------------------------------------------------------------
+
+# Compare-and-delete: a lock is released only by the job holding it (not after it expired and
+# another took it).
+RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end"
+
+
+def _queued_key(kind: str, host_id) -> str:
+    return f"{settings.REDIS_PREFIX}:hosts:queued:{kind}:{host_id}"
+
+
+def _claim_queue(kind: str, host: Host) -> None:
+    """At most one job of KIND (provision, restart) queued or running per host: a person asking
+    again meanwhile is told so (HostBusy), not queued another. Until its job ends, or at most
+    the broker's retry period (a job killed on the way never ends)."""
+    if not redis().set(_queued_key(kind, host.pk), 1, nx=True, ex=settings.Q_CLUSTER["retry"]):
+        raise HostBusy()
+
+
+def _queue_done(kind: str, host_id) -> None:
+    redis().delete(_queued_key(kind, host_id))
+
+
+@contextmanager
+def host_lock(host: Host):
+    """Held while a job talks to HOST over SSH (provisioning, setting an agent up or removing
+    it): two never run at once for one host, or each would issue tokens that revoke the other's
+    and the last file written could hold a revoked one. In Redis (session-level advisory locks
+    do not survive a transaction pooler), expiring with the job timeout: a job killed by it
+    holds the lock no longer. HOST is read again once it is held."""
+    key, mine = f"{settings.REDIS_PREFIX}:hosts:lock:{host.pk}", uuid.uuid4().hex
+    while not redis().set(key, mine, nx=True, ex=settings.Q_CLUSTER["timeout"]):
+        time.sleep(0.2)
+    try:
+        host.refresh_from_db()
+        yield host
+    finally:
+        redis().eval(RELEASE, 1, key, mine)
 
 
 @cache
@@ -220,6 +323,20 @@ def _python(host: Host) -> str:
 def provision_host(host: Host) -> Host:
     """Install or update the bridge package and the supervisor on HOST, (re)start the
     supervisor with a fresh token, and set up every agent placed on it. Records the outcome."""
+    try:
+        with host_lock(host):
+            return _provision_host(host)
+    finally:
+        _queue_done("provision", host.pk)
+
+
+def request_provision(host: Host) -> None:
+    """Provision HOST on the worker, unless its provisioning is queued or running (HostBusy)."""
+    _claim_queue("provision", host)
+    transaction.on_commit(lambda: enqueue("work.jobs.provision_host", str(host.pk)))
+
+
+def _provision_host(host: Host) -> Host:
     paths = layout(host)
     q = shlex.quote
     python = _python(host)
@@ -303,12 +420,16 @@ def provision_agent(agent: Agent) -> None:
     host = agent.host
     if host is None:
         return
-    try:
-        with Session(host) as ssh:
-            _set_up_agent(ssh, host, agent)
-    except HostUnreachable as exc:
-        hosting.record_host_status(host, Host.Status.UNREACHABLE, exc.message)
-        raise
+    with host_lock(host):
+        agent.refresh_from_db(fields=["host", "runtime"])
+        if agent.host_id != host.pk:
+            return  # moved off meanwhile: its placement token is not issued again
+        try:
+            with Session(host) as ssh:
+                _set_up_agent(ssh, host, agent)
+        except HostUnreachable as exc:
+            hosting.record_host_status(host, Host.Status.UNREACHABLE, exc.message)
+            raise
     publish(
         hosting.host_topic(host.pk),
         {"type": "host.bridge", "action": "reload", "agent": str(agent.id)},
@@ -318,8 +439,8 @@ def provision_agent(agent: Agent) -> None:
 def forget_agent(host: Host, agent_id) -> None:
     """Remove a former agent's directory (and system user) from HOST."""
     q = shlex.quote
-    home = f"{layout(host)['agents']}/{agent_id}"
-    with Session(host) as ssh:
+    with host_lock(host), Session(host) as ssh:
+        home = f"{layout(host)['agents']}/{agent_id}"
         ssh.run(f"rm -rf {q(home)}")
         if host.multi_tenant:
             ssh.run(f"userdel {system_user(agent_id)} 2>/dev/null || true")
@@ -364,6 +485,13 @@ def restart_host_bridges(
     connection) before the next: they share one CLI login session (AGT-6). A bridge not back
     within TIMEOUT, or the host's supervisor gone, stops the restart; the report says what
     became of each."""
+    try:
+        return _restart_host_bridges(restart, timeout, poll)
+    finally:
+        _queue_done("restart", restart.host_id)
+
+
+def _restart_host_bridges(restart: HostRestart, timeout: float | None, poll: float):
     timeout = settings.HOST_RESTART_TIMEOUT_SECONDS if timeout is None else timeout
     host = restart.host
     agents = list(Agent.objects.filter(host=host).order_by("name", "id"))
@@ -409,7 +537,9 @@ def restart_host_bridges(
 
 
 def request_restart(host: Host, by=None) -> HostRestart:
-    """Record a rolling restart of HOST and run it on the worker."""
+    """Record a rolling restart of HOST and run it on the worker, unless one is queued or running
+    (HostBusy)."""
+    _claim_queue("restart", host)
     restart = HostRestart.objects.create(host=host, requested_by=by)
     transaction.on_commit(lambda: enqueue("work.jobs.restart_host", str(restart.pk)))
     return restart

@@ -170,9 +170,7 @@ class HostProvisionView(APIView):
         status says how it went."""
         _, host = _managed(request, workspace_id, host_id)
         validated(NoInput, request.data)
-        transaction.on_commit(
-            lambda: work_hosting.enqueue("work.jobs.provision_host", str(host.pk))
-        )
+        work_hosting.request_provision(host)  # 409 host_busy while one is queued or running
         return Response(host_out(host), status=202)
 
 
@@ -197,7 +195,8 @@ class HostRestartListView(APIView):
         return Response({"results": [restart_out(r) for r in restarts]})
 
     def post(self, request, workspace_id, host_id):
-        """Restart the host's bridges one at a time, on the worker; the report fills in."""
+        """Restart the host's bridges one at a time, on the worker; the report fills in (409
+        host_busy while one is queued or running)."""
         _, host = _managed(request, workspace_id, host_id)
         validated(NoInput, request.data)
         restart = work_hosting.request_restart(host, by=request.user)
