@@ -33,10 +33,13 @@ from work.tools.registry import tool_reach
 from workspaces.access import IsPerson, access_credential, access_membership, access_workspace
 from workspaces.login import client_address
 
+# An agent's handle as a person reads its refusal (not Django's "slug" wording).
+HANDLE_ERRORS = {"invalid": "Use letters, digits, - and _ only."}
+
 
 class AgentInput(StrictSerializer):
     name = serializers.CharField(max_length=80)
-    handle = serializers.SlugField(max_length=40, required=False)
+    handle = serializers.SlugField(max_length=40, required=False, error_messages=HANDLE_ERRORS)
     role = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     capabilities = serializers.ListField(
         child=serializers.CharField(max_length=60), max_length=50, required=False, default=list

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 from agntchat.core.api import StrictSerializer, validated
 from work import directory, skills
 from work.access import access_listing, access_publishable_agent, own_listing
-from work.api import agent_out
+from work.api import HANDLE_ERRORS, agent_out
 from work.models import AgentListing
 from workspaces.access import IsPerson
 
@@ -70,6 +70,7 @@ class CloneInput(StrictSerializer):
     handle = serializers.SlugField(
         max_length=40,
         required=False,
+        error_messages=HANDLE_ERRORS,
         help_text="Given and taken among your agents: 409. Not given: the listing's handle, "
         "with -2, -3 … when you have it already.",
     )

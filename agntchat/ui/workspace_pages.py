@@ -1,5 +1,6 @@
 """Pages: sign up, landing, workspaces (home, new, members and invitations), invitations."""
 
+from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -159,7 +160,7 @@ def members(request, membership):
         **(_hosts(membership) if membership.is_manager else {}),
         telegram_bot=telegram.bot_of(workspace.id) if membership.is_manager else None,
         audit_entries=(
-            AuditEntry.objects.filter(workspace=workspace).order_by("-created_at")[:20]
+            _labelled(AuditEntry.objects.filter(workspace=workspace).order_by("-created_at")[:20])
             if membership.is_manager
             else []
         ),
@@ -173,12 +174,17 @@ def audit_log(request, membership):
     by action: for whom the REST log is (the owner and admins); anyone else finds no page."""
     if not membership.is_manager:
         raise Http404
-    query = request.GET.dict()
+    query, problem = request.GET.dict(), ""
     try:
         query = validated(AuditQuery, {k: v for k, v in query.items() if k in ("action", "before")})
         entries, has_more = audit_page(membership, query)
     except (AppError, ValidationError):
-        raise Http404 from None  # a malformed or unknown entry to page from: no such page
+        # A mistyped or stale link (a malformed id, an entry not in this log): the newest entries,
+        # saying why, rather than a 404 that reads as "no such workspace". An entry of another
+        # workspace gets the same answer as a malformed one: nothing about it shows.
+        problem = "This link's filter is not valid (mistyped or out of date): the newest entries are shown instead."
+        query = validated(AuditQuery, {})
+        entries, has_more = audit_page(membership, query)
     actions_here = (
         AuditEntry.objects.filter(workspace=membership.workspace)
         .order_by("action")
@@ -189,13 +195,30 @@ def audit_log(request, membership):
         request,
         membership,
         section="members",
-        entries=entries,
+        entries=_labelled(entries),
         older=entries[-1].id if has_more else None,
         action=query.get("action", ""),
-        actions=list(actions_here),
+        actions=[(name, _action_label(name)) for name in actions_here],
         first_page=not query.get("before"),
+        problem=problem,
     )
     return render(request, "workspaces/audit.html", context)
+
+
+def _action_label(action: str) -> str:
+    """``approval.approved`` → "Approval approved", ``agent_key.created`` → "Agent key created"."""
+    return action.replace(".", " ").replace("_", " ").capitalize()
+
+
+def _labelled(entries) -> list:
+    """ENTRIES with what people read: ``what`` for the action, ``target_kind`` for the model
+    name of the target (``permissionrequest`` → "permission request", its verbose name)."""
+    kinds = {model.__name__.lower(): model._meta.verbose_name for model in apps.get_models()}
+    entries = list(entries)
+    for entry in entries:
+        entry.what = _action_label(entry.action)
+        entry.target_kind = kinds.get(entry.target_type, entry.target_type)
+    return entries
 
 
 def _hosts(membership) -> dict:

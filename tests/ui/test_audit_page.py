@@ -64,9 +64,36 @@ def test_admins_read_it_members_and_outsiders_find_no_page(client, alice, bob, t
     assert b"data-audit-all" not in client.get(f"/w/{team_a.id}/members/").content
 
 
-def test_a_page_from_an_unknown_entry_is_not_found(client, alice, team_a, charlie, team_b):
+def test_a_bad_filter_shows_the_newest_entries_and_says_why(client, alice, team_a, charlie, team_b):
+    """A mistyped or stale link is not "no such page": the log, newest first, with a plain word
+    on the filter. Another workspace's entry reads the same as a malformed id."""
     theirs = AuditEntry.objects.filter(workspace=team_b).first()
     with transaction.atomic():
         theirs = theirs or record_audit("test.theirs", actor=charlie, workspace=team_b)
-    assert page(client, alice, team_a, f"?before={theirs.id}").status_code == 404
-    assert page(client, alice, team_a, "?before=not-an-id").status_code == 404
+        record_audit("test.ours", actor=alice, workspace=team_a)
+    for query in ("?before=notadate", f"?before={theirs.id}", "?action=" + "x" * 65):
+        response = page(client, alice, team_a, query)
+        assert response.status_code == 200, query
+        text = response.content.decode()
+        assert "data-audit-problem" in text and "filter is not valid" in text, query
+        assert "test.ours" in entries_on(response) and "test.theirs" not in text, query
+        assert "data-audit-newest" not in text, query  # it is the first page
+    assert "data-audit-problem" not in page(client, alice, team_a).content.decode()
+
+
+def test_actions_and_targets_read_as_words(client, alice, bob, team_a):
+    owner = team_a.memberships.get(user=alice)
+    actions.change_role(owner, team_a.memberships.get(user=bob), Role.ADMIN)
+    text = page(client, alice, team_a).content.decode()
+    row = text.split('data-audit-entry="member.role_changed"')[1].split("</tr>")[0]
+    assert "Member role changed" in row and "<code>member.role_changed" not in row
+    assert ">Member role changed</option>" in text  # the filter's choices too
+    members = client.get(f"/w/{team_a.id}/members/").content.decode()
+    assert "Member role changed" in members and "GET /api/v1/" not in members
+    # A target's kind is its model's name in words ("permissionrequest": "permission request").
+    with transaction.atomic():
+        first = AuditEntry.objects.filter(workspace=team_a).first()
+        record_audit("test.pointed", actor=alice, workspace=team_a, target=first, label="that")
+    row = page(client, alice, team_a, "?action=test.pointed").content.decode()
+    row = row.split('data-audit-entry="test.pointed"')[1].split("</tr>")[0]
+    assert "audit entry" in row and "auditentry" not in row

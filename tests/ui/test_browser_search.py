@@ -140,7 +140,7 @@ def test_search_from_the_header_filter_open_and_export(orm, story, browser, tmp_
     # The audit log says who took it.
     alice.reload()
     audit = alice.locator("[data-audit] tbody tr").first
-    expect(audit).to_contain_text("workspace.exported")
+    expect(audit).to_contain_text("Workspace exported")
     expect(audit).to_contain_text("Alice Martin")
     scroll_to(alice.get_by_role("heading", name="Audit log"))
     shot(alice, "export-02-audit-log")
