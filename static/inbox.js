@@ -2,7 +2,8 @@
 // tab's title, kept live from the page's socket (app.js passes its events on as "agntchat:live");
 // desktop notifications while the tab is hidden, once the person allowed them; and on the inbox
 // page, its list: new items arrive live, and new text when the message they quote is edited or
-// deleted; a click marks read and goes there, "Mark all read".
+// deleted or the approval they ask for is decided; Approve and Deny on an approval waiting; a
+// click marks read and goes there, "Mark all read".
 
 const $ = (selector, root = document) => root.querySelector(selector);
 const $$ = (selector, root = document) => [...root.querySelectorAll(selector)];
@@ -31,6 +32,13 @@ function showCount(count) {
   document.title = unread ? `(${label}) ${title}` : title;
 }
 
+/** The conversation this page shows, when the person is looking at it (app.js marks what arrives
+ * there read as it comes), or "". */
+function conversationInView() {
+  const { page, conversationId } = document.body.dataset;
+  return page === "conversation" && !document.hidden ? conversationId || "" : "";
+}
+
 function markShownRead(ids) {
   for (const id of ids) {
     const item = $(`[data-notification-id="${id}"]`);
@@ -40,7 +48,34 @@ function markShownRead(ids) {
   }
 }
 
-/** A new item at the top of the inbox page's list (all of it text, never HTML). */
+/** Approve and Deny for the approval request REQUEST_ID, as the inbox page draws them. */
+function decisionButtons(requestId) {
+  const decision = document.createElement("div");
+  decision.className = "inbox-item__decision";
+  decision.dataset.approval = requestId;
+  decision.setAttribute("role", "group");
+  decision.setAttribute("aria-label", "Approve or deny");
+  const actions = document.createElement("div");
+  actions.className = "approval__actions";
+  for (const [choice, label, style] of [["approve", "Approve", "primary"], ["deny", "Deny", "danger"]]) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = `button button--small button--${style}`;
+    button.dataset.inboxDecide = choice;
+    button.textContent = label;
+    actions.append(button);
+  }
+  const error = document.createElement("p");
+  error.className = "form-error";
+  error.dataset.approvalError = "";
+  error.setAttribute("role", "alert");
+  error.hidden = true;
+  decision.append(actions, error);
+  return decision;
+}
+
+/** A new item at the top of the inbox page's list (all of it text, never HTML). An approval's
+ * has Approve and Deny: the server sends it only to those who may decide, while it waits. */
 function showItem(n) {
   const list = $("[data-inbox-list]");
   if (!list || $(`[data-notification-id="${n.id}"]`, list)) return;
@@ -66,17 +101,59 @@ function showItem(n) {
   const dot = document.createElement("span");
   dot.className = "inbox-item__dot";
   dot.title = "Unread";
-  item.append(icon, link, dot);
+  if (n.kind === "approval" && n.targetId) {
+    const body = document.createElement("div");
+    body.className = "inbox-item__body stack";
+    body.append(link, decisionButtons(n.targetId));
+    item.append(icon, body, dot);
+  } else {
+    item.append(icon, link, dot);
+  }
   list.prepend(item);
   $("[data-inbox-empty]")?.setAttribute("hidden", "");
 }
 
-/** New text for items the inbox shows (the message they quote was edited or deleted). */
+/** New text for items the inbox shows: the message they quote was edited or deleted, or the
+ * approval they ask for was decided or expired (its only change: its buttons go). */
 function showTexts(notifications) {
   for (const n of notifications) {
-    const text = $(`[data-notification-id="${n.id}"] .inbox-item__text`);
-    if (text) text.textContent = n.text;
+    const item = $(`[data-notification-id="${n.id}"]`);
+    if (!item) continue;
+    $(".inbox-item__text", item).textContent = n.text;
+    if (n.kind === "approval") $("[data-approval]", item)?.remove();
   }
+}
+
+/** Approve or Deny on an approval's item, through the REST call the conversation's approval
+ * prompt makes. The server says who may decide and until when: a refusal shows in its words.
+ * Once decided, the item's new text arrives live (notification.updated). */
+async function decide(button) {
+  const decision = button.closest("[data-approval]");
+  const error = $("[data-approval-error]", decision);
+  const buttons = $$("[data-inbox-decide]", decision);
+  for (const other of buttons) other.disabled = true;
+  error.hidden = true;
+  let response = null;
+  try {
+    response = await fetch(`/api/v1/permission-requests/${decision.dataset.approval}/decision/`, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+      body: JSON.stringify({ decision: button.dataset.inboxDecide }),
+    });
+  } catch {
+    /* said below */
+  }
+  if (response?.ok) {
+    decision.remove();
+    return;
+  }
+  const body = response ? await response.json().catch(() => null) : null;
+  error.textContent =
+    body?.error?.message ||
+    (response ? `The request failed (${response.status}).` : "The server could not be reached. Check your connection and try again.");
+  error.hidden = false;
+  for (const other of buttons) other.disabled = false;
 }
 
 function desktopNotify(n) {
@@ -124,6 +201,14 @@ function showDesktopState() {
 document.addEventListener("agntchat:live", ({ detail: event }) => {
   if (event.type === "notification.created") {
     liveCounts += 1;
+    const inView = event.notification.conversationId && event.notification.conversationId === conversationInView();
+    if (inView) {
+      // What arrives in the conversation the person is looking at is read as it comes: not
+      // counted, not even for a moment.
+      showCount(event.unreadCount - 1);
+      post(`/api/v1/notifications/${event.notification.id}/read/`).catch(() => null);
+      return;
+    }
     showCount(event.unreadCount);
     showItem(event.notification);
     desktopNotify(event.notification);
@@ -139,6 +224,11 @@ document.addEventListener("agntchat:live", ({ detail: event }) => {
 });
 
 document.addEventListener("click", async (event) => {
+  const choice = event.target.closest("[data-inbox-decide]");
+  if (choice) {
+    if (!choice.disabled) decide(choice);
+    return;
+  }
   const link = event.target.closest("[data-notification-link]");
   if (link) {
     const item = link.closest("[data-notification-id]");

@@ -18,6 +18,7 @@ from agntchat.core.events import wake_agent
 from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
 from conversations.access import conversations_visible_to
 from work import live
+from work.access import tool_calls_visible_to
 from work.models import Decision, PermissionRequest, ToolCall, ToolPermission
 from workspaces.audit import record_audit
 from workspaces.models import MANAGER_ROLES, Membership, Notification, User
@@ -91,8 +92,8 @@ def _deciders(call: ToolCall):
 def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
     """Everyone who may decide (may_decide) and may read where the call was made."""
     deciders = _deciders(call)
-    if call.conversation_id:
-        link = conversation_link(call.workspace_id, call.conversation_id)
+    if call.conversation_id:  # at the message answered, where the approval prompt shows
+        link = conversation_link(call.workspace_id, call.conversation_id, call.message_id)
     elif call.task_id:
         link = reverse("task", args=[call.workspace_id, call.task_id])
     else:
@@ -110,6 +111,28 @@ def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
             link,
             target_id=request.pk,  # not the conversation's: reading it decides nothing
         )
+
+
+def _settled_text(request: PermissionRequest) -> str:
+    """What a decided or expired request's inbox items say instead of asking."""
+    asked = f"{request.call.agent.name} asked to use {request.call.tool}"
+    if request.status == PermissionRequest.Status.EXPIRED:
+        return f"{asked}: expired before anyone decided"
+    by = f" by {request.decided_by.label}" if request.decided_by_id else ""
+    always = ", always allowed from now on" if request.always else ""
+    return f"{asked}: {request.status}{by}{always}"
+
+
+def decidable(user, request_ids) -> set:
+    """Of REQUEST_IDS, those still waiting that USER may decide: their inbox items offer
+    Approve and Deny (decide_permission checks again)."""
+    waiting = PermissionRequest.objects.filter(
+        pk__in=request_ids,
+        call__in=tool_calls_visible_to(user),
+        status=PermissionRequest.Status.PENDING,
+        expires_at__gt=timezone.now(),
+    ).select_related("call__agent")
+    return {request.pk for request in waiting if may_decide(user, request)}
 
 
 def may_decide(user, request: PermissionRequest) -> bool:
@@ -169,7 +192,7 @@ def decide_permission(user, request: PermissionRequest, approve: bool, always: b
         request.call.request = request
         live.announce_call(request.call)
         wake_agent(request.agent_id, "permission")
-        settle_notifications(request.pk)  # inbox: nothing waits any more
+        settle_notifications(request.pk, _settled_text(request))  # inbox: nothing waits any more
     return request
 
 
@@ -194,7 +217,7 @@ def expire_permission_requests(now=None) -> int:
             request.call.request = request
             live.announce_call(request.call)
             wake_agent(request.agent_id, "permission")
-            settle_notifications(request.pk)  # inbox: nothing waits any more
+            settle_notifications(request.pk, _settled_text(request))  # nothing waits any more
             count += 1
     return count
 

@@ -3,6 +3,7 @@ The agents' ``workspace_search`` tool, the search page and ``GET /api/v1/search`
 ``search`` with their own actor, so each sees exactly what the apps' access modules let it see
 (an agent the conversations it takes part in and its own tasks, a person what they may read)."""
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +29,19 @@ MAX_OFFSET = 1000
 START, STOP = "\ue000", "\ue001"
 ANGLES = {"<": "\ue002", ">": "\ue003"}
 RESTORE = str.maketrans({v: k for k, v in ANGLES.items()})
+# Markdown's marks, which a snippet shows without (results are plain text; the matched words'
+# START/STOP stay where they are): a link or an image as its text (also one the snippet cuts
+# off), heading hashes, backticks, and the *, _ and ~ that open or close a stretch of emphasis
+# (never one inside a word).
+MARKDOWN = [
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*(?:\s+\"[^\"\n]*\")?\)"), r"\1"),
+    (re.compile(r"\]\([^)\s]*\)?"), ""),  # the end of a link whose start is cut off
+    (re.compile(r"!?\[(?=[^\]\n]*$)"), ""),  # the start of a link whose end is cut off
+    (re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE), ""),
+    (re.compile(r"`+"), ""),
+    (re.compile(r"(?<![\w*~])(?:\*{1,3}|_{1,3}|~~)(?=[^\s*_~])"), ""),
+    (re.compile(r"(?<=[^\s*_~])(?:\*{1,3}|_{1,3}|~~)(?![\w*~])"), ""),
+]
 HEADLINE = {
     "config": fulltext.CONFIG, "max_words": 30, "min_words": 10, "start_sel": START,
     "stop_sel": STOP,
@@ -62,9 +76,10 @@ class Hit:
     status: str = ""  # a task's
 
     def parts(self) -> list[tuple[str, bool]]:
-        """The headline as (text, matched) pieces, in order: for readers that mark matches."""
+        """The headline as (text, matched) pieces, in order, without Markdown's marks: for
+        readers that mark matches."""
         pieces, matched, text = [], False, ""
-        for char in self.headline:
+        for char in plain_markdown(self.headline):
             if char in (START, STOP):
                 if text:
                     pieces.append((text.translate(RESTORE), matched))
@@ -80,6 +95,13 @@ class Hit:
 
     def marked(self, before: str, after: str) -> str:
         return "".join(f"{before}{t}{after}" if hit else t for t, hit in self.parts())
+
+
+def plain_markdown(text: str) -> str:
+    """TEXT without Markdown's marks (MARKDOWN), its words as they were."""
+    for pattern, replacement in MARKDOWN:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _author(row, user_field: str, agent_field: str):

@@ -139,11 +139,11 @@ def mark_conversation_notifications_read(user, conversation_id) -> int:
     )
 
 
-def _message_notifications(message_id) -> list[Notification]:
-    """The notifications about MESSAGE_ID, each marked ``shown`` when its person still sees it
-    (``notifications_visible_to``): one query for all of them."""
+def _notifications_of(**where) -> list[Notification]:
+    """The notifications about something (WHERE: its message_id or target_id), each marked
+    ``shown`` when its person still sees it (``notifications_visible_to``): one query for all."""
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=OuterRef("user"))
-    return list(Notification.objects.filter(message_id=message_id).annotate(shown=Exists(member)))
+    return list(Notification.objects.filter(**where).annotate(shown=Exists(member)))
 
 
 def _rewrite(notifications: list[Notification]) -> int:
@@ -164,7 +164,7 @@ def redact_message_notifications(message_id, text: str) -> int:
     """The message MESSAGE_ID was deleted: the notifications about it show TEXT instead of
     their snippet of it (inboxes and digests must not keep what its author took back). How
     many were changed."""
-    changed, now = _message_notifications(message_id), timezone.now()
+    changed, now = _notifications_of(message_id=message_id), timezone.now()
     for notification in changed:
         notification.text, notification.updated_at = snippet(text, MAX_TEXT), now
     return _rewrite(changed)
@@ -176,7 +176,7 @@ def update_message_notifications(message_id, old_body: str, new_body: str, edite
     One whose quote is not whole at its end (cut to MAX_TEXT) shows EDITED instead, as a deleted
     message's show their note. How many were changed."""
     old_quote, new_quote, now = snippet(old_body), snippet(new_body), timezone.now()
-    changed = _message_notifications(message_id)
+    changed = _notifications_of(message_id=message_id)
     for notification in changed:
         head = notification.text.removesuffix(old_quote)
         quoted = head != notification.text  # never so when OLD_QUOTE is empty
@@ -185,11 +185,17 @@ def update_message_notifications(message_id, old_body: str, new_body: str, edite
     return _rewrite(changed)
 
 
-def settle_notifications(target_id) -> None:
-    """What TARGET_ID (an approval request) asked of people is done: read, for everyone."""
+def settle_notifications(target_id, text: str) -> int:
+    """What TARGET_ID (an approval request) asked of people is done: its notifications are read,
+    for everyone, and say TEXT (how it ended) instead of asking; an open inbox is told of both.
+    How many were changed."""
     unread = Notification.objects.filter(target_id=target_id, read_at__isnull=True)
     for user in User.objects.filter(Exists(unread.filter(user=OuterRef("pk")))):
         _mark_read(user, unread.filter(user=user))
+    changed, now = _notifications_of(target_id=target_id), timezone.now()
+    for notification in changed:
+        notification.text, notification.updated_at = snippet(text, MAX_TEXT), now
+    return _rewrite(changed)
 
 
 def set_digest(user, digest: str) -> User:

@@ -212,3 +212,45 @@ def test_an_artifact_is_found_by_its_title_or_its_current_content(alice, nova, c
     api = client_for(alice)
     found = ids(api.get("/api/v1/search/", {"q": "harbour", "type": "artifact"}))
     assert found == [str(titled.id), str(written.id)]  # the title counts more
+
+
+def snippet(user, words) -> tuple[str, list[str]]:
+    """The one hit of WORDS for USER over REST: its text, and the words it highlights."""
+    (hit,) = client_for(user).get("/api/v1/search/", {"q": words}).json()["results"]
+    return hit["text"], [hit["text"][a:b] for a, b in hit["highlights"]]
+
+
+def test_snippets_are_plain_text_without_markdown_marks(alice, team_a, channel, nova):
+    """Emphasis, backticks, heading hashes and link syntax go, also where the snippet cuts a
+    link or an emphasis in two; the words and the matches' marks stay, and so does what only
+    looks like a mark (snake_case, a * between numbers, #general)."""
+    post_message(
+        alice,
+        channel,
+        "## Launch day\nWe **launch** on `Thursday`: see [the *launch* note](https://x.example/"
+        "a_b), later",
+    )
+    post_message(alice, channel, "Meet at the **harbour** at _nine_, artifact_publish runs 2 * 3")
+    lead = " ".join(f"word{n}" for n in range(40))
+    post_message(alice, channel, f"{lead} [the *zebra* note](https://x.example/a_b) in #general")
+
+    # Its snippet ends inside the link: "[the *launch* note" in PostgreSQL's headline.
+    text, marked = snippet(alice, "launch")
+    assert text == "Launch day\nWe launch on Thursday: see the launch note"
+    assert marked == ["Launch", "launch", "launch"]
+    # Underscores inside a word and a lone * stay.
+    assert snippet(alice, "harbour") == (
+        "Meet at the harbour at nine, artifact_publish runs 2 * 3",
+        ["harbour"],
+    )
+    assert snippet(alice, "zebra") == ("word38 word39 the zebra note in #general", ["zebra"])
+    # A snippet may also start inside a link or an emphasis (as in the probe's "… a **side").
+    assert search.plain_markdown("zebra* note](https://x.example/a_b) in a **side") == (
+        "zebra note in a side"
+    )
+
+    page = person_client(alice).get(f"/w/{team_a.id}/search/", {"q": "launch"}).content.decode()
+    assert "We <mark>launch</mark> on Thursday: see the <mark>launch</mark> note" in page
+    held = held_message(nova, channel, alice)
+    (hit,) = held.output("workspace_search", {"query": "launch"})["results"]
+    assert hit["text"] == "**Launch** day\nWe **launch** on Thursday: see the **launch** note"
