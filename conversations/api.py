@@ -20,7 +20,7 @@ from conversations.access import (
     reply_thread_of,
 )
 from conversations.exceptions import MessageNotFound
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Delivery, Message
 from conversations.payloads import (
     AUTHOR_UNSHOWN,
     conversation_data,
@@ -371,7 +371,20 @@ class TurnListView(APIView):
 
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        decisions = conversation.turns.order_by("-created_at")[:100]
+        decisions = list(conversation.turns.order_by("-created_at")[:100])
+        # The work item of each open turn's holder, still running: what the page's Stop stops
+        # (actions.stop_turn) before any text is written. Open turns are few.
+        open_ids = [d.message_id for d in decisions if d.finished_at is None]
+        running = {
+            (str(message_id), str(agent_id)): work_id
+            for message_id, agent_id, work_id in Delivery.objects.filter(
+                message_id__in=open_ids, acked_at__isnull=True
+            ).values_list("message_id", "agent_id", "id")
+        }
+
+        def holder(d):
+            return d.queue[d.position]["agent_id"] if d.position < len(d.queue) else None
+
         return Response(
             {
                 "results": [
@@ -381,6 +394,7 @@ class TurnListView(APIView):
                         "rule": d.rule,
                         "queue": d.queue,
                         "position": d.position,
+                        "work": running.get((str(d.message_id), holder(d))),
                         "explanation": d.explanation,
                         "finished_at": d.finished_at,
                         "created_at": d.created_at,

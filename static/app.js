@@ -348,6 +348,7 @@ function clearFormErrors(form) {
 function showFormError(form, error) {
   const box = $("[data-form-error]", form);
   const unplaced = [];
+  let summary = error.message;
   for (const [path, message] of flatten(error.fields)) {
     const field = form.elements.namedItem(path);
     const el = field instanceof RadioNodeList ? field[0] : field;
@@ -358,14 +359,15 @@ function showFormError(form, error) {
       note.dataset.js = "";
       note.textContent = message;
       (el.closest(".field") || el.parentElement).append(note);
+      summary = summary.replace(message, "").trim(); // said once: under its field
     } else {
       unplaced.push(`${path}: ${message}`);
     }
   }
   for (const el of $$("[data-reveal-on]", form)) if (el.dataset.revealOn === error.code) el.hidden = false;
   if (box) {
-    box.textContent = [error.message, ...unplaced].join(" ");
-    box.hidden = false;
+    box.textContent = [summary, ...unplaced].join(" ").trim();
+    box.hidden = !box.textContent;
   } else {
     alert(error.message);
   }
@@ -796,6 +798,27 @@ const newRef = () =>
 const initialsOf = (name) =>
   (name || "?").split(/\s+/).filter(Boolean).slice(0, 2).map((w) => w[0]).join("").toUpperCase() || "?";
 
+/** "■ Stop" for the running turn WORK_ID of CONVERSATION_ID (conversations.actions.stop_turn: the
+ * agent posts what it has, marked stopped); SAY(words) tells how the request went. */
+function stopButton(conversationId, workId, say) {
+  const stop = document.createElement("button");
+  stop.type = "button";
+  stop.className = "button button--small";
+  stop.dataset.stopTurn = "";
+  stop.textContent = "■ Stop";
+  stop.addEventListener("click", async () => {
+    busy(stop, true, "Stopping…");
+    try {
+      await api("POST", `/api/v1/conversations/${conversationId}/stop/`, { work: workId });
+      say("stopping…");
+    } catch (error) {
+      busy(stop, false);
+      say(error.message);
+    }
+  });
+  return stop;
+}
+
 /** Who is working right now: the agent holding the turn on a message, and tasks asked here. */
 class Working {
   constructor(el, conversationId, agentNames) {
@@ -816,7 +839,8 @@ class Working {
   follow(decision) {
     if (!decision || decision.finishedAt || !decision.queue.length) return;
     const holder = decision.queue[decision.position];
-    this.turns.set(holder.agentId, { name: holder.name, messageId: decision.messageId });
+    // WORK: its running work item, which Stop stops before any text is written.
+    this.turns.set(holder.agentId, { name: holder.name, messageId: decision.messageId, work: decision.work });
     setTimeout(() => this.turns.delete(holder.agentId) && this.render(), 120000);
     this.render();
   }
@@ -865,12 +889,22 @@ class Working {
   render() {
     // An agent whose reply is being written shows in its "writing…" bubble instead.
     const drafting = (agentId) => $(`.msg.is-draft[data-draft-agent="${CSS.escape(agentId)}"]`);
-    const lines = [...this.turns].filter(([agentId]) => !drafting(agentId)).map(([agentId, turn]) =>
-      isOnline(agentId)
-        ? `${turn.name} is working…`
-        : `${turn.name} will answer when its bridge is online.`,
-    );
-    for (const task of this.tasks.values()) lines.push(`${task.name} is on a task${task.text ? `: ${task.text}` : "…"}`);
+    // A call of the turn waiting for a person's approval (its card under the message): then the
+    // person, not the agent, is the one to act.
+    const approving = (turn) => turn.messageId && $(`li[data-message-id="${turn.messageId}"] [data-call-state="waiting"]`);
+    const lines = [...this.turns].filter(([agentId]) => !drafting(agentId)).map(([agentId, turn]) => {
+      if (!isOnline(agentId)) return [`${turn.name} will answer when its bridge is online.`];
+      if (turn.said === "stopping…") return [`${turn.name} is stopping…`];
+      const words = approving(turn) ? `${turn.name} is waiting for approval…` : `${turn.name} is working…`;
+      // Stop from the start of the turn, not only once text streams (its bubble has one too).
+      const say = (said) => {
+        turn.said = said;
+        this.render();
+      };
+      const stop = turn.work ? [" ", stopButton(this.conversationId, turn.work, say)] : [];
+      return [words, ...stop, ...(turn.said ? [` ${turn.said}`] : [])];
+    });
+    for (const task of this.tasks.values()) lines.push([`${task.name} is on a task${task.text ? `: ${task.text}` : "…"}`]);
     this.el.replaceChildren();
     if (!lines.length) return;
     const dots = document.createElement("span");
@@ -878,7 +912,7 @@ class Working {
     dots.setAttribute("aria-hidden", "true");
     dots.append(...[1, 2, 3].map(() => document.createElement("i")));
     const text = document.createElement("span");
-    text.textContent = lines.join(" · ");
+    text.append(...lines.flatMap((line, i) => (i ? [" · ", ...line] : line)));
     this.el.append(dots, text);
   }
 }
@@ -1144,22 +1178,7 @@ function streamingReplies(list, conversationId, nearBottom, toBottom) {
     text.setAttribute("aria-live", "off");
     const actions = document.createElement("div");
     actions.className = "msg__draft-actions";
-    const stop = document.createElement("button");
-    stop.type = "button";
-    stop.className = "button button--small";
-    stop.dataset.stopTurn = "";
-    stop.textContent = "■ Stop";
-    stop.addEventListener("click", async () => {
-      busy(stop, true, "Stopping…");
-      try {
-        await api("POST", `/api/v1/conversations/${conversationId}/stop/`, { work: event.workId });
-        state.textContent = "stopping…";
-      } catch (error) {
-        state.textContent = error.message;
-        busy(stop, false);
-      }
-    });
-    actions.append(stop);
+    actions.append(stopButton(conversationId, event.workId, (words) => (state.textContent = words)));
     main.append(meta, text, actions);
     li.append(avatar, main);
     list.append(li);
@@ -1259,14 +1278,42 @@ function slashBox(input, listbox, commands) {
   return listboxKeys(listbox, box, { render, choose, close });
 }
 
+/** A composer's unsent text, kept in localStorage per person and conversation (as chat apps keep
+ * a draft per channel): put back when the composer is used again, saved as typed. The page calls
+ * save() after it empties the box itself (a message sent). */
+function composerDraft(input) {
+  let key = null;
+  const save = () => {
+    try {
+      input.value.trim() ? localStorage.setItem(key, input.value) : localStorage.removeItem(key);
+    } catch {
+      /* private mode: the text is simply not kept */
+    }
+  };
+  input.addEventListener("input", () => key && save());
+  return {
+    /** The box holds the draft of WHERE (a conversation id, or a reply thread's) from now on. */
+    use(where) {
+      key = `agntchat.draft.${me}.${where}`;
+      try {
+        input.value = localStorage.getItem(key) || "";
+      } catch {
+        input.value = "";
+      }
+    },
+    save,
+  };
+}
+
 /** Edit, delete, react and reply in thread on the conversation's messages, and the thread panel.
  * PLACE(li, root) puts a rendered message in a list; INPUT is the composer, focused after. */
-function messageActions({ list, input, place }) {
+function messageActions({ list, input, place, nearBottom, toBottom }) {
   const panel = $("[data-thread-panel]");
   const origin = $("[data-thread-origin]", panel);
   const replies = $("[data-replies]", panel);
   const replyInput = $("[data-reply-input]", panel);
   const replyError = $("[data-reply-error]", panel);
+  const replyDraft = composerDraft(replyInput);
   const roots = [list, origin, replies];
   const idOf = (li) => li.dataset.messageId;
 
@@ -1348,10 +1395,23 @@ function messageActions({ list, input, place }) {
   // The thread panel: the message, its replies, a box to reply. Live replies land in the list
   // marked data-thread-of (initConversation places them), the count comes with message.updated.
   let openId = null;
+  /** Show or hide the panel (OPEN): on a laptop it narrows the channel's list, which would leave
+   * the channel scrolled elsewhere; it stays at the bottom if it was, else on the same message. */
+  const showPanel = (open) => {
+    const scroller = list.closest("[data-scroller]");
+    const stick = nearBottom();
+    const top = scroller.getBoundingClientRect().top;
+    const anchor = $$(":scope > li", list).find((item) => item.getBoundingClientRect().bottom > top);
+    const offset = anchor?.getBoundingClientRect().top;
+    panel.hidden = !open;
+    document.body.classList.toggle("thread-open", open);
+    if (stick) toBottom();
+    else if (anchor) scroller.scrollTop += anchor.getBoundingClientRect().top - offset;
+  };
   const openThread = async (li) => {
     openId = idOf(li);
-    panel.hidden = false;
-    document.body.classList.add("thread-open");
+    showPanel(true);
+    replyDraft.use(`${page.conversationId}.replies.${openId}`);
     origin.replaceChildren();
     replies.replaceChildren();
     delete replies.dataset.threadOf;
@@ -1370,9 +1430,8 @@ function messageActions({ list, input, place }) {
     replyInput.focus();
   };
   const closeThread = () => {
-    panel.hidden = true;
+    showPanel(false);
     openId = null;
-    document.body.classList.remove("thread-open");
     input.focus();
   };
   // Files go to the message's conversation: the server moves a reply's into its thread.
@@ -1386,6 +1445,7 @@ function messageActions({ list, input, place }) {
     try {
       const reply = await api("POST", `/api/v1/messages/${openId}/replies/`, { body, ref: newRef(), attachments });
       replyInput.value = "";
+      replyDraft.save();
       replyTray.take();
       replies.dataset.threadOf = reply.conversationId;
       const [li] = await renderMessages([reply.id]).catch(() => []);
@@ -1572,6 +1632,7 @@ function initConversation() {
       const stick = nearBottom();
       place(fresh, now.parentElement);
       if (stick) toBottom();
+      working.render(); // a call waiting for approval, or no longer: the working line says so
     }, 100);
 
   // After the socket was away: the conversation's calls as REST lists them (its newest 200),
@@ -1698,7 +1759,9 @@ function initConversation() {
     $(".msg__author", li).textContent = page.userName;
     $("[data-text]", li).textContent = text;
     for (const file of files) $("[data-failure]", li).before(fileChip(file));
-    list.append(li);
+    // Above the replies still being written: they are stored after it, once posted.
+    const writing = $(":scope > .is-draft", list);
+    writing ? writing.before(li) : list.append(li);
     group();
     return li;
   };
@@ -1820,11 +1883,14 @@ function initConversation() {
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
   // Issue 28: "/" commands, and edit/delete/react/reply on the messages.
   const slashKeys = slashBox(input, $("[data-slash-list]"), JSON.parse($("#slash-data").textContent));
-  const actions = messageActions({ list, input, place });
+  const actions = messageActions({ list, input, place, nearBottom, toBottom });
   const autosize = () => {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 220)}px`;
   };
+  const draft = composerDraft(input);
+  draft.use(conversationId);
+  autosize();
   // "/remind @agent in 30 minutes|at 15:30|tomorrow at 9|tomorrow what": a reminder for one's own
   // agent (routines' REST), said under the box; not a message.
   const composerStatus = $("[data-composer-status]");
@@ -1864,12 +1930,15 @@ function initConversation() {
     if (searched) {
       // Not a message: the workspace's search page, for the words after it.
       const workspaceId = $(".app").dataset.workspaceId;
+      input.value = "";
+      draft.save();
       location.assign(`/w/${workspaceId}/search/?q=${encodeURIComponent(searched[1])}`);
       return;
     }
     if (/^\/remind(\s|$)/i.test(text)) {
       if (await remind(text)) {
         input.value = "";
+        draft.save();
         autosize();
       }
       return;
@@ -1877,6 +1946,7 @@ function initConversation() {
     const files = tray.take();
     if (!text && !files.length) return;
     input.value = "";
+    draft.save();
     autosize();
     send(text, newRef(), files);
   };

@@ -186,9 +186,11 @@ class Bridge:
         self.socket_token: str | None = None  # the session the open socket serves under
         self.pending: dict[str, asyncio.Future] = {}
         self.running: dict[str, asyncio.Task] = {}  # item id → its handler
-        # Chat items held, by id: True while the model writes (a person's Stop cancels the turn
-        # then; once the reply is being posted, a late Stop must not interrupt the post or ack).
-        self.chats: dict[str, bool] = {}
+        # Chat items held, by id: None while waiting for a lane ("stop" once a person's Stop
+        # came then: it ends as it starts), True while the model writes (a Stop cancels the turn
+        # then), False once the reply is being posted (a late Stop must not interrupt the post
+        # or ack).
+        self.chats: dict[str, bool | str | None] = {}
         self.stopping = asyncio.Event()
         self.lanes = {
             "message": asyncio.Semaphore(config.chat_lanes),
@@ -356,13 +358,16 @@ class Bridge:
             self.log_item("work received", frame)
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
             if frame["kind"] == "message":
-                self.chats[frame["id"]] = False
+                self.chats[frame["id"]] = None
             self.running[frame["id"]] = asyncio.create_task(self.in_lane(frame, handler))
         elif kind == "tool.result":
             self.resolve(f"tool:{frame['callId']}", frame)
         elif kind == "cancel":
             task = self.running.get(frame["id"])
-            if task is not None and self.chats.get(frame["id"], True):
+            state = self.chats.get(frame["id"], True)
+            if state is None:
+                self.chats[frame["id"]] = "stop"
+            elif task is not None and state is True:
                 task.cancel()
         elif kind == "posted":
             self.resolve(frame.get("ref"), frame)
@@ -578,6 +583,8 @@ class Bridge:
             try:
                 # The agent's limit on one turn comes with each item (a hung CLI stops there).
                 turn = self.turn_for(directives, frame)
+                if self.chats.get(frame["id"]) == "stop":
+                    raise asyncio.CancelledError  # stopped while it waited: an empty stopped reply
                 self.chats[frame["id"]] = True  # Stop may cancel it from here…
                 try:
                     result = await run_to_result(

@@ -133,3 +133,52 @@ def test_stop_posts_what_was_written_once_and_acks(
         bridge.terminate()
         output = bridge.communicate(timeout=10)[0]
     assert "Traceback" not in output, output
+
+
+def test_stop_before_any_text_ends_the_turn_with_an_empty_stopped_reply(
+    alice, channel, nova, server, tmp_path
+):
+    """Stop from the start of a turn (the page's "working…" line, with the turn list's work
+    id): a model that only works (progress steps, no text yet) is cut off and the reply is
+    empty, marked stopped. A second question of the conversation, still waiting for the first
+    to finish, is stopped before it starts: its reply is empty and stopped too, not an answer."""
+    working = [{"progress": "thinking", "sleep_ms": 20_000}, {"text": "Never said"}]
+    bridge = bridge_for(
+        "scripted", nova, server, None, tmp_path, replies={"think hard": working, "and then": "No"}
+    )
+    turns_url = f"/api/v1/conversations/{channel.id}/turns/"
+    stop_url = f"/api/v1/conversations/{channel.id}/stop/"
+
+    def work_of(question):
+        turns = client_for(alice).get(turns_url).json()["results"]
+        return next(t["work"] for t in turns if t["messageId"] == str(question.id))
+
+    try:
+        first = post_message(alice, channel, "think hard")
+        second = post_message(alice, channel, "and then")
+        # Both held by the bridge (two chat lanes), the second waiting for the conversation.
+        wait_until(
+            lambda: Delivery.objects.filter(agent=nova, claimed_by__isnull=False).count() == 2,
+            what="both claimed",
+        )
+        time.sleep(0.5)  # the first turn is under way
+        for question in (second, first):
+            response = client_for(alice).post(stop_url, {"work": work_of(question)}, format="json")
+            assert response.status_code == 202
+        replies = wait_until(
+            lambda: len(agent_replies(channel, nova)) == 2 and agent_replies(channel, nova),
+            timeout=15,
+            what="both stopped replies",
+        )
+        assert {r.reply_to_id for r in replies} == {first.id, second.id}
+        assert all(r.body == "" and r.payload == {"stopped": True} for r in replies), [
+            (r.body, r.payload) for r in replies
+        ]
+        wait_until(
+            lambda: not Delivery.objects.filter(agent=nova, acked_at__isnull=True).exists(),
+            what="both acked",
+        )
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output

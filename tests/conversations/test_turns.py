@@ -146,6 +146,26 @@ class TestWhoSpeaksNext:
             api(charlie).get(f"/api/v1/conversations/{cast['room'].id}/turns/").status_code == 404
         )
 
+    def test_an_open_turn_names_the_holders_running_work_item(self, alice, cast, api):
+        """What the page's Stop stops before any text is written (protocol §13): the delivery
+        of the agent holding the turn, until it is acked; then the next holder's."""
+        from work.gateway import ack_work
+
+        message = post_message(alice, cast["room"], "Please review the budget numbers")
+        url = f"/api/v1/conversations/{cast['room'].id}/turns/"
+
+        def work():
+            return api(alice).get(url).json()["results"][0]["work"]
+
+        rex_delivery = Delivery.objects.get(message=message, agent=cast["rex"])
+        assert work() == str(rex_delivery.id)
+        Delivery.objects.filter(pk=rex_delivery.pk).update(claimed_by="c1")
+        ack_work(rex_delivery.id, "c1")  # the turn goes on to Gus
+        assert work() == str(Delivery.objects.get(message=message, agent=cast["gus"]).id)
+        Delivery.objects.filter(message=message, agent=cast["gus"]).update(claimed_by="c2")
+        ack_work(Delivery.objects.get(message=message, agent=cast["gus"]).id, "c2")
+        assert work() is None
+
 
 class TestLoopGuard:
     def test_the_cap_holds_at_exactly_the_group_count_and_lifts_when_a_person_speaks(

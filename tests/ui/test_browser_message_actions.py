@@ -326,3 +326,97 @@ def test_on_a_phone_the_thread_takes_the_screen(orm, story, browser):
     box = panel.bounding_box()
     assert box["width"] == PHONE["width"]
     shot(alice, "messages-03-phone-thread")
+
+
+def test_closing_a_thread_puts_the_channel_back_where_it_was(orm, story, browser):
+    """The thread panel narrows the channel's list while open (on a laptop): closing it leaves
+    the channel at the bottom if it was there, else on the messages it showed."""
+    team, general = story
+    chromium, server = browser
+    bob = orm(lambda: general.workspace.memberships.get(user__username="bob").user)
+    for i in range(30):
+        words = " ".join(["the tide turns at the harbour wall"] * (1 + i % 4))
+        orm(post_message, bob, general, f"Note {i}: {words}")
+    alice = open_general(chromium, server, team, general, "alice")
+    scroller = alice.locator("[data-scroller]")
+    gap = "(s) => s.scrollHeight - s.scrollTop - s.clientHeight"
+
+    def reply_in_thread_and_close(text):
+        note = message(alice, text)
+        note.hover()
+        note.get_by_role("button", name="Reply in thread").click()
+        panel = alice.locator("[data-thread-panel]")
+        panel.get_by_label("Reply in thread").fill("Noted")
+        panel.get_by_label("Reply in thread").press("Enter")
+        expect(panel.locator("[data-replies]")).to_contain_text("Noted", timeout=WAIT)
+        expect(note.locator("[data-open-replies]")).to_have_text("1 reply", timeout=WAIT)
+        panel.get_by_role("button", name="Close thread").click()
+        expect(panel).to_be_hidden()
+
+    # At the bottom: still there after the thread.
+    assert scroller.evaluate(gap) < 2
+    reply_in_thread_and_close("Note 29:")
+    assert scroller.evaluate(gap) < 2
+
+    # Up in the history: the same message at the top of the view again.
+    message(alice, "Note 10:").evaluate("(li) => li.scrollIntoView({block: 'start'})")
+    top = "(li) => Math.round(li.getBoundingClientRect().top)"
+    before = message(alice, "Note 10:").evaluate(top)
+    reply_in_thread_and_close("Note 10:")
+    assert abs(message(alice, "Note 10:").evaluate(top) - before) <= 2
+    shot(alice, "messages-08-thread-closed")
+
+
+def test_unsent_text_is_kept_per_conversation_and_thread(orm, story, browser):
+    """What Alice typed and did not send is there again when she comes back (the composer's and
+    a reply thread's), and gone once sent."""
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    composer = alice.get_by_label("Message #general")
+    composer.fill("unsent draft text")
+    morning = message(alice, "Morning!")
+    morning.hover()
+    morning.get_by_role("button", name="Reply in thread").click()
+    panel = alice.locator("[data-thread-panel]")
+    panel.get_by_label("Reply in thread").fill("half a reply")
+
+    alice.goto(f"/w/{team.id}/tasks/")
+    alice.goto(f"/w/{team.id}/c/{general.id}/")
+    live(alice)
+    expect(composer).to_have_value("unsent draft text")
+    morning = message(alice, "Morning!")
+    morning.hover()
+    morning.get_by_role("button", name="Reply in thread").click()
+    expect(panel.get_by_label("Reply in thread")).to_have_value("half a reply")
+    expect(panel.locator("[data-thread-origin]")).to_contain_text("Morning!")
+    shot(alice, "messages-09-drafts-kept")
+
+    panel.get_by_label("Reply in thread").press("Enter")
+    expect(panel.locator("[data-replies]")).to_contain_text("half a reply", timeout=WAIT)
+    composer.press("Enter")
+    expect(message(alice, "unsent draft text")).to_have_attribute(
+        "data-message-id", re.compile(".+"), timeout=WAIT
+    )
+    alice.reload()
+    live(alice)
+    expect(composer).to_have_value("")
+    message(alice, "Morning!").locator("[data-open-replies]").click()
+    expect(panel.get_by_label("Reply in thread")).to_have_value("")
+
+
+def test_an_artifacts_bad_json_is_said_once_under_its_field(orm, story, browser):
+    team, general = story
+    chromium, server = browser
+    alice = open_general(chromium, server, team, general, "alice")
+    alice.get_by_role("button", name="New artifact").click()
+    dialog = alice.get_by_role("dialog", name="New artifact")
+    dialog.get_by_label("Title").fill("Tide data")
+    dialog.get_by_label("Kind").select_option(label="JSON data")
+    dialog.get_by_label("Content").fill("{not json")
+    dialog.get_by_role("button", name="Publish artifact").click()
+    field = dialog.locator(".field", has=alice.locator("#artifact-content"))
+    expect(field.locator(".field-error")).to_contain_text("Not valid JSON", timeout=WAIT)
+    assert dialog.inner_text().count("Not valid JSON") == 1
+    expect(dialog.locator("[data-form-error]")).to_have_text("A json artifact holds JSON data.")
+    shot(alice, "messages-10-artifact-bad-json")

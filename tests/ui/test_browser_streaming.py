@@ -6,6 +6,7 @@ the earlier one marked as such."""
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -196,3 +197,33 @@ def test_a_late_joiner_sees_the_reply_so_far(orm, story, browser, bridge):
         "Check the local tables"
     )
     assert orm(drafts_in, general.id) == []
+
+
+def test_a_message_sent_while_a_reply_is_written_stays_above_it(orm, story, browser, bridge):
+    """The reply being written is posted after Alice's next message, so it is shown after it
+    from the start, as a reload shows them."""
+    team, general, nova = story
+    chromium, server = browser
+    page = log_in(chromium, server, "alice")
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
+    page.locator("#composer-input").fill("How do tides work?")
+    page.locator("#composer-input").press("Enter")
+    expect(page.locator(".msg.is-draft")).to_be_visible(timeout=2 * WAIT)
+    page.locator("#composer-input").fill("And what about the moon?")
+    page.locator("#composer-input").press("Enter")
+    mine = page.locator("[data-messages] > li", has_text="And what about the moon?")
+    expect(mine).to_have_attribute("data-message-id", re.compile(".+"), timeout=WAIT)
+    order = (
+        "() => [...document.querySelectorAll('[data-messages] > li')]"
+        ".map((li) => li.dataset.messageId || 'writing')"
+    )
+    assert page.evaluate(order)[-2:] == [mine.get_attribute("data-message-id"), "writing"]
+    shot(page, "05-sent-while-writing")
+
+    # Once posted, the reply is where the bubble was; a reload shows the same order.
+    first = page.locator("li[data-message-id]", has_text="Check the local tables").first
+    expect(first).to_be_visible(timeout=30_000)
+    live_order = [i for i in page.evaluate(order) if i != "writing"]
+    page.reload()  # Nova's answer to the second message may have come meanwhile, after them
+    assert [i for i in page.evaluate(order) if i != "writing"][: len(live_order)] == live_order

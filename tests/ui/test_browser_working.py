@@ -1,0 +1,105 @@
+"""Stop from the start of an agent's turn, in a real browser with a real bridge: while Nova only
+works (progress steps, no text yet) the "Nova is working…" line offers Stop, and Stop ends the
+turn with an empty reply marked Stopped; while Nova's tool call waits for a person's approval
+the line says so ("waiting for approval"), and Stop works there too."""
+
+import json
+import os
+
+import pytest
+from playwright.sync_api import expect
+
+from agents import actions as agent_actions
+from conversations.actions import create_conversation
+from conversations.models import Message
+from tests.socket_helpers import start_bridge
+from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, live, log_in, person
+from tests.ui.browser import shot as save_shot
+from work import actions
+from work.access import access_tool
+from workspaces.actions import create_team_workspace
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+
+PLAN = {"title": "Tide plan", "kind": "markdown", "content": "# High tide at 06:12"}
+SCRIPT = {
+    "think hard": [{"progress": "thinking", "sleep_ms": 30_000}, {"text": "Never said"}],
+    "publish the plan": [{"tool": "artifact_publish", "input": PLAN}, {"text": "Published"}],
+}
+
+
+def shot(page, name):
+    save_shot(page, f"working-{name}")
+
+
+@pytest.fixture
+def story(orm):
+    def build():
+        alice = person("alice", "Alice Martin")
+        team = create_team_workspace(alice, "Tide Lab")
+        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
+        general = create_conversation(
+            alice, team, kind="channel", title="general", agent_ids=[nova.id]
+        )
+        actions.set_agent_permission(alice, nova, access_tool("artifact_publish"), "ask")
+        return team, general, nova
+
+    return orm(build)
+
+
+@pytest.fixture
+def bridge(orm, story, browser, tmp_path):
+    _, _, nova = story
+    _, server = browser
+    process = orm(start_bridge, server, nova, tmp_path, json.dumps({"replies": SCRIPT}))
+    yield process
+    process.terminate()
+    output = process.communicate(timeout=30)[0]
+    assert "Traceback" not in output, output
+
+
+def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
+    team, general, nova = story
+    chromium, server = browser
+    page = log_in(chromium, server, "alice")
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
+    # The bridge's first connection (a new process, its key exchanged: slow on a loaded machine).
+    online = page.locator(f'[data-agent-id="{nova.id}"] [data-presence].is-online')
+    expect(online.first).to_be_attached(timeout=4 * WAIT)
+    working = page.locator("[data-working]")
+    stopped = page.locator("li[data-message-id]").filter(has=page.locator(".tag--stopped"))
+
+    # Nova only works, no text yet: Stop is there all the same, and ends the turn.
+    page.locator("#composer-input").fill("think hard")
+    page.locator("#composer-input").press("Enter")
+    expect(working).to_contain_text("Nova is working…", timeout=2 * WAIT)
+    expect(working.get_by_role("button", name="Stop")).to_be_visible()
+    expect(page.locator(".msg.is-draft")).to_have_count(0)
+    shot(page, "01-working-with-stop")
+    working.get_by_role("button", name="Stop").click()
+    expect(stopped).to_have_count(1, timeout=WAIT)
+    expect(stopped.locator(".msg__author")).to_have_text("Nova")
+    expect(working).to_be_empty()
+    shot(page, "02-stopped-before-text")
+
+    # Nova's call waits for Alice's approval: the line says so, and Stop works there too.
+    page.locator("#composer-input").fill("publish the plan")
+    page.locator("#composer-input").press("Enter")
+    expect(page.locator("[data-approval]")).to_contain_text("Approval needed", timeout=2 * WAIT)
+    expect(working).to_contain_text("Nova is waiting for approval…", timeout=WAIT)
+    expect(working).not_to_contain_text("working")
+    shot(page, "03-waiting-for-approval")
+    working.get_by_role("button", name="Stop").click()
+    expect(stopped).to_have_count(2, timeout=WAIT)
+    expect(working).to_be_empty()
+    # The call moves under the stopped reply; its request stays pending (the turn is over).
+    expect(page.locator("[data-tool-calls]")).to_have_count(1, timeout=WAIT)
+    shot(page, "04-stopped-while-waiting")
+
+    replies = orm(lambda: list(Message.objects.filter(author_agent=nova).order_by("created_at")))
+    assert [(r.body, r.payload) for r in replies] == [("", {"stopped": True})] * 2
