@@ -113,11 +113,12 @@ def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
         )
 
 
-def _settled_text(request: PermissionRequest) -> str:
-    """What a decided or expired request's inbox items say instead of asking."""
+def _settled_text(request: PermissionRequest, reason: str | None = None) -> str:
+    """What a decided or expired request's inbox items say instead of asking (REASON: why it
+    ended, when nobody decided it)."""
     asked = f"{request.call.agent.name} asked to use {request.call.tool}"
     if request.status == PermissionRequest.Status.EXPIRED:
-        return f"{asked}: expired before anyone decided"
+        return f"{asked}: {reason or 'expired before anyone decided'}"
     by = f" by {request.decided_by.label}" if request.decided_by_id else ""
     always = ", always allowed from now on" if request.always else ""
     return f"{asked}: {request.status}{by}{always}"
@@ -200,9 +201,22 @@ def expire_permission_requests(now=None) -> int:
     """Pending requests past their time end as expired: the agent claims that like a decision,
     and its call fails with "approval expired"; a late Approve is refused."""
     now = now or timezone.now()
+    return _end_pending(Q(expires_at__lte=now), now)
+
+
+def withdraw_stopped_requests(delivery_id) -> int:
+    """A person stopped the turn of DELIVERY_ID (conversations.actions.stop_turn): what it still
+    waited to be approved for ends as expired, and its inbox items say why, instead of offering
+    an Approve that nothing would run after."""
+    return _end_pending(Q(call__delivery_id=delivery_id), timezone.now(), "its turn was stopped")
+
+
+def _end_pending(which: Q, now, reason: str | None = None) -> int:
+    """End the pending requests WHICH selects as expired, each under its row lock (a decision
+    racing this one wins or loses whole); REASON: what their inbox items say ended them."""
     count = 0
     for request_id in PermissionRequest.objects.filter(
-        status=PermissionRequest.Status.PENDING, expires_at__lte=now
+        which, status=PermissionRequest.Status.PENDING
     ).values_list("id", flat=True):
         with transaction.atomic():
             request = (
@@ -217,7 +231,8 @@ def expire_permission_requests(now=None) -> int:
             request.call.request = request
             live.announce_call(request.call)
             wake_agent(request.agent_id, "permission")
-            settle_notifications(request.pk, _settled_text(request))  # nothing waits any more
+            # The inbox: nothing waits any more.
+            settle_notifications(request.pk, _settled_text(request, reason))
             count += 1
     return count
 

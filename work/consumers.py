@@ -41,7 +41,7 @@ from conversations.access import access_conversation, access_message
 from conversations.live import audience_topics
 from conversations.models import Message, Task
 from conversations.usage import record_usage
-from work import directives, frames, gateway
+from work import approvals, directives, frames, gateway
 from work.tools import calls
 
 log = logging.getLogger(__name__)
@@ -465,6 +465,8 @@ class AgentSocket(JsonSocket):
         what it has marked stopped, and acks (conversations.actions.stop_turn)."""
         if self.held.get(event["id"]) == "message":
             await self.send_json({"type": "cancel", "id": event["id"]})
+            # What the turn waited to have approved is withdrawn: no Approve runs it now.
+            await in_pool(approvals.withdraw_stopped_requests)(event["id"])
 
     async def on_draft(self, data):
         """The growing text of a chat turn this connection holds, passed on to the browsers

@@ -1,7 +1,7 @@
 """Stop from the start of an agent's turn, in a real browser with a real bridge: while Nova only
 works (progress steps, no text yet) the "Nova is working…" line offers Stop, and Stop ends the
 turn with an empty reply marked Stopped; while Nova's tool call waits for a person's approval
-the line says so ("waiting for approval"), and Stop works there too."""
+the line says so ("waiting for approval"), and Stop works there too, withdrawing the request."""
 
 import json
 import os
@@ -97,8 +97,9 @@ def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     working.get_by_role("button", name="Stop").click()
     expect(stopped).to_have_count(2, timeout=WAIT)
     expect(working).to_be_empty()
-    # The call moves under the stopped reply; its request stays pending (the turn is over).
+    # The call moves under the stopped reply, and its request is withdrawn: nothing to approve.
     expect(page.locator("[data-tool-calls]")).to_have_count(1, timeout=WAIT)
+    expect(page.locator("[data-decide]")).to_have_count(0, timeout=WAIT)
     shot(page, "04-stopped-while-waiting")
 
     replies = orm(lambda: list(Message.objects.filter(author_agent=nova).order_by("created_at")))

@@ -277,3 +277,31 @@ async def test_a_deny_set_while_a_call_waited_wins_over_its_approval(
     assert refused["ok"] is False and refused["error"]["code"] == "tool_denied"
     assert await sync_to_async(notices)(channel) == []
     await comm.disconnect()
+
+
+async def test_a_stopped_turn_withdraws_what_it_waited_to_have_approved(
+    alice, bob, channel, nova, outside_tool, api
+):
+    """Stop while a call waits: its request ends (expired) at once, a late Approve is refused and
+    runs nothing, and the deciders' inbox items say the turn was stopped instead of asking."""
+    comm = await connected(nova)
+    work, request_id = await pending_call(comm, alice, channel)
+    stop = await sync_to_async(
+        lambda: api(alice).post(
+            f"/api/v1/conversations/{channel.id}/stop/", {"work": work["id"]}, format="json"
+        )
+    )()
+    assert stop.status_code == 202
+    decision = await decision_frame(comm)  # the cancel, then the request's end, claimed
+    assert decision["payload"]["status"] == "expired"
+    late = await decide(api, alice, request_id, "approve")
+    assert late.status_code == 409 and late.json()["error"]["code"] == "approval_expired"
+    request = await PermissionRequest.objects.aget(pk=request_id)
+    assert request.status == "expired" and request.decided_by_id is None
+    texts = await sync_to_async(
+        lambda: list(alice.notifications.filter(kind="approval").values_list("text", "read_at"))
+    )()
+    assert [(text, read is not None) for text, read in texts] == [
+        ("Nova asked to use test_outside: its turn was stopped", True)
+    ]
+    await comm.disconnect()
