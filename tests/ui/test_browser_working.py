@@ -84,6 +84,7 @@ def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     working.get_by_role("button", name="Stop").click()
     expect(stopped).to_have_count(1, timeout=WAIT)
     expect(stopped.locator(".msg__author")).to_have_text("Nova")
+    expect(stopped.locator(".msg__note")).to_have_text("Stopped before it wrote anything.")
     expect(working).to_be_empty()
     shot(page, "02-stopped-before-text")
 
