@@ -34,21 +34,25 @@ def asked(alice, bob, channel, nova):
     send_email."""
     make_admin(channel.workspace, bob)
     message = actions.post_message(alice, channel, "@nova mail the venue", wake=[])
+    return ask(nova, channel, message, "c-1"), message
+
+
+def ask(nova, channel, message, call_id):
+    """Nova's send_email call answering MESSAGE, waiting for a person: its request."""
     with transaction.atomic():
         call = ToolCall.objects.create(
             agent=nova,
             workspace=channel.workspace,
             conversation=channel,
             message=message,
-            call_id="c-1",
+            call_id=call_id,
             tool="send_email",
             arguments={},
-            arguments_hash="x",
+            arguments_hash=call_id,
             risk="external",
             status=ToolCall.Status.WAITING,
         )
-        request = approvals.request_permission(call)
-    return request, message
+        return approvals.request_permission(call)
 
 
 def items(user) -> list[tuple[str, bool]]:
@@ -103,20 +107,7 @@ def test_a_denial_and_an_expiry_say_so(alice, bob, asked, channel, nova):
     approvals.decide_permission(bob, request, approve=False)
     assert items(alice) == [("Nova asked to use send_email: denied by bob", True)]
 
-    with transaction.atomic():
-        call = ToolCall.objects.create(
-            agent=nova,
-            workspace=channel.workspace,
-            conversation=channel,
-            message=message,
-            call_id="c-2",
-            tool="send_email",
-            arguments={},
-            arguments_hash="y",
-            risk="external",
-            status=ToolCall.Status.WAITING,
-        )
-        approvals.request_permission(call)
+    ask(nova, channel, message, "c-2")
     approvals.expire_permission_requests(now=timezone.now() + timedelta(days=1))
     assert items(bob)[-1] == ("Nova asked to use send_email: expired before anyone decided", True)
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.db import connection, transaction
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
@@ -21,12 +20,12 @@ from rest_framework.test import APIClient
 from agents import hosting
 from agents.actions import create_agent
 from agents.models import Agent, Host, HostToken
-from agntchat.asgi import application
 from tests.concurrency import run_together
 from tests.conftest import client_for
 from tests.socket_helpers import next_frame
 from tests.work import sshd as loopback
 from tests.work.sshd import keygen
+from tests.work.test_host_socket_ends import closed_for_good, supervisor
 from work import hosting as work_hosting
 from work.host_socket import _principal
 from workspaces import actions as workspace_actions
@@ -373,21 +372,6 @@ def test_deleting_a_host_while_an_agent_is_placed_on_it_is_a_409(alice, team_a):
 
 
 # --- the host socket ------------------------------------------------------------------------
-
-
-async def supervisor(secret):
-    comm = WebsocketCommunicator(
-        application, "/ws/host/", headers=[(b"authorization", f"Bearer {secret}".encode())]
-    )
-    assert (await comm.connect())[0]
-    assert (await next_frame(comm))["type"] == "hello"
-    return comm
-
-
-async def closed_for_good(comm) -> bool:
-    error = await next_frame(comm, timeout=15)  # through Redis: slow on a loaded machine
-    closed = await comm.receive_output(timeout=15)
-    return error["code"] == "unauthorized" and closed == {"type": "websocket.close", "code": 4401}
 
 
 def host_with_supervisor():
