@@ -313,7 +313,9 @@ def delete_credential(membership: Membership, credential: Credential) -> None:
 
 
 def update_profile(user, *, display_name: str | None = None, zone_name: str | None = None):
-    """A person's own name as shown, and the time zone their times are read in (ZONE_NAME)."""
+    """A person's own name as shown, and the time zone their times are read in (ZONE_NAME). A
+    change is audited: a name is what others recognise a person by."""
+    before = {"display_name": user.display_name, "timezone": user.timezone}
     if zone_name is not None:
         try:
             ZoneInfo(zone_name)
@@ -326,5 +328,11 @@ def update_profile(user, *, display_name: str | None = None, zone_name: str | No
         user.timezone = zone_name
     if display_name is not None:
         user.display_name = display_name.strip()
-    user.save(update_fields=["display_name", "timezone", "updated_at"])
+    with transaction.atomic():
+        user.save(update_fields=["display_name", "timezone", "updated_at"])
+        changed = [name for name, old in before.items() if getattr(user, name) != old]
+        if changed:
+            record_audit(
+                "profile.changed", actor=user, target=user, label=user.label, fields=changed
+            )
     return user
