@@ -34,12 +34,28 @@ const EDGE_NAMES = {
   produced: "produced",
 };
 const STRONG = new Set(["works_on", "handed_off", "made", "produced"]);
+// Times as the rest of the pages show them ("Dec 7, 11:11 AM"): static/app.js, FORMATS.datetime.
+const DATETIME = { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" };
+
+/** Where a node starts its layout: a point drawn from its id, the same on every load (the
+ * layout's own random start would move every node on each visit). */
+function seat(id, side) {
+  let hash = 2166136261; // FNV-1a, then two steps of mulberry32
+  for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 16777619);
+  const next = () => {
+    hash = (hash + 0x6d2b79f5) | 0;
+    let t = Math.imul(hash ^ (hash >>> 15), 1 | hash);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return { x: Math.round(next() * side), y: Math.round(next() * side) };
+}
+const byId = (a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 const cy = window.cytoscape({
   container: $("[data-map-canvas]"),
   minZoom: 0.2,
   maxZoom: 3,
-  wheelSensitivity: 0.3,
   boxSelectionEnabled: false,
   style: [
     {
@@ -131,7 +147,7 @@ function showDetails(node) {
   const facts = document.createElement("ul");
   facts.className = "map-details__facts";
   if (data.by) facts.append(fact(`By ${data.by}`));
-  if (data.createdAt) facts.append(fact(`Since ${new Date(data.createdAt).toLocaleString()}`));
+  if (data.createdAt) facts.append(fact("Since ", localTime(data.createdAt)));
   for (const edge of node.connectedEdges()) {
     const outgoing = edge.source().id() === node.id();
     const other = outgoing ? edge.target() : edge.source();
@@ -149,10 +165,19 @@ function showDetails(node) {
   }
 }
 
-function fact(text) {
+function fact(...parts) {
   const item = document.createElement("li");
-  item.textContent = text;
+  item.append(...parts);
   return item;
+}
+
+function localTime(iso) {
+  const at = new Date(iso);
+  const time = document.createElement("time");
+  time.dateTime = iso;
+  time.textContent = at.toLocaleString([], DATETIME);
+  time.title = at.toLocaleString([], { dateStyle: "full", timeStyle: "short" });
+  return time;
 }
 
 let fetching = null;
@@ -170,10 +195,15 @@ async function load() {
   // changes nothing must not move what they were about to click.
   const before = new Map(cy.nodes().map((n) => [n.id(), { ...n.position() }]));
   const same = graph.nodes.length === before.size && graph.nodes.every((n) => before.has(n.id));
+  // The same work gives the same picture: nodes and edges in a fixed order, each node starting
+  // from its own seat, and a layout that draws nothing at random from there.
+  const nodes = [...graph.nodes].sort(byId);
+  const edges = [...graph.edges].sort(byId);
+  const side = 100 + 80 * Math.sqrt(nodes.length);
   cy.batch(() => {
     cy.elements().remove();
-    cy.add(graph.nodes.map((node) => ({ group: "nodes", data: node, position: before.get(node.id) })));
-    cy.add(graph.edges.map((edge) => ({ group: "edges", data: { ...edge, strong: STRONG.has(edge.kind) } })));
+    cy.add(nodes.map((node) => ({ group: "nodes", data: node, position: same ? before.get(node.id) : seat(node.id, side) })));
+    cy.add(edges.map((edge) => ({ group: "edges", data: { ...edge, strong: STRONG.has(edge.kind) } })));
   });
   if (!same) {
     // A narrow screen gets a tighter layout: fitted to its width, the labels stay readable.
@@ -181,7 +211,7 @@ async function load() {
     cy.layout({
       name: "cose",
       animate: false,
-      randomize: true,
+      randomize: false,
       padding: narrow ? 10 : 30,
       nodeRepulsion: () => (narrow ? 3000 : 9000),
       idealEdgeLength: () => (narrow ? 40 : 70),

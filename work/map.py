@@ -9,7 +9,8 @@ map only what they may read elsewhere, and an edge only between two nodes they s
 
 from datetime import timedelta
 
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models.functions import Substr
 from django.urls import reverse
 from django.utils import timezone
 
@@ -18,7 +19,7 @@ from agents.exceptions import AgentNotFound
 from agents.models import Agent
 from artifacts.access import artifacts_visible_to
 from conversations.access import conversations_visible_to
-from conversations.models import Conversation, Participant
+from conversations.models import Conversation, Message, Participant
 from conversations.tasks import tasks_visible_to
 
 # The time windows the map offers; "all" has no cutoff.
@@ -88,8 +89,17 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
     wanted = set(active) | {a.conversation_id for a in artifacts}
     for task in tasks:
         wanted |= {task.conversation_id, task.work_conversation_id}
+    # A thread's first words tell it from its siblings (they share titles like "Thread in
+    # general"); read in the same query, from the thread itself, which the person may read.
+    first_words = Message.objects.filter(
+        conversation=OuterRef("pk"),
+        kind=Message.Kind.TEXT,
+        held_at__isnull=True,
+        deleted_at__isnull=True,
+    ).order_by("created_at", "id")
     shown = (
         conversations.filter(pk__in=wanted - {None})
+        .annotate(first_words=Subquery(first_words.values(words=Substr("body", 1, 80))[:1]))
         .select_related("parent_message")
         .prefetch_related("participants__user", "participants__agent")
     )
@@ -175,15 +185,15 @@ def _conversation_label(conversation: Conversation) -> str:
 def _add_conversation(graph: _Graph, ws, conversation: Conversation) -> None:
     thread = conversation.kind == Conversation.Kind.THREAD
     key = f"conversation:{conversation.id}"
+    label = _conversation_label(conversation)
+    # A thread is named by its first words, its title (who, or where) going to the details (its
+    # status shows there already).
+    first_words = _label(conversation.first_words or "", 40)
     graph.node(
         key,
         kind="thread" if thread else "conversation",
-        label=_conversation_label(conversation),
-        detail=(
-            f"Side thread · {conversation.thread_status or 'open'}"
-            if thread
-            else f"{Conversation.Kind(conversation.kind).label} conversation"
-        ),
+        label=f"“{first_words}”" if thread and first_words else label,
+        detail=label if thread else f"{Conversation.Kind(conversation.kind).label} conversation",
         status=conversation.thread_status or None,
         url=reverse("conversation", args=[ws, conversation.id]),
         created_at=conversation.created_at,

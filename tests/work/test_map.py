@@ -107,6 +107,9 @@ def test_it_hangs_side_threads_off_their_conversation(alice, team_a, nova, chann
     thread = f"conversation:{story['thread'].id}"
     node = next(n for n in graph["nodes"] if n["id"] == thread)
     assert node["kind"] == "thread"
+    # Named by its first words (threads of one channel share titles), its title in the details.
+    assert node["label"] == "“Which source did you use?”"
+    assert (node["detail"], node["status"]) == ("Nova ↔ Scout", "in_progress")
     assert {
         (thread, "thread_of", f"conversation:{channel.id}"),
         (f"agent:{nova.id}", "takes_part", thread),
