@@ -51,11 +51,18 @@ async def frames_until(comm, predicate, timeout=5) -> list[dict]:
             return seen
 
 
-async def settled(comm) -> list[dict]:
+async def settled(comm, ack: str | None = None) -> list[dict]:
     """Wait until the agent socket has handled what it had received: frames and events are
     handled one at a time, in order, so once a frame sent now is answered, a claim started by
-    an earlier ack or wake-up is over (a claim under way when a change lands rightly carries
-    what it read). The frames read meanwhile."""
+    an earlier wake-up is over (a claim under way when a change lands rightly carries what it
+    read). ACK: an item just acked, whose write (a trip of its own, beside the frames, that may
+    claim with what the socket knew then) is waited for first. The frames read meanwhile."""
+    if ack is not None:
+        from conversations.models import Delivery
+        from tests.waiting import until
+
+        written = Delivery.objects.filter(pk=ack, acked_at__isnull=False)
+        await until(written.aexists, what="the ack written")
     await comm.send_json_to({"type": "personality.get"})
     return await frames_until(comm, lambda f: f["type"] == "personality")
 

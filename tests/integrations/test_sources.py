@@ -254,7 +254,7 @@ async def test_calls_through_the_agent_socket(alice, bob, team_a, nova, channel,
     offered = [t["name"] for t in first["payload"]["directives"]["tools"]]
     assert "crm__lookup" in offered and "crm__remember" not in offered
     await comm.send_json_to({"type": "ack", "id": first["id"]})
-    await settled(comm)
+    await settled(comm, ack=first["id"])
 
     # Granted while connected: the socket reads its tools again (agent.changed).
     await sync_to_async(grant)(alice, team_a, source, nova, "remember")

@@ -249,7 +249,7 @@ async def test_an_owners_change_reaches_the_next_work_item(alice, channel, nova,
     assert "done" in [t["name"] for t in first["payload"]["directives"]["tools"]]
     assert "- done:" in first["payload"]["directives"]["stable"]
     await comm.send_json_to({"type": "ack", "id": first["id"]})
-    await settled(comm)
+    await settled(comm, ack=first["id"])
     client = await sync_to_async(api)(alice)
     changed = await sync_to_async(client.patch)(
         f"/api/v1/agents/{nova.id}/tools/done/", {"granted": False}, format="json"
@@ -266,7 +266,7 @@ async def test_a_skill_added_reaches_the_next_work_item_and_loads(alice, channel
     first = await held_message(comm, alice, channel, "one")
     assert "skill_load" not in [t["name"] for t in first["payload"]["directives"]["tools"]]
     await comm.send_json_to({"type": "ack", "id": first["id"]})
-    await settled(comm)
+    await settled(comm, ack=first["id"])
     client = await sync_to_async(api)(alice)
     skill_md = "---\nname: triage\ndescription: Sort an inbox. More.\n---\nStep one.\n"
     made = await sync_to_async(client.post)(
