@@ -51,6 +51,15 @@ async def frames_until(comm, predicate, timeout=5) -> list[dict]:
             return seen
 
 
+async def change_heard(comm) -> list[dict]:
+    """After a change to the agent: wait until its agent.changed event has gone out (events_sent)
+    and the socket has handled it (settled), so the next item is claimed with the change."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(events_sent)()
+    return await settled(comm)
+
+
 async def settled(comm, ack: str | None = None) -> list[dict]:
     """Wait until the agent socket has handled what it had received: frames and events are
     handled one at a time, in order, so once a frame sent now is answered, a claim started by

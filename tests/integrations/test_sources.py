@@ -19,7 +19,13 @@ from conversations.actions import create_conversation, post_message
 from integrations import sources
 from integrations.models import SourceGrant, ToolSource
 from tests.conftest import agent_session
-from tests.socket_helpers import agent_communicator, frames_until, next_frame, settled
+from tests.socket_helpers import (
+    agent_communicator,
+    change_heard,
+    frames_until,
+    next_frame,
+    settled,
+)
 from tests.work.tooling import held_message
 from work import actions as work_actions
 from work.models import ToolCall
@@ -259,6 +265,7 @@ async def test_calls_through_the_agent_socket(alice, bob, team_a, nova, channel,
     # Granted while connected: the socket reads its tools again (agent.changed).
     await sync_to_async(grant)(alice, team_a, source, nova, "remember")
     await sync_to_async(allow)(alice, team_a, "crm__remember")
+    await change_heard(comm)
     await sync_to_async(post_message)(bob, channel, "please")
     seen = await frames_until(comm, lambda f: f["type"] == "work")
     work = seen[-1]

@@ -13,6 +13,7 @@ from conversations.models import Message, Participant
 from tests.conftest import agent_session
 from tests.socket_helpers import (
     agent_communicator,
+    change_heard,
     frames_until,
     live_socket_for,
     next_frame,
@@ -255,6 +256,7 @@ async def test_an_owners_change_reaches_the_next_work_item(alice, channel, nova,
         f"/api/v1/agents/{nova.id}/tools/done/", {"granted": False}, format="json"
     )
     assert changed.status_code == 200
+    await change_heard(comm)
     second = await held_message(comm, alice, channel, "two")
     assert "done" not in [t["name"] for t in second["payload"]["directives"]["tools"]]
     assert "- done:" not in second["payload"]["directives"]["stable"]
@@ -273,6 +275,7 @@ async def test_a_skill_added_reaches_the_next_work_item_and_loads(alice, channel
         "/api/v1/skills/", {"skillMd": skill_md, "agent": str(nova.id)}, format="json"
     )
     assert made.status_code == 201
+    await change_heard(comm)
     second = await held_message(comm, alice, channel, "two")
     directives = second["payload"]["directives"]
     assert "skill_load" in [t["name"] for t in directives["tools"]]
