@@ -13,12 +13,17 @@ const KIND_ICONS = { mention: "@", direct: "✉", approval: "⚑", reminder: "�
 
 let unread = parseInt($("[data-inbox-count]")?.textContent, 10) || 0;
 
-function post(url) {
+function post(url, body) {
   return fetch(url, {
     method: "POST",
     credentials: "same-origin",
     keepalive: true, // a mark read still reaches the server as the page moves on
-    headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+    headers: {
+      Accept: "application/json",
+      "X-CSRFToken": csrfToken(),
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
   });
 }
 
@@ -135,11 +140,8 @@ async function decide(button) {
   error.hidden = true;
   let response = null;
   try {
-    response = await fetch(`/api/v1/permission-requests/${decision.dataset.approval}/decision/`, {
-      method: "POST",
-      credentials: "same-origin",
-      headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: JSON.stringify({ decision: button.dataset.inboxDecide }),
+    response = await post(`/api/v1/permission-requests/${decision.dataset.approval}/decision/`, {
+      decision: button.dataset.inboxDecide,
     });
   } catch {
     /* said below */
