@@ -286,7 +286,8 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
     Send / Save draft on an email draft are done at once through the mailbox (as the person who
     clicked), not handed to the agent; a refusal there (no account connected) changes nothing.
 
-    Returns {"outcome", "message", "work": {"type": "message", "id"}, or None when by mail}."""
+    Returns {"outcome", "message", "work"}: WORK is {"type": "message", "id", "delivery"} (the
+    click, and the agent's work item on it, which the page's Stop stops), or None by mail."""
     with transaction.atomic():
         locked = (
             Message.objects.select_for_update(of=("self",))
@@ -329,7 +330,8 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
                 },
                 wake=[agent.id],
             )
-            work = {"type": "message", "id": click.id}
+            delivery = click.deliveries.filter(agent=agent).values_list("id", flat=True).first()
+            work = {"type": "message", "id": click.id, "delivery": delivery}
         announce_message(locked, "message.updated")
     return {"outcome": outcome, "message": locked, "work": work}
 

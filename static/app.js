@@ -840,14 +840,32 @@ class Working {
     if (!decision || decision.finishedAt || !decision.queue.length) return;
     const holder = decision.queue[decision.position];
     // WORK: its running work item, which Stop stops before any text is written.
-    this.turns.set(holder.agentId, { name: holder.name, messageId: decision.messageId, work: decision.work });
-    setTimeout(() => this.turns.delete(holder.agentId) && this.render(), 120000);
+    const turn = { name: holder.name, messageId: decision.messageId, work: decision.work };
+    this.turns.set(holder.agentId, turn);
+    this.recheck(holder.agentId, turn);
     this.render();
   }
 
-  /** On load: turns still open from the last couple of minutes. */
+  /** Every two minutes, while TURN is shown: is it still open? A turn may run long, or wait a
+   * quarter of an hour for a person's approval; one that ended unseen (an answer missed while
+   * the socket was down) leaves the line. A card click has no turn decision: two minutes. */
+  recheck(agentId, turn) {
+    setTimeout(async () => {
+      if (this.turns.get(agentId) !== turn) return;
+      const decision = turn.messageId && (await this.decisions()).find((d) => d.messageId === turn.messageId);
+      if (decision && !decision.finishedAt && decision.queue[decision.position]?.agentId === agentId) {
+        this.recheck(agentId, turn);
+        return;
+      }
+      if (this.turns.get(agentId) === turn) this.turns.delete(agentId);
+      this.render();
+      this.follow(decision);
+    }, 120000);
+  }
+
+  /** On load: turns still open from the last hour (an approval may keep one open that long). */
   async resume() {
-    const recent = Date.now() - 120000;
+    const recent = Date.now() - 3600000;
     for (const decision of (await this.decisions()).reverse()) {
       if (Date.parse(decision.createdAt) > recent) this.follow(decision);
     }
@@ -864,10 +882,11 @@ class Working {
     if (decision && decision.queue[decision.position]?.agentId !== agentId) this.follow(decision);
   }
 
-  /** A card button sent work to the card's agent. */
-  clicked(agentId, name) {
-    this.turns.set(agentId, { name, messageId: null });
-    setTimeout(() => this.turns.delete(agentId) && this.render(), 120000);
+  /** A card button sent work to the card's agent: WORK is the click and the agent's item on it. */
+  clicked(agentId, name, work) {
+    const turn = { name, messageId: work.id, work: work.delivery };
+    this.turns.set(agentId, turn);
+    this.recheck(agentId, turn);
     this.render();
   }
 
@@ -1838,7 +1857,7 @@ function initConversation() {
         actionId: button.dataset.cardAction,
       });
       // A mailbox button (Send, Save draft) is done here and now: no agent is at work on it.
-      if (result?.work) working.clicked(li.dataset.authorId, $(".msg__author", li)?.textContent || "The agent");
+      if (result?.work) working.clicked(li.dataset.authorId, $(".msg__author", li)?.textContent || "The agent", result.work);
       await refresh(li.dataset.messageId);
     } catch (err) {
       busy(button, false);

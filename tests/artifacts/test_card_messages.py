@@ -170,12 +170,19 @@ def test_it_lists_the_template_library(bob, team_a, api):
     assert [a["id"] for a in draft["defaultActions"]] == ["send", "save_draft"]
 
 
-def test_a_button_click_becomes_one_message_for_the_author_agent(alice, bob, channel, nova, api):
+def test_a_button_click_becomes_one_message_for_the_author_agent(
+    alice, bob, channel, nova, api, django_capture_on_commit_callbacks
+):
     card_message = post_card(nova, channel, hotels())
     response = click(api(bob), card_message, 0, "more_like_this")
     assert response.status_code == 200, response.json()
     action = Message.objects.get(kind=Message.Kind.ACTION)
-    assert response.json()["work"] == {"type": "message", "id": str(action.id)}
+    delivery = Delivery.objects.get(message=action)
+    assert response.json()["work"] == {
+        "type": "message",
+        "id": str(action.id),
+        "delivery": str(delivery.id),
+    }
     assert action.author_user == bob
     assert action.body == "bob chose “More like this” on “Memmo Alfama”"
     assert action.payload == {
@@ -188,6 +195,15 @@ def test_a_button_click_becomes_one_message_for_the_author_agent(alice, bob, cha
     assert list(Delivery.objects.filter(message=action).values_list("agent_id", flat=True)) == [
         nova.id
     ]
+    # The work item the page's Stop stops: the agent's topic is told to stop it.
+    inbox = TopicInbox(f"agent.{nova.id}")
+    with django_capture_on_commit_callbacks(execute=True):
+        stop = api(bob).post(
+            f"/api/v1/conversations/{channel.id}/stop/", {"work": str(delivery.id)}, format="json"
+        )
+    assert stop.status_code == 202, stop.json()
+    heard = inbox.all(quiet=0.5)
+    assert heard == [{"type": "turn.stop", "id": str(delivery.id)}], heard
     card_message.refresh_from_db()
     assert card_message.payload["card_outcomes"] == {
         "0:more_like_this": {"status": "done", "label": "More like this ✓", "by": str(bob.id)}
