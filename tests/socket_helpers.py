@@ -123,13 +123,27 @@ class LoggedProcess(subprocess.Popen):
 
 
 class Daphne:
-    """A real daphne process serving agntchat on the test database."""
+    """A real daphne process serving agntchat on the test database.
+
+    It never outlives the test run. It runs in a session of its own, and ``stop`` ends its whole
+    process group; a start that fails or is interrupted stops it; whatever a test or a fixture
+    left running (an interrupted run skips teardowns) is stopped when this interpreter exits;
+    and if this process dies without that (SIGKILL, SIGTERM), the kernel sends it SIGTERM: its
+    parent-death signal, set by util-linux's setpriv where there is one. That signal comes
+    when the thread that started the server ends, so start it from one that outlives it (the
+    main thread, as fixtures do)."""
 
     def __init__(self, extra_env=None, port=None):
+        import atexit
+        import shutil
+
         self.port = port or free_port()
         env = dict(os.environ, DATABASE_URL=database_url(), DEBUG="1", **(extra_env or {}))
+        setpriv = shutil.which("setpriv")
+        dies_with_us = [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
         self.proc = LoggedProcess(
             [
+                *dies_with_us,
                 sys.executable,
                 "-m",
                 "daphne",
@@ -149,8 +163,14 @@ class Daphne:
             ],
             env=env,
             stderr_only=True,  # its logs; daphne's own access lines go to stdout
+            start_new_session=True,  # a process group of its own, for stop to end
         )
-        wait_until(self.listening, timeout=30, what=f"daphne listening on {self.port}")
+        atexit.register(self.stop)
+        try:
+            wait_until(self.listening, timeout=30, what=f"daphne listening on {self.port}")
+        except BaseException:  # not listening, or the run interrupted (KeyboardInterrupt)
+            self.stop()
+            raise
         self.url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}"
 
@@ -164,11 +184,21 @@ class Daphne:
             return False
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        """End the server and its process group (SIGTERM, then SIGKILL after 10 s); once
+        stopped, or after a test killed it, there is nothing to do."""
+        import atexit
+        import signal
+
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        atexit.unregister(self.stop)  # only once it is gone: an interrupted stop is redone
 
 
 def dumps(frame: dict) -> str:

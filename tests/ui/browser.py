@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from artifacts.card_library import SEED_TEMPLATES
-from tests.socket_helpers import LoggedProcess
+from conversations.actions import create_conversation
+from tests.socket_helpers import LoggedProcess, start_bridge
 from tests.waiting import wait_until
 from workspaces.actions import (
     accept_invitation,
@@ -176,12 +177,50 @@ def hotel_card() -> dict:
     return sample
 
 
-def tide_lab_in_lisbon():
-    """Alice, in Lisbon, and Bob in Tide Lab with Nova, Alice's agent: (team, nova)."""
-    alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-    update_profile(alice, zone_name="Europe/Lisbon")
+def tide_lab(*, with_bob: bool = False, alice_zone: str | None = None):
+    """Alice's team workspace Tide Lab with Nova, her agent: (team, nova). WITH_BOB: Bob is a
+    member; ALICE_ZONE: Alice's time zone (a zone name)."""
+    alice = person("alice", "Alice Martin")
+    bob = person("bob", "Bob Okafor") if with_bob else None
+    if alice_zone:
+        update_profile(alice, zone_name=alice_zone)
     team = create_team_workspace(alice, "Tide Lab")
-    _, token = create_invitation(team.memberships.get(user=alice))
-    accept_invitation(bob, token)
+    if bob:
+        _, token = create_invitation(team.memberships.get(user=alice))
+        accept_invitation(bob, token)
     nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
     return team, nova
+
+
+def tide_lab_in_lisbon():
+    """Alice, in Lisbon, and Bob in Tide Lab with Nova, Alice's agent: (team, nova)."""
+    return tide_lab(with_bob=True, alice_zone="Europe/Lisbon")
+
+
+def nova_in_general(*, with_bob: bool = False):
+    """Tide Lab (``tide_lab``) with #general, where Alice talks with Nova: (team, general, nova)."""
+    team, nova = tide_lab(with_bob=with_bob)
+    general = create_conversation(
+        team.owner, team, kind="channel", title="general", agent_ids=[nova.id]
+    )
+    return team, general, nova
+
+
+def open_conversation(browser, server, username: str, team, conversation):
+    """USERNAME logged in (``log_in``) on CONVERSATION's page, its live socket connected; returns
+    the page."""
+    page = log_in(browser, server, username)
+    page.goto(f"/w/{team.id}/c/{conversation.id}/")
+    return live(page)
+
+
+def running_bridge(orm, server, agent, tmp_path, options: str):
+    """For a fixture (``yield from``): a real bridge process for AGENT against SERVER (the
+    scripted backend's OPTIONS, JSON), ended after the test, which fails if it crashed."""
+    process = orm(start_bridge, server, agent, tmp_path, options)
+    try:
+        yield process
+    finally:
+        process.terminate()
+    output = process.communicate(timeout=30)[0]
+    assert "Traceback" not in output, output

@@ -20,12 +20,14 @@ def orm():
 def browser(story):
     """Chromium and a daphne server, started once the module's STORY (its rows) is built."""
     server = Daphne()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        violations = watch_for_csp_violations(chromium)
-        yield chromium, server
-        chromium.close()
-    server.stop()
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            violations = watch_for_csp_violations(chromium)
+            yield chromium, server
+            chromium.close()
+    finally:
+        server.stop()
     # The pages work under their Content-Security-Policy: nothing they do is refused by it.
     assert not violations, "\n".join(violations)
 

@@ -10,8 +10,7 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from agents import actions as agent_actions
-from conversations.actions import create_conversation, open_direct, post_message
+from conversations.actions import open_direct, post_message
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -19,7 +18,7 @@ from tests.ui.browser import (
     WAIT,
     live,
     log_in,
-    person,
+    nova_in_general,
     wait_for_js,
 )
 from tests.ui.browser import shot as save_shot
@@ -28,10 +27,7 @@ from work import actions
 from work.access import access_tool
 from work.models import PermissionRequest
 from workspaces.actions import (
-    accept_invitation,
     change_role,
-    create_invitation,
-    create_team_workspace,
 )
 from workspaces.models import Notification, User
 
@@ -55,17 +51,10 @@ def story(orm):
     publishing waits for a person's approval."""
 
     def build():
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        team = create_team_workspace(alice, "Tide Lab")
-        owner = team.memberships.get(user=alice)
-        _, token = create_invitation(owner)
-        accept_invitation(bob, token)
-        change_role(owner, team.memberships.get(user=bob), "admin")
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
-        actions.set_agent_permission(alice, nova, access_tool("artifact_publish"), "ask")
+        team, general, nova = nova_in_general(with_bob=True)
+        owner = team.memberships.get(user=team.owner)
+        change_role(owner, team.memberships.get(user__username="bob"), "admin")
+        actions.set_agent_permission(owner.user, nova, access_tool("artifact_publish"), "ask")
         return team, general, nova
 
     return orm(build)

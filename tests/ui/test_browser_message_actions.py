@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from playwright.sync_api import expect
 
-from conversations.actions import create_conversation, post_message
+from conversations.actions import post_message
 from conversations.models import Message
 from routines.models import Reminder
 from tests.ui.browser import (
@@ -22,10 +22,9 @@ from tests.ui.browser import (
     WAIT,
     live,
     log_in,
-    person,
+    nova_in_general,
     shot,
 )
-from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -37,16 +36,8 @@ pytestmark = [
 @pytest.fixture
 def story(orm):
     def build():
-        from agents.actions import create_agent
-
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        team = create_team_workspace(alice, "Tide Lab")
-        _, token = create_invitation(team.memberships.get(user=alice))
-        accept_invitation(bob, token)
-        nova = create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
+        team, general, _ = nova_in_general(with_bob=True)
+        bob = team.memberships.get(user__username="bob").user
         post_message(bob, general, "Morning! Tide tables are up on the board.")
         return team, general
 

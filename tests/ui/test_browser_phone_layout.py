@@ -13,10 +13,9 @@ from playwright.sync_api import expect
 from agents import actions as agent_actions
 from agntchat.core import claims
 from conversations import tasks
-from conversations.actions import create_conversation, post_message
+from conversations.actions import post_message
 from conversations.models import Message, Task
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, PHONE, WAIT, log_in, person
-from workspaces.actions import create_team_workspace
+from tests.ui.browser import CHROMIUM, NO_CHROMIUM, PHONE, WAIT, log_in, nova_in_general
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,14 +35,10 @@ def picture(page, name: str) -> None:
 @pytest.fixture
 def story(orm):
     def build():
-        alice = person("alice", "Alice Martin")
-        team = create_team_workspace(alice, "Tide Lab")
-        # No role: the agent page's header reads "@nova · owned by you", no stray gap.
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
+        # Nova has no role: the agent page's header reads "@nova · owned by you", no stray gap.
+        team, general, nova = nova_in_general()
+        alice = team.owner
         agent_actions.create_agent_key(nova, "laptop")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
         asked = post_message(alice, general, "When is high tide on Saturday?")
         post_message(nova, general, "High tide is at 06:12 and again at 18:40.", reply_to=asked)
         post_message(

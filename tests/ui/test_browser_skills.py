@@ -11,22 +11,19 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from agents import actions as agent_actions
-from conversations.actions import create_conversation
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
     PHONE,
     WAIT,
     log_in,
-    person,
+    nova_in_general,
     scroll_to,
     shot,
 )
 from work import actions, memory, skills
 from work.access import access_tool
 from work.models import MemoryItem, Skill, SkillRating, ToolGrant
-from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -92,14 +89,8 @@ def story(orm):
     are loaded, and Alice has one skill already, which needs a tool no agent here holds."""
 
     def build():
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        team = create_team_workspace(alice, "Tide Lab")
-        _, token = create_invitation(team.memberships.get(user=alice))
-        accept_invitation(bob, token)
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
+        team, general, nova = nova_in_general(with_bob=True)
+        alice = team.owner
         actions.set_tool_grant(alice, nova, access_tool("web_fetch"), False)
         call_command("load_platform_skills", stdout=io.StringIO())
         skills.create_skill(alice, skills.parse_skill_md(CALENDAR))

@@ -12,24 +12,23 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from agents import actions as agent_actions
-from conversations.actions import create_conversation
 from conversations.drafts import drafts_in
 from conversations.models import Delivery, Message
-from tests.socket_helpers import start_bridge
 from tests.ui.browser import (
     CHROMIUM,
     LIVE_SWITCH,
     NO_CHROMIUM,
     WAIT,
-    live,
     log_in,
+    nova_in_general,
+    open_conversation,
     person,
+    running_bridge,
     wait_for_js,
 )
 from tests.ui.browser import shot as save_shot
 from tests.waiting import wait_until
-from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
+from workspaces.actions import accept_invitation, create_invitation
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -56,16 +55,7 @@ def shot(page, name):
 
 @pytest.fixture
 def story(orm):
-    def build():
-        alice = person("alice", "Alice Martin")
-        team = create_team_workspace(alice, "Tide Lab")
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
-        return team, general, nova
-
-    return orm(build)
+    return orm(nova_in_general)
 
 
 @pytest.fixture
@@ -73,19 +63,13 @@ def bridge(orm, story, browser, tmp_path):
     _, _, nova = story
     _, server = browser
     options = json.dumps({"word_ms": 200, "default": REPLY})
-    process = orm(start_bridge, server, nova, tmp_path, options)
-    yield process
-    process.terminate()
-    output = process.communicate(timeout=30)[0]
-    assert "Traceback" not in output, output
+    yield from running_bridge(orm, server, nova, tmp_path, options)
 
 
 def test_a_reply_streams_stops_and_is_regenerated(orm, story, browser, bridge):
     team, general, nova = story
     chromium, server = browser
-    page = log_in(chromium, server, "alice")
-    page.goto(f"/w/{team.id}/c/{general.id}/")
-    live(page)
+    page = open_conversation(chromium, server, "alice", team, general)
 
     page.locator("#composer-input").fill("How do tides work?")
     page.locator("#composer-input").press("Enter")
@@ -162,9 +146,7 @@ def test_a_late_joiner_sees_the_reply_so_far(orm, story, browser, bridge):
     team, general, nova = story
     chromium, server = browser
     orm(lambda: accept_invitation(person("bob", "Bob Okafor"), invited_to(team)))
-    alice = log_in(chromium, server, "alice")
-    alice.goto(f"/w/{team.id}/c/{general.id}/")
-    live(alice)
+    alice = open_conversation(chromium, server, "alice", team, general)
     bob = log_in(chromium, server, "bob")
     bob.context.add_init_script(LIVE_SWITCH)
     bob.context.add_init_script("window.__live.blocked = true;")  # no live socket from the start
@@ -204,9 +186,7 @@ def test_a_message_sent_while_a_reply_is_written_stays_above_it(orm, story, brow
     from the start, as a reload shows them."""
     team, general, nova = story
     chromium, server = browser
-    page = log_in(chromium, server, "alice")
-    page.goto(f"/w/{team.id}/c/{general.id}/")
-    live(page)
+    page = open_conversation(chromium, server, "alice", team, general)
     page.locator("#composer-input").fill("How do tides work?")
     page.locator("#composer-input").press("Enter")
     expect(page.locator(".msg.is-draft")).to_be_visible(timeout=2 * WAIT)

@@ -6,13 +6,18 @@ import os
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from agents.actions import create_agent
-from conversations.actions import create_conversation
 from integrations.models import SourceGrant, ToolSource
 from tests.integrations.test_sources import McpStandin
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, log_in, person, shot
-from workspaces.actions import create_team_workspace
+from tests.ui.browser import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_CHROMIUM,
+    WAIT,
+    log_in,
+    nova_in_general,
+    shot,
+)
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -22,14 +27,7 @@ pytestmark = [
 
 
 def test_an_admin_adds_an_mcp_server_and_grants_a_tool(orm):
-    def build():
-        alice = person("alice", "Alice Martin")
-        team = create_team_workspace(alice, "Tide Lab")
-        nova = create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        create_conversation(alice, team, kind="channel", title="general", agent_ids=[nova.id])
-        return team, nova
-
-    team, nova = orm(build)
+    team, _, nova = orm(nova_in_general)
     crm = McpStandin().start()
     # The stand-in listens on 127.0.0.1, which sources refuse unless the operator allows it.
     server = Daphne(extra_env={"WEB_FETCH_ALLOW_PRIVATE": "1"})

@@ -14,8 +14,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from agents import actions as agent_actions
-from conversations.actions import create_conversation, post_message
+from conversations.actions import post_message
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
@@ -24,7 +23,7 @@ from tests.ui.browser import (
     drop_live,
     live,
     log_in,
-    person,
+    nova_in_general,
     restore_live,
     scroll_to,
     with_live_switch,
@@ -35,7 +34,6 @@ from work import actions, approvals
 from work.access import access_tool
 from work.models import PermissionRequest, ToolGrant, ToolPermission
 from work.tools import calls
-from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import User
 
 pytestmark = [
@@ -66,16 +64,9 @@ def story(orm):
     for a person's approval."""
 
     def build():
-        alice, bob = person("alice", "Alice Martin"), person("bob", "Bob Okafor")
-        team = create_team_workspace(alice, "Tide Lab")
-        _, token = create_invitation(team.memberships.get(user=alice))
-        accept_invitation(bob, token)
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
-        actions.set_agent_permission(alice, nova, access_tool("artifact_publish"), "ask")
-        return team, general, nova, bob
+        team, general, nova = nova_in_general(with_bob=True)
+        actions.set_agent_permission(team.owner, nova, access_tool("artifact_publish"), "ask")
+        return team, general, nova, User.objects.get(username="bob")
 
     return orm(build)
 

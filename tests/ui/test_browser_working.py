@@ -9,15 +9,18 @@ import os
 import pytest
 from playwright.sync_api import expect
 
-from agents import actions as agent_actions
-from conversations.actions import create_conversation
 from conversations.models import Message
-from tests.socket_helpers import start_bridge
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, live, log_in, person
+from tests.ui.browser import (
+    CHROMIUM,
+    NO_CHROMIUM,
+    WAIT,
+    nova_in_general,
+    open_conversation,
+    running_bridge,
+)
 from tests.ui.browser import shot as save_shot
 from work import actions
 from work.access import access_tool
-from workspaces.actions import create_team_workspace
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -39,13 +42,8 @@ def shot(page, name):
 @pytest.fixture
 def story(orm):
     def build():
-        alice = person("alice", "Alice Martin")
-        team = create_team_workspace(alice, "Tide Lab")
-        nova = agent_actions.create_agent(alice, name="Nova", handle="nova", backend="scripted")
-        general = create_conversation(
-            alice, team, kind="channel", title="general", agent_ids=[nova.id]
-        )
-        actions.set_agent_permission(alice, nova, access_tool("artifact_publish"), "ask")
+        team, general, nova = nova_in_general()
+        actions.set_agent_permission(team.owner, nova, access_tool("artifact_publish"), "ask")
         return team, general, nova
 
     return orm(build)
@@ -55,19 +53,13 @@ def story(orm):
 def bridge(orm, story, browser, tmp_path):
     _, _, nova = story
     _, server = browser
-    process = orm(start_bridge, server, nova, tmp_path, json.dumps({"replies": SCRIPT}))
-    yield process
-    process.terminate()
-    output = process.communicate(timeout=30)[0]
-    assert "Traceback" not in output, output
+    yield from running_bridge(orm, server, nova, tmp_path, json.dumps({"replies": SCRIPT}))
 
 
 def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     team, general, nova = story
     chromium, server = browser
-    page = log_in(chromium, server, "alice")
-    page.goto(f"/w/{team.id}/c/{general.id}/")
-    live(page)
+    page = open_conversation(chromium, server, "alice", team, general)
     # The bridge's first connection (a new process, its key exchanged: slow on a loaded machine).
     online = page.locator(f'[data-agent-id="{nova.id}"] [data-presence].is-online')
     expect(online.first).to_be_attached(timeout=4 * WAIT)
