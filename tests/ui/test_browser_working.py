@@ -1,7 +1,8 @@
 """Stop from the start of an agent's turn, in a real browser with a real bridge: while Nova only
 works (progress steps, no text yet) the "Nova is working…" line offers Stop, and Stop ends the
 turn with an empty reply marked Stopped; while Nova's tool call waits for a person's approval
-the line says so ("waiting for approval"), and Stop works there too, withdrawing the request."""
+the line says so ("waiting for approval"), stays past the line's two-minute check while the turn
+is open, and Stop works there too, withdrawing the request; a card button's turn has Stop as well."""
 
 import json
 import os
@@ -9,13 +10,16 @@ import os
 import pytest
 from playwright.sync_api import expect
 
+from artifacts.actions import post_card
 from conversations.models import Message
 from tests.ui.browser import (
     CHROMIUM,
     NO_CHROMIUM,
     WAIT,
+    hotel_card,
+    live,
+    log_in,
     nova_in_general,
-    open_conversation,
     running_bridge,
 )
 from tests.ui.browser import shot as save_shot
@@ -32,6 +36,10 @@ PLAN = {"title": "Tide plan", "kind": "markdown", "content": "# High tide at 06:
 SCRIPT = {
     "think hard": [{"progress": "thinking", "sleep_ms": 30_000}, {"text": "Never said"}],
     "publish the plan": [{"tool": "artifact_publish", "input": PLAN}, {"text": "Published"}],
+    "Alice Martin chose “More like this” on “Memmo Alfama”": [
+        {"progress": "looking", "sleep_ms": 30_000},
+        {"text": "Never said"},
+    ],
 }
 
 
@@ -59,7 +67,11 @@ def bridge(orm, story, browser, tmp_path):
 def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     team, general, nova = story
     chromium, server = browser
-    page = open_conversation(chromium, server, "alice", team, general)
+    page = log_in(chromium, server, "alice")
+    # The page's clock, to move it past the working line's two-minute check.
+    page.clock.install()
+    page.goto(f"/w/{team.id}/c/{general.id}/")
+    live(page)
     # The bridge's first connection (a new process, its key exchanged: slow on a loaded machine).
     online = page.locator(f'[data-agent-id="{nova.id}"] [data-presence].is-online')
     expect(online.first).to_be_attached(timeout=4 * WAIT)
@@ -87,6 +99,10 @@ def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     expect(working).to_contain_text("Nova is waiting for approval…", timeout=WAIT)
     expect(working).not_to_contain_text("working")
     shot(page, "03-waiting-for-approval")
+    # Two minutes on, the line asks whether the turn is still open: it is, so it stays.
+    with page.expect_response(lambda response: "/turns/" in response.url, timeout=WAIT):
+        page.clock.fast_forward("02:05")
+    expect(working).to_contain_text("Nova is waiting for approval…")
     working.get_by_role("button", name="Stop").click()
     expect(stopped).to_have_count(2, timeout=WAIT)
     expect(working).to_be_empty()
@@ -95,5 +111,17 @@ def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     expect(page.locator("[data-decide]")).to_have_count(0, timeout=WAIT)
     shot(page, "04-stopped-while-waiting")
 
+    # A card button hands its click to Nova, with no turn decision: Stop is on the line all the
+    # same, and stops that work.
+    card = orm(post_card, nova, general, hotel_card())
+    result = page.locator(f'[data-message-id="{card.id}"]')
+    result.get_by_role("button", name="More like this").click()
+    expect(working).to_contain_text("Nova is working…", timeout=WAIT)
+    shot(page, "05-card-click-working")
+    working.get_by_role("button", name="Stop").click()
+    expect(stopped).to_have_count(3, timeout=WAIT)
+    expect(working).to_be_empty()
+
     replies = orm(lambda: list(Message.objects.filter(author_agent=nova).order_by("created_at")))
-    assert [(r.body, r.payload) for r in replies] == [("", {"stopped": True})] * 2
+    stopped_replies = [(r.body, r.payload) for r in replies if r.pk != card.pk]
+    assert stopped_replies == [("", {"stopped": True})] * 3
