@@ -90,7 +90,8 @@ CONNECTION_FIELDS = ("address", "port", "ssh_user")
 
 def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) -> Host:
     """Change HOST's settings; a new SSH key (if given) replaces the stored one, encrypted. A
-    change to where or how the server reaches it moves the others' agents off it (see
+    change to where or how the server reaches it moves the others' agents off it, and a move to
+    another workspace (staff, in the admin) those of owners who do not manage that one (see
     _hand_over)."""
     with transaction.atomic():
         # Locked: a placement committing meanwhile waits, then is moved off with the others.
@@ -99,6 +100,8 @@ def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) ->
             name in fields and fields[name] != getattr(locked, name) for name in CONNECTION_FIELDS
         )
         moved = moved or bool(ssh_key and ssh_key.strip() != ssh_key_of(locked).strip())
+        workspace = fields.get("workspace", locked.workspace)
+        rehomed = getattr(workspace, "pk", None) != locked.workspace_id
         for name, value in fields.items():
             setattr(host, name, value)
         if ssh_key:
@@ -107,6 +110,12 @@ def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) ->
         host.save()
         if moved:
             _hand_over(host, by, "connection_changed")
+        if rehomed:
+            # Audited where the host was (LOCKED, read before the change): the new workspace's
+            # people are not told whose agents left. Made one of agntchat's shared hosts (no
+            # workspace), it keeps no one's.
+            managers = Membership.objects.filter(workspace=workspace, role__in=MANAGER_ROLES)
+            _hand_over(locked, by, "workspace_changed", keep=managers.values("user_id"))
     return host
 
 
@@ -122,14 +131,17 @@ def clear_host_key(host: Host, by=None) -> None:
         _hand_over(host, by, "host_key_cleared")
 
 
-def _hand_over(host: Host, by, reason: str) -> None:
+def _hand_over(host: Host, by, reason: str, keep=None) -> None:
     """HOST may now be another machine (its address, port, user or key changed, or its pinned
-    key cleared): the next provisioning writes each placed agent's placement token there. So
-    every agent on it whose owner is not BY is made local, as when its owner stops managing the
-    workspace (tokens revoked, sessions ended, the owner's laptop told); BY's own stay. Run in
-    the change's transaction, under HOST's row lock."""
+    key cleared), or another workspace's: the next provisioning writes each placed agent's
+    placement token there. So every agent on it whose owner is not BY (or, given KEEP, not
+    among those user ids) is made local, as when its owner stops managing the workspace
+    (tokens revoked, sessions ended, the owner's laptop told). Run in the change's transaction,
+    under HOST's row lock."""
     others = Agent.objects.filter(host=host)
-    if by is not None:
+    if keep is not None:
+        others = others.exclude(owner_id__in=keep)
+    elif by is not None:
         others = others.exclude(owner_id=by.pk)
     for agent in others.select_related("host", "owner"):
         make_agent_local(agent)

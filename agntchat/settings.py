@@ -360,6 +360,9 @@ SHARED_HOST_PLACES_PER_PERSON = env_int("SHARED_HOST_PLACES_PER_PERSON", 3)
 # Frames a host socket (a supervisor: heartbeats) may send; beyond them a rate_limited error.
 HOST_FRAMES_PER_MINUTE = env_int("HOST_FRAMES_PER_MINUTE", 60)
 HOST_FRAMES_BURST = env_int("HOST_FRAMES_BURST", 20)
+# Host sockets refused for a bad token, per client address, before the address is locked out
+# of them for a while (LOGIN_FAILURE_WINDOW, LOGIN_LOCK_SECONDS…, as for agent keys).
+HOST_SOCKET_FAILURES_PER_ADDRESS = env_int("HOST_SOCKET_FAILURES_PER_ADDRESS", 20)
 
 # The agent pipeline.
 AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)

@@ -39,18 +39,40 @@ class HostForm(forms.ModelForm):
         return key
 
 
+def _request_each(request, queryset, ask, what: str, done: str) -> None:
+    """ASK(host) for each selected host; a host with its WHAT queued or running already is
+    named in a warning instead (HostBusy). DONE, with the count, if any was asked."""
+    asked = 0
+    for host in queryset:
+        try:
+            ask(host)
+            asked += 1
+        except work_hosting.HostBusy:
+            messages.warning(request, f"{host.name}: a {what} is already queued or running.")
+    if asked:
+        messages.info(request, done.format(asked))
+
+
 @admin.action(description="Provision (install the bridge and the supervisor over SSH)")
 def provision(modeladmin, request, queryset):
-    for host in queryset:
-        work_hosting.enqueue("work.jobs.provision_host", str(host.pk))
-    messages.info(request, f"Provisioning {queryset.count()} host(s) on the worker.")
+    _request_each(
+        request,
+        queryset,
+        work_hosting.request_provision,
+        "provisioning",
+        "Provisioning {} host(s) on the worker.",
+    )
 
 
 @admin.action(description="Rolling restart (one bridge at a time)")
 def rolling_restart(modeladmin, request, queryset):
-    for host in queryset:
-        work_hosting.request_restart(host, by=request.user)
-    messages.info(request, "Restarts requested; their reports are under Host restarts.")
+    _request_each(
+        request,
+        queryset,
+        lambda host: work_hosting.request_restart(host, by=request.user),
+        "restart",
+        "Restarts requested for {} host(s); their reports are under Host restarts.",
+    )
 
 
 @admin.action(description="Clear the pinned host key (accept a rebuilt host's new key)")

@@ -10,6 +10,7 @@ restart) come through the host's topic. Frames are in docs/protocol.md §12.
 """
 
 import time
+from types import SimpleNamespace
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -17,12 +18,13 @@ from django.conf import settings
 from agents import hosting
 from agents.auth import bearer_secret, person_for_token
 from agents.models import Agent
-from agntchat.core import presence
+from agntchat.core import presence, throttle
 from agntchat.core.events import group_name, wire
+from agntchat.core.exceptions import wait_words
 from agntchat.core.sockets import JsonSocket, header
 from work import frames, gateway
 from work.hosting import supervisor_id
-from workspaces.login import api_token_topic
+from workspaces.login import api_token_topic, client_address
 
 # A wake-up for an agent already woken this recently is not sent again (its bridge is starting).
 WAKE_AGAIN_SECONDS = 10
@@ -42,6 +44,29 @@ def _principal(secret: str):
     return None
 
 
+def _failures() -> throttle.Rule:
+    return throttle.Rule(
+        "host_socket:address",
+        limit=settings.HOST_SOCKET_FAILURES_PER_ADDRESS,
+        window=settings.LOGIN_FAILURE_WINDOW,
+        first_lock=settings.LOGIN_LOCK_SECONDS,
+        longest_lock=settings.LOGIN_LOCK_MAX_SECONDS,
+    )
+
+
+def _signed_in(secret: str, address: str):
+    """(0, _principal(secret)), the attempt counted for ADDRESS, a failure if it is None; or,
+    while ADDRESS is locked for its failures, (seconds to wait, None) and SECRET not looked up:
+    tokens cannot be tried for ever, each a database lookup."""
+    checks = [(_failures(), address)]
+    wait = throttle.begin_attempt(checks)
+    if wait:
+        return wait, None
+    principal = _principal(secret)
+    throttle.end_attempt(checks, failed=principal is None)
+    return 0, principal
+
+
 def _served_agents(host, person) -> list[Agent]:
     if host is not None:
         return list(Agent.objects.filter(host=host).order_by("name"))
@@ -57,7 +82,17 @@ class HostSocket(JsonSocket):
 
     async def connect(self):
         secret = bearer_secret(header(self.scope, b"authorization")) or ""
-        principal = await database_sync_to_async(_principal)(secret)
+        # Counted as sign-ins count it (workspaces/login.py takes a request: its address only).
+        remote = (self.scope.get("client") or ("", 0))[0]
+        address = client_address(SimpleNamespace(META={"REMOTE_ADDR": remote}))
+        wait, principal = await database_sync_to_async(_signed_in)(secret, address)
+        if wait:
+            await self.refuse(
+                f"Too many invalid tokens from this address: try again in {wait_words(wait)}.",
+                "rate_limited",
+                4429,
+            )
+            return
         if principal is None:
             await self.refuse(
                 "A host supervisor token (aht_…) or a person's API token (apt_…) is required."

@@ -25,6 +25,8 @@ from functools import cache
 from pathlib import Path
 
 import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -44,6 +46,10 @@ SSH_TIMEOUT = 15
 # Below the job timeout (Q_CLUSTER), so the host is marked unreachable rather than the job killed.
 COMMAND_TIMEOUT = 240
 MAX_OUTPUT = 1_000_000  # of a command's output kept (the commands here print little)
+# Checking an RSA key (that its primes are primes) took 3-4 s at 8192 bits and 30-70 s at the
+# 14,000-20,000 bits that fit in the 20,000 characters a key may have (a busy 2-core machine):
+# larger ones are refused before that check.
+MAX_RSA_BITS = 8192
 
 
 class HostUnreachable(AppError):
@@ -85,7 +91,25 @@ class _Pin(paramiko.MissingHostKeyPolicy):
         self.seen = host_key_line(key)
 
 
+def _rsa_bits(text: str) -> int:
+    """The size of the RSA key in TEXT, read without checking the key; 0 when it holds none."""
+    data = text.encode(errors="replace")
+    for load in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
+        try:
+            key = load(data, None, unsafe_skip_rsa_key_validation=True)
+        except Exception:  # noqa: BLE001 (not this format, or no key: paramiko says which)
+            continue
+        return key.key_size if isinstance(key, rsa.RSAPrivateKey) else 0
+    return 0
+
+
 def load_key(text: str) -> paramiko.PKey:
+    bits = _rsa_bits(text)
+    if bits > MAX_RSA_BITS:
+        raise HostUnreachable(
+            f"The host's SSH key is an RSA key of {bits} bits: at most {MAX_RSA_BITS} are taken "
+            "(checking a larger one takes too long). An Ed25519 key is best."
+        )
     for kind in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
         try:
             return kind.from_private_key(io.StringIO(text))
@@ -155,7 +179,20 @@ class Session:
                 "rebuilt, an admin clears the pinned key."
             ) from None
         except (paramiko.SSHException, OSError) as exc:
-            raise HostUnreachable(f"Cannot reach {host.name} over SSH: {exc}") from None
+            transport = self.client.get_transport()
+            if isinstance(exc, paramiko.AuthenticationException) or (
+                transport is not None and transport.remote_version
+            ):
+                # An SSH server answered: what went wrong is the host owner's to fix.
+                reason = str(exc)[:300]
+            else:
+                # Not whether nothing listens, a firewall drops it or another service answers
+                # (nor what that service said): anyone may point a host at any public address.
+                reason = "no SSH server answered"
+            self.client.close()
+            raise HostUnreachable(
+                f"Could not connect to {host.name} over SSH ({reason})."
+            ) from None
         if policy.seen:
             hosting.pin_host_key(host, policy.seen)
 
@@ -245,12 +282,27 @@ def _queued_key(kind: str, host_id) -> str:
     return f"{settings.REDIS_PREFIX}:hosts:queued:{kind}:{host_id}"
 
 
+# How long a claim holds its host until the transaction that made it commits: one that rolls
+# back queues nothing, and must not leave the host busy for the whole retry period.
+UNCOMMITTED_CLAIM_SECONDS = 30
+
+
 def _claim_queue(kind: str, host: Host) -> None:
     """At most one job of KIND (provision, restart) queued or running per host: a person asking
     again meanwhile is told so (HostBusy), not queued another. Until its job ends, or at most
-    the broker's retry period (a job killed on the way never ends)."""
-    if not redis().set(_queued_key(kind, host.pk), 1, nx=True, ex=settings.Q_CLUSTER["retry"]):
+    the broker's retry period (a job killed on the way never ends); until commit, briefly."""
+    if not redis().set(_queued_key(kind, host.pk), 1, nx=True, ex=UNCOMMITTED_CLAIM_SECONDS):
         raise HostBusy()
+
+
+def _enqueue_claimed(kind: str, host_id, job: str, *args) -> None:
+    """After commit: the claim of KIND on the host held for the retry period, and JOB queued."""
+
+    def queue():
+        redis().set(_queued_key(kind, host_id), 1, ex=settings.Q_CLUSTER["retry"])
+        enqueue(job, *args)
+
+    transaction.on_commit(queue)
 
 
 def _queue_done(kind: str, host_id) -> None:
@@ -333,7 +385,7 @@ def provision_host(host: Host) -> Host:
 def request_provision(host: Host) -> None:
     """Provision HOST on the worker, unless its provisioning is queued or running (HostBusy)."""
     _claim_queue("provision", host)
-    transaction.on_commit(lambda: enqueue("work.jobs.provision_host", str(host.pk)))
+    _enqueue_claimed("provision", host.pk, "work.jobs.provision_host", str(host.pk))
 
 
 def _provision_host(host: Host) -> Host:
@@ -541,5 +593,5 @@ def request_restart(host: Host, by=None) -> HostRestart:
     (HostBusy)."""
     _claim_queue("restart", host)
     restart = HostRestart.objects.create(host=host, requested_by=by)
-    transaction.on_commit(lambda: enqueue("work.jobs.restart_host", str(restart.pk)))
+    _enqueue_claimed("restart", host.pk, "work.jobs.restart_host", str(restart.pk))
     return restart

@@ -5,31 +5,38 @@ places; a supervisor socket ends with its token; bad keys and a delete racing a 
 4xx, not 500."""
 
 import asyncio
+import math
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.db import connection, transaction
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from agents import hosting
 from agents.actions import create_agent
-from agents.models import Agent, Host, HostToken
+from agents.models import Agent, Host, HostRestart, HostToken
+from agntchat.asgi import application
+from agntchat.core.presence import client as redis
 from tests.concurrency import run_together
 from tests.conftest import client_for
-from tests.socket_helpers import next_frame
+from tests.socket_helpers import free_port, next_frame
 from tests.work import sshd as loopback
 from tests.work.sshd import keygen
 from tests.work.test_host_socket_ends import closed_for_good, supervisor
 from work import hosting as work_hosting
 from work.host_socket import _principal
 from workspaces import actions as workspace_actions
-from workspaces.models import AuditEntry, Role
+from workspaces.models import AuditEntry, Role, User
 
 # Never parsed: for hosts no test connects to.
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used here\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -124,6 +131,57 @@ def test_changing_where_a_host_is_moves_the_other_owners_agents_off_it(
         team_a.id,
         bob.id,
         "Nova",
+    )
+
+
+@pytest.fixture
+def staff_client(client):
+    staff = User.objects.create_superuser("staff", "s@example.com", "pw-staff-123456")
+    client.force_login(staff)
+    return client
+
+
+@pytest.mark.django_db
+def test_staff_moving_a_host_to_another_workspace_moves_its_agents_off_it(
+    alice, bob, team_a, staff_client, ssh_key
+):
+    """Else the agents of the old workspace's people go on running on a machine the new
+    workspace's admins now manage, and the next provisioning hands them their tokens."""
+    workspace_actions.change_role(
+        team_a.memberships.get(user=alice), team_a.memberships.get(user=bob), Role.ADMIN
+    )
+    bobs_team = workspace_actions.create_team_workspace(bob, "Bob's team")
+    host = hosting.create_host(
+        workspace=team_a, name="edge-1", address="edge-1.example.com", ssh_key=ssh_key
+    )
+    nova = hosting.place_agent(create_agent(alice, name="Nova", backend="scripted"), host)
+    bobs = hosting.place_agent(create_agent(bob, name="Bobs", backend="scripted"), host)
+    novas_token = hosting.issue_host_token(host, nova)
+
+    form = {
+        "name": "edge-1",
+        "workspace": str(bobs_team.pk),
+        "address": "edge-1.example.com",  # where it is stays: only whose it is changes
+        "port": "22",
+        "ssh_user": "root",
+        "capacity": "10",
+        "root": "/opt/agntchat",
+        "python": "python3",
+        "ssh_key": "",
+    }
+    saved = staff_client.post(f"/admin/agents/host/{host.pk}/change/", form)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+
+    assert Host.objects.get(pk=host.pk).workspace_id == bobs_team.pk
+    nova.refresh_from_db()
+    assert (nova.runtime, nova.host_id) == (Agent.Runtime.LOCAL, None)
+    assert session_with(novas_token) == 401
+    assert Agent.objects.get(pk=bobs.pk).host_id == host.pk  # he manages the new workspace
+    moved = AuditEntry.objects.get(action="host.agent_made_local")
+    assert (moved.workspace_id, moved.details["agent_name"], moved.details["reason"]) == (
+        team_a.id,
+        "Nova",
+        "workspace_changed",
     )
 
 
@@ -228,6 +286,57 @@ def test_a_second_provisioning_or_restart_while_one_is_queued_is_refused(
     assert api(alice).post(url + "provision/").status_code == 202
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind", ["provision", "restart"])
+def test_a_claim_rolled_back_with_its_request_holds_the_host_briefly(
+    team_a, kind, settings, django_capture_on_commit_callbacks
+):
+    """The claim is made before the request commits: one that rolls back queues no job, and
+    must not leave the host busy for the broker's whole retry period."""
+    host = hosting.create_host(workspace=team_a, name="edge-1", address="10.0.0.5", ssh_key=KEY)
+    key = work_hosting._queued_key(kind, host.pk)
+
+    def request():
+        if kind == "provision":
+            work_hosting.request_provision(host)
+        else:
+            work_hosting.request_restart(host)
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        request()
+        raise RuntimeError("the request fails after its claim")
+    assert 0 < redis().ttl(key) <= 30
+    assert not OrmQ.objects.exists() and not HostRestart.objects.exists()
+
+    redis().delete(key)  # as once those seconds have passed
+    with django_capture_on_commit_callbacks(execute=True):
+        request()
+    assert redis().ttl(key) > settings.Q_CLUSTER["retry"] - 10
+    assert OrmQ.objects.count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("action", "busy"),
+    [("provision", "a provisioning"), ("rolling_restart", "a restart")],
+)
+def test_the_admin_actions_queue_one_job_per_host_and_warn_when_busy(
+    staff_client, action, busy, django_capture_on_commit_callbacks
+):
+    host = hosting.create_host(name="edge-1", address="10.0.0.5", ssh_key=KEY)
+    for _ in range(2):
+        with django_capture_on_commit_callbacks(execute=True):
+            page = staff_client.post(
+                "/admin/agents/host/",
+                {"action": action, "_selected_action": [host.pk]},
+                follow=True,
+            )
+        assert page.status_code == 200
+    said = [(m.level_tag, m.message) for m in page.context["messages"]]
+    assert ("warning", f"edge-1: {busy} is already queued or running.") in said
+    assert OrmQ.objects.count() == 1
+
+
 FILES: dict = {}
 FIRST: list = [None]
 
@@ -317,6 +426,114 @@ def test_one_person_takes_at_most_their_share_of_the_shared_hosts(alice, bob, ap
 # --- input -----------------------------------------------------------------------------------
 
 
+def mersenne_rsa_key(a: int, b: int) -> str:
+    """A valid RSA key whose primes are the Mersenne primes 2^A-1 and 2^B-1: a huge key made at
+    once (finding primes that size takes minutes), and as slow to check as any other."""
+    p, q, e = 2**a - 1, 2**b - 1, 65537
+    phi = (p - 1) * (q - 1)
+    assert math.gcd(e, phi) == 1
+    d = pow(e, -1, phi)
+    public = rsa.RSAPublicNumbers(e, p * q)
+    numbers = rsa.RSAPrivateNumbers(p, q, d, d % (p - 1), d % (q - 1), pow(q, -1, p), public)
+    key = numbers.private_key(unsafe_skip_rsa_key_validation=True)
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+@pytest.mark.django_db
+def test_an_rsa_key_above_8192_bits_is_a_400_before_it_is_checked(alice, team_a, api):
+    """Checking a 14,112-bit RSA key took paramiko about 30 s (a 16,384-bit one fits in the
+    20,000 characters a key may have): a web worker's time for each such request."""
+    huge = mersenne_rsa_key(4423, 9689)
+    assert len(huge) <= 20_000
+    body = {"name": "x", "address": "x.example.com", "sshKey": huge}
+    started = time.monotonic()
+    made = api(alice).post(hosts_url(team_a), body, format="json")
+    assert time.monotonic() - started < 2
+    assert made.status_code == 400 and "at most 8192" in str(made.json()["error"])
+    assert not Host.objects.exists()
+    # An RSA key of a usual size is still taken.
+    usual = rsa.generate_private_key(65537, 2048).private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    assert work_hosting.load_key(usual.decode()).get_bits() == 2048
+
+
+def _listener(chatter: bytes | None):
+    """A TCP service on loopback that is not SSH: it says CHATTER to each client then hangs up,
+    or (None) says nothing at all."""
+    server = socket.create_server(("127.0.0.1", 0))
+    if chatter is not None:
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:  # closed: the test is over
+                    return
+                with conn:
+                    conn.sendall(chatter)
+
+        threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+@pytest.mark.django_db
+def test_a_failed_connection_does_not_tell_what_is_at_that_port(
+    team_a, settings, monkeypatch, ssh_key
+):
+    """Anyone may make a workspace and point a host at any public address and port: the status
+    its provisioning leaves must not tell a closed port from a silent one or from another
+    service, nor repeat what that service said."""
+    monkeypatch.setattr(work_hosting, "SSH_TIMEOUT", 1)
+    settings.HOSTS_ALLOW_PRIVATE = True  # loopback stands for a public machine
+    silent = _listener(None)
+    chatty = _listener(b"HTTP/1.1 400 Bad Request from secret-service 2.4\r\n" * 120)
+    ports = {
+        "closed": free_port(),
+        "silent": silent.getsockname()[1],
+        "chatty": chatty.getsockname()[1],
+    }
+    problems = {}
+    try:
+        for what, port in ports.items():
+            host = hosting.create_host(
+                workspace=team_a, name="probe", address="127.0.0.1", port=port, ssh_key=ssh_key
+            )
+            with pytest.raises(work_hosting.HostUnreachable):
+                work_hosting.provision_host(host)
+            problems[what] = Host.objects.get(pk=host.pk).problem
+            hosting.delete_host(host)
+    finally:
+        silent.close()
+        chatty.close()
+    assert set(problems.values()) == {
+        "Could not connect to probe over SSH (no SSH server answered)."
+    }, problems
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(bool(loopback.available()), reason=loopback.available() or "")
+def test_an_ssh_server_refusing_the_key_is_told_as_such(tmp_path, team_a, settings, ssh_key):
+    """What an SSH server answered is the host owner's to fix: still said."""
+    settings.HOSTS_ALLOW_PRIVATE = True
+    (tmp_path / "sshd").mkdir()
+    server = loopback.Sshd(tmp_path / "sshd")
+    try:
+        host = hosting.create_host(
+            workspace=team_a, name="edge", address="127.0.0.1", port=server.port, ssh_key=ssh_key
+        )
+        with pytest.raises(work_hosting.HostUnreachable, match="Authentication failed"):
+            work_hosting.provision_host(host)
+    finally:
+        server.stop()
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("bad", [TRUNCATED_KEY, BAD_LENGTH_KEY], ids=["truncated", "bad-length"])
 def test_a_malformed_ssh_key_is_a_400(alice, team_a, api, ssh_key, bad):
@@ -399,6 +616,44 @@ async def test_a_supervisor_socket_ends_with_its_host(alice):
     await sync_to_async(hosting.delete_host)(host)
     assert await closed_for_good(comm)
     assert not await sync_to_async(HostToken.objects.filter(host_id=host.pk).exists)()
+
+
+def host_socket(secret: str, address: str) -> WebsocketCommunicator:
+    comm = WebsocketCommunicator(
+        application, "/ws/host/", headers=[(b"authorization", f"Bearer {secret}".encode())]
+    )
+    comm.scope["client"] = (address, 40000)  # before it runs: what daphne would set
+    return comm
+
+
+async def refused_with(comm) -> tuple[str, int]:
+    assert (await comm.connect())[0]
+    error = await next_frame(comm)
+    closed = await comm.receive_output(timeout=5)
+    return error["code"], closed["code"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_wrong_tokens_lock_their_address_out_of_the_host_socket(alice, settings):
+    """Each token tried is a database lookup: an address that keeps trying is held off."""
+    settings.HOST_SOCKET_FAILURES_PER_ADDRESS = 3
+    settings.LOGIN_LOCK_SECONDS = 2
+    _, secret = await sync_to_async(workspace_actions.issue_api_token)(alice)
+    for wrong in ("apt_wrong", "aht_wrong", "nothing"):
+        refused = await refused_with(host_socket(wrong, "203.0.113.7"))
+        assert refused == ("unauthorized", 4401)
+    # Now even the right token is refused from there, as the agent socket refuses (4429)...
+    assert await refused_with(host_socket(secret, "203.0.113.7")) == ("rate_limited", 4429)
+    # ... not from elsewhere, nor from there once the lock is over.
+    elsewhere = host_socket(secret, "198.51.100.2")
+    assert (await elsewhere.connect())[0]
+    assert (await next_frame(elsewhere))["type"] == "hello"
+    await elsewhere.disconnect()
+    await asyncio.sleep(2.2)
+    again = host_socket(secret, "203.0.113.7")
+    assert (await again.connect())[0]
+    assert (await next_frame(again))["type"] == "hello"
+    await again.disconnect()
 
 
 @pytest.mark.django_db(transaction=True)

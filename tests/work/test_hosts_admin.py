@@ -77,8 +77,8 @@ def test_staff_provision_restart_and_read_the_report(
         host, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
     )
     changelist = "/admin/agents/host/"
-    staff_client.post(changelist, {"action": "provision", "_selected_action": [host.pk]})
     with django_capture_on_commit_callbacks(execute=True):
+        staff_client.post(changelist, {"action": "provision", "_selected_action": [host.pk]})
         staff_client.post(changelist, {"action": "rolling_restart", "_selected_action": [host.pk]})
     restart = HostRestart.objects.get(host=host)
     assert queued_jobs() == ["work.jobs.provision_host", "work.jobs.restart_host"]
