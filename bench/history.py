@@ -100,7 +100,7 @@ def main() -> None:
         start_claim = time.perf_counter()
         delivery_id = claim()
         claimed = time.perf_counter()
-        gateway.ack_and_claim(agent, "bench-connection", [delivery_id], {})
+        gateway.write_bare_acks([delivery_id], "bench-connection")
         acked = time.perf_counter()
         if i >= 6:  # warm-up
             for name, ms in zip(

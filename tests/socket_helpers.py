@@ -18,9 +18,22 @@ from agntchat.asgi import application
 from tests.waiting import wait_until
 
 
-def agent_communicator(token: str, query: str = "") -> WebsocketCommunicator:
+class AgentCommunicator(WebsocketCommunicator):
+    """An agent socket's communicator, which remembers its agent from the hello frame (for
+    change_heard)."""
+
+    agent_id: str | None = None
+
+    async def receive_json_from(self, timeout=1):
+        frame = await super().receive_json_from(timeout)
+        if isinstance(frame, dict) and frame.get("type") == "hello":
+            self.agent_id = frame["agentId"]
+        return frame
+
+
+def agent_communicator(token: str, query: str = "") -> AgentCommunicator:
     path = "/ws/agent/" + (f"?{query}" if query else "")
-    return WebsocketCommunicator(
+    return AgentCommunicator(
         application, path, headers=[(b"authorization", f"Bearer {token}".encode())]
     )
 
@@ -51,13 +64,20 @@ async def frames_until(comm, predicate, timeout=5) -> list[dict]:
             return seen
 
 
-async def change_heard(comm) -> list[dict]:
-    """After a change to the agent: wait until its agent.changed event has gone out (events_sent)
-    and the socket has handled it (settled), so the next item is claimed with the change."""
-    from asgiref.sync import sync_to_async
+async def change_heard(comm) -> None:
+    """After a change to the agent: wait until the socket has handled its agent.changed event,
+    so the next item is claimed with the change. A frame answered proves nothing here: frames
+    and events come in apart, and the event (even one sent: events_sent) may still be on its
+    way. So a marker wake-up is published after it, on the same topic: the socket handles its
+    events one at a time, in order, and notes such a wake-up (HANDLED_WAKES) before claiming.
+    The permission lane: it always has room, so the wake-up is noted."""
+    from agntchat.core.events import publisher, work_available
+    from tests.waiting import until
+    from work.consumers import HANDLED_WAKES
 
-    await sync_to_async(events_sent)()
-    return await settled(comm)
+    marker = work_available(comm.agent_id, "permission")
+    publisher.submit([f"agent.{comm.agent_id}"], marker)  # queued after the change's event
+    await until(lambda: marker["wake"] in HANDLED_WAKES, what="the agent.changed event handled")
 
 
 async def settled(comm, ack: str | None = None) -> list[dict]:
@@ -65,7 +85,8 @@ async def settled(comm, ack: str | None = None) -> list[dict]:
     handled one at a time, in order, so once a frame sent now is answered, a claim started by
     an earlier wake-up is over (a claim under way when a change lands rightly carries what it
     read). ACK: an item just acked, whose write (a trip of its own, beside the frames, that may
-    claim with what the socket knew then) is waited for first. The frames read meanwhile."""
+    claim a refill after it, with what the socket knows by then) is waited for first. The frames
+    read meanwhile."""
     if ack is not None:
         from conversations.models import Delivery
         from tests.waiting import until

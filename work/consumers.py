@@ -87,10 +87,11 @@ def _session_for(secret):
 
 
 @in_pool  # one hop for all of it: at 10,000 agents a heartbeat's cost is a node's CPU
-def _trip(beat_session, agent, connection_id, acks, rooms):
-    """A claim's trip to the pool: with BEAT_SESSION (a heartbeat's session id) the session is
-    checked first (None if it no longer opens doors) and the presence refreshed; then ACKS
-    written and ROOMS claimed, as ``gateway.ack_and_claim``."""
+def _trip(socket, beat_session, acks, rooms):
+    """A claim's trip to the pool for SOCKET (an AgentSocket): with BEAT_SESSION (a heartbeat's
+    session id) the session is checked first (None if it no longer opens doors) and the
+    presence refreshed; then ACKS written (``gateway.write_bare_acks``) and ROOMS claimed."""
+    agent, connection_id = socket.agent, socket.connection_id
     if beat_session is not None:
         if not session_is_live(beat_session):
             return None
@@ -99,7 +100,11 @@ def _trip(beat_session, agent, connection_id, acks, rooms):
             rooms = {kind: rooms[kind] for kind in gateway.waiting_kinds(agent, rooms)}
     if not rooms and not acks:
         return set(), []
-    return gateway.ack_and_claim(agent, connection_id, acks, rooms)
+    not_held = gateway.write_bare_acks(acks, connection_id) if acks else set()
+    # The claim takes the socket's agent as it is now, not as the trip began: the acks' write
+    # (turns handed on) may take long, and work posted meanwhile, after a change the socket
+    # heard meanwhile (agent_changed), must be claimed with that change.
+    return not_held, gateway.claim_work(socket.agent, connection_id, rooms) if rooms else []
 
 
 @database_sync_to_async
@@ -398,9 +403,7 @@ class AgentSocket(JsonSocket):
             rooms = {kind: room for kind, room in rooms.items() if room > 0}
             if not rooms and not acks and not beat:
                 return set()
-            done = await _trip(
-                self.session.id if beat else None, self.agent, self.connection_id, list(acks), rooms
-            )
+            done = await _trip(self, self.session.id if beat else None, list(acks), rooms)
             if done is None:
                 return None
             not_held, frames = done

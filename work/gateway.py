@@ -254,17 +254,14 @@ def ack_work(item_id, connection_id: str, done: bool = False, usage=None) -> boo
     return True
 
 
-def ack_and_claim(agent: Agent, connection_id: str, acks, rooms: dict) -> tuple[set, list]:
-    """Bare acks of message items (one relaxed statement; turns they hold are handed on), then
-    a claim for ROOMS: one trip from the socket for both. Returns the acked ids this
-    connection did not hold, and the new work frames."""
-    not_held = set()
-    if acks:
-        acked, not_held = ack_messages(acks, connection_id)
-        for row in acked:
-            if row["hand_on"]:
-                turns.hand_on(row["id"])
-    return not_held, claim_work(agent, connection_id, rooms) if rooms else []
+def write_bare_acks(acks, connection_id: str) -> set:
+    """Bare acks of message items (one relaxed statement; turns they hold are handed on).
+    Returns the acked ids this connection did not hold."""
+    acked, not_held = ack_messages(acks, connection_id)
+    for row in acked:
+        if row["hand_on"]:
+            turns.hand_on(row["id"])
+    return not_held
 
 
 def waiting_kinds(agent: Agent, kinds) -> set[str]:

@@ -524,7 +524,7 @@ async def test_when_writing_acks_fails_the_socket_hangs_up_and_the_item_is_offer
     def database_down(*args, **kwargs):
         raise RuntimeError("the database went away")
 
-    monkeypatch.setattr(gateway, "ack_and_claim", database_down)
+    monkeypatch.setattr(gateway, "write_bare_acks", database_down)
     await comm.send_json_to({"type": "ack", "id": work["id"]})
     closed = await comm.receive_output(timeout=3)
     assert closed == {"type": "websocket.close", "code": 4500}
