@@ -74,12 +74,10 @@ def make_run_server():
 
     try:
         wait_until(serving, timeout=30, what="daphne serving")
-    except AssertionError:
-        proc.kill()
-        raise
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+        yield url
+    finally:  # not serving, the run interrupted, or done
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def fetch(url: str) -> tuple[int, str, str]:
