@@ -121,15 +121,25 @@ class LoggedProcess(subprocess.Popen):
     """A process whose output (stdout and stderr) goes to a file, not a pipe: a pipe nobody reads
     fills up (64 KB) and then blocks the process at its next write, so a server that logs every
     message hangs in the middle of a test. ``output()`` reads what it wrote so far;
-    ``communicate()`` waits for it to end and returns (all of it, None), as a pipe would."""
+    ``communicate()`` waits for it to end and returns (all of it, None), as a pipe would.
+    One still running when this interpreter exits (a run interrupted past a fixture's
+    teardown) is killed then: a bridge left behind would go on claiming work."""
 
     def __init__(self, args, *, stderr_only: bool = False, **kwargs):
+        import atexit
+
         fd, self.log_path = tempfile.mkstemp(prefix="agntchat-test-", suffix=".log")
         os.close(fd)
         # Appending: the child's writes never land where a read of ours has moved an offset.
         with open(self.log_path, "ab") as sink:
             stdout = subprocess.DEVNULL if stderr_only else sink
             super().__init__(args, stdout=stdout, stderr=sink, **kwargs)
+        atexit.register(self.kill_if_running)
+
+    def kill_if_running(self) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.kill()
 
     def output(self) -> str:
         with open(self.log_path, "rb") as log:
