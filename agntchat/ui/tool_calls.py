@@ -36,10 +36,16 @@ WAITING_AS = {
 def _state(call: ToolCall) -> tuple[str, str]:
     """(css state, words) of CALL: running, waiting, succeeded or failed."""
     if call.status == ToolCall.Status.WAITING:
-        return WAITING_AS[call.request.status]
-    if call.status == ToolCall.Status.FAILED:
-        return "failed", FAILED_AS.get(call.error_code, "failed")
-    return call.status, call.status
+        state, words = WAITING_AS[call.request.status]
+    elif call.status == ToolCall.Status.FAILED:
+        state, words = "failed", FAILED_AS.get(call.error_code, "failed")
+    else:
+        return call.status, call.status
+    if words == "expired" and call.request.decided_at < call.request.expires_at:
+        # Ended before its time ran out: withdrawn as a person stopped the turn
+        # (work.approvals.withdraw_stopped_requests), which is what they need to read.
+        words = "stopped"
+    return state, words
 
 
 def _readable(output: str) -> str:

@@ -109,6 +109,7 @@ def test_stop_is_offered_from_the_start_of_a_turn(orm, story, browser, bridge):
     # The call moves under the stopped reply, and its request is withdrawn: nothing to approve.
     expect(page.locator("[data-tool-calls]")).to_have_count(1, timeout=WAIT)
     expect(page.locator("[data-decide]")).to_have_count(0, timeout=WAIT)
+    expect(page.locator(".tool-call [data-call-status]")).to_have_text("stopped", timeout=WAIT)
     shot(page, "04-stopped-while-waiting")
 
     # A card button hands its click to Nova, with no turn decision: Stop is on the line all the
