@@ -12,13 +12,7 @@ from agntchat.core.exceptions import RateLimited
 
 
 def _failures() -> throttle.Rule:
-    return throttle.Rule(
-        "agent_key:address",
-        limit=settings.AGENT_KEY_FAILURES_PER_ADDRESS,
-        window=settings.LOGIN_FAILURE_WINDOW,
-        first_lock=settings.LOGIN_LOCK_SECONDS,
-        longest_lock=settings.LOGIN_LOCK_MAX_SECONDS,
-    )
+    return throttle.failure_rule("agent_key:address", settings.AGENT_KEY_FAILURES_PER_ADDRESS)
 
 
 def exchange_secret(secret: str, address: str):

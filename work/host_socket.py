@@ -45,13 +45,7 @@ def _principal(secret: str):
 
 
 def _failures() -> throttle.Rule:
-    return throttle.Rule(
-        "host_socket:address",
-        limit=settings.HOST_SOCKET_FAILURES_PER_ADDRESS,
-        window=settings.LOGIN_FAILURE_WINDOW,
-        first_lock=settings.LOGIN_LOCK_SECONDS,
-        longest_lock=settings.LOGIN_LOCK_MAX_SECONDS,
-    )
+    return throttle.failure_rule("host_socket:address", settings.HOST_SOCKET_FAILURES_PER_ADDRESS)
 
 
 def _signed_in(secret: str, address: str):

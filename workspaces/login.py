@@ -15,13 +15,7 @@ from workspaces.models import ApiToken
 
 
 def _rule(name: str, limit: int) -> throttle.Rule:
-    return throttle.Rule(
-        f"login:{name}",
-        limit=limit,
-        window=settings.LOGIN_FAILURE_WINDOW,
-        first_lock=settings.LOGIN_LOCK_SECONDS,
-        longest_lock=settings.LOGIN_LOCK_MAX_SECONDS,
-    )
+    return throttle.failure_rule(f"login:{name}", limit)
 
 
 def authenticate_person(request, username: str, password: str):

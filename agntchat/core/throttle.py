@@ -82,6 +82,18 @@ class Rule:
     longest_lock: int
 
 
+def failure_rule(name: str, limit: int) -> Rule:
+    """LIMIT failures lock out, timed as sign-in's (LOGIN_FAILURE_WINDOW, LOGIN_LOCK_…):
+    passwords, agent keys and host tokens tried from one place are locked out alike."""
+    return Rule(
+        name,
+        limit=limit,
+        window=settings.LOGIN_FAILURE_WINDOW,
+        first_lock=settings.LOGIN_LOCK_SECONDS,
+        longest_lock=settings.LOGIN_LOCK_MAX_SECONDS,
+    )
+
+
 def _keys(rule: Rule, key: str) -> list[str]:
     # Hashed: keys may be anything a client typed.
     digest = hashlib.sha256(key.encode()).hexdigest()[:32]
