@@ -44,9 +44,12 @@ def access_reminder(user, reminder_id) -> Reminder:
     return found
 
 
-def access_agents_reminder(agent, reminder_id) -> Reminder:
-    """One of AGENT's own reminders."""
-    found = Reminder.objects.filter(agent=agent, pk=as_uuid(reminder_id)).first()
+def access_agents_reminder(agent, workspace, reminder_id) -> Reminder:
+    """One of AGENT's own reminders set in WORKSPACE: asked elsewhere, it is not there (its text
+    is of that workspace)."""
+    found = Reminder.objects.filter(
+        agent=agent, workspace=workspace, pk=as_uuid(reminder_id)
+    ).first()
     if found is None:
         raise ReminderNotFound()
     return found

@@ -6,14 +6,14 @@ import logging
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.access import agent_appears_in, is_agent_owner
+from agents.access import agent_appears_in, is_agent_owner, owner_belongs_to
 from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent
 from agntchat.core.exceptions import AppError, Conflict
 from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
-from conversations.models import Participant
-from conversations.tasks import create_task
+from conversations.models import Participant, Task
+from conversations.tasks import cancel_for_good, create_task
 from routines import schedules
 from routines.models import PulseReport, Routine, RoutineRun
 from work.actions import set_tool_grant
@@ -56,10 +56,8 @@ def create_routine(
     the agent's pulse (one per agent, not counted among its routines)."""
     kind = Routine.Kind.PULSE if checklist is not None else Routine.Kind.ROUTINE
     checklist = _checked_list(checklist) if checklist is not None else []
-    if kind == Routine.Kind.ROUTINE and not instructions.strip():
-        raise AppError(
-            "A routine needs instructions.", code="invalid", fields={"instructions": "Empty."}
-        )
+    if kind == Routine.Kind.ROUTINE:
+        _check_instructions(instructions)
     if not is_agent_owner(user, agent):
         raise NotAgentOwner()
     if not agent_appears_in(agent, workspace.id):
@@ -115,6 +113,14 @@ def create_routine(
 MAX_CHECKLIST = 30
 
 
+def _check_instructions(instructions: str) -> None:
+    """A routine (not a pulse) is its instructions: without them its runs ask for nothing."""
+    if not instructions.strip():
+        raise AppError(
+            "A routine needs instructions.", code="invalid", fields={"instructions": "Empty."}
+        )
+
+
 def _checked_list(items) -> list[str]:
     items = [" ".join(str(i).split()) for i in items if str(i).strip()]
     if not 1 <= len(items) <= MAX_CHECKLIST or any(len(i) > 300 for i in items):
@@ -142,6 +148,8 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
         if routine.kind != Routine.Kind.PULSE:
             raise AppError("Only a pulse has a checklist.", code="invalid")
         changes["checklist"] = _checked_list(changes["checklist"])
+    if "instructions" in changes and routine.kind == Routine.Kind.ROUTINE:
+        _check_instructions(changes["instructions"])
     interval, cron = routine.interval_minutes, routine.cron
     if changes.get("cron"):
         interval, cron = None, changes.pop("cron").strip()
@@ -202,6 +210,26 @@ def _run(routine: Routine, now) -> int:
             )
     except IntegrityError:  # another scheduler ran this slot
         return 0
+    if not owner_belongs_to(routine.agent, routine.workspace_id):
+        # Enabled again from outside (routines.owner_left paused it): said plainly, not queued.
+        run.error = (
+            f"The owner of {routine.agent.name} is not a member of {routine.workspace.name}."
+        )
+        run.save(update_fields=["error"])
+        return 1
+    if not Participant.objects.filter(
+        conversation=routine.conversation_id, agent=routine.agent_id
+    ).exists():
+        # Taken out of the channel it reports to (by its admins): it posts there no more.
+        reason = (
+            f"{routine.agent.name} no longer takes part in the conversation this routine "
+            "reports to."
+        )
+        routine.enabled, routine.next_run_at, routine.paused_reason = False, None, reason
+        routine.save(update_fields=["enabled", "next_run_at", "paused_reason", "updated_at"])
+        run.error = reason
+        run.save(update_fields=["error"])
+        return 1
     if routine.kind == Routine.Kind.PULSE:
         instructions = PULSE_INSTRUCTIONS + "\n".join(f"- {item}" for item in routine.checklist)
         if routine.instructions:
@@ -229,7 +257,26 @@ def _run(routine: Routine, now) -> int:
         log.warning("routine %s could not run: %s", routine.id, exc.message)
         run.error = exc.message
     run.save(update_fields=["task", "error"])
+    if run.task is not None:
+        _cancel_waiting_run(routine, run)
     return 1
+
+
+def _cancel_waiting_run(routine: Routine, run: RoutineRun) -> None:
+    """An earlier run of ROUTINE still waiting for its agent to pick it up (offline) is
+    cancelled: RUN stands for it, so an agent back after days finds one run, not one per slot."""
+    waiting = Task.objects.select_for_update(skip_locked=True).filter(
+        pk__in=routine.runs.exclude(task=None).exclude(pk=run.pk).values("task"),
+        status=Task.Status.QUEUED,
+        claimed_by__isnull=True,  # and locked: no claim takes it meanwhile
+    )
+    at = run.slot.astimezone(schedules.zone(routine.timezone))
+    for task_id in waiting.values_list("pk", flat=True):
+        cancel_for_good(
+            task_id,
+            f"Not picked up before the routine's next run ({at:%Y-%m-%d %H:%M} "
+            f"{routine.timezone}), which stands for it.",
+        )
 
 
 def file_pulse_report(pulse: Routine, task, items: list[dict], summary: str = "") -> PulseReport:

@@ -19,10 +19,11 @@ from routines.access import (
     reminders_visible_to,
     routines_visible_to,
 )
-from routines.models import PulseReport, Routine
+from routines.models import PulseReport, Reminder, Routine
 from workspaces.access import IsPerson, access_workspace
 
 MAX_RUNS_LISTED = 50
+MAX_REMINDERS_LISTED = 200
 
 
 def routine_out(routine: Routine) -> dict:
@@ -192,13 +193,19 @@ class ReminderInput(StrictSerializer):
 
 
 class ReminderListView(APIView):
-    """The reminders of the person's agents, soonest first; set one for an agent of theirs."""
+    """The reminders of the person's agents: those pending soonest first, then the rest newest
+    first (MAX_REMINDERS_LISTED in all); set one for an agent of theirs."""
 
     inputs = {"post": ReminderInput}
     permission_classes = [IsPerson]
 
     def get(self, request):
-        rows = reminders_visible_to(request.user).order_by("due_at")[:200]
+        # Pending first: past the cap, a long history of sent ones would hide what is coming.
+        mine = reminders_visible_to(request.user)
+        pending = mine.filter(status=Reminder.Status.PENDING)
+        rows = list(pending.order_by("due_at")[:MAX_REMINDERS_LISTED])
+        rest = mine.exclude(status=Reminder.Status.PENDING).order_by("-due_at")
+        rows += rest[: MAX_REMINDERS_LISTED - len(rows)]
         return Response({"results": [reminder_out(r) for r in rows]})
 
     def post(self, request):

@@ -4,6 +4,7 @@ whether there is another iteration: a sweep every minute (``advance_loops``) wei
 finished iteration against the loop's guardrails and starts the next one when it is due."""
 
 import hashlib
+from contextlib import suppress
 from datetime import timedelta
 
 from django.db import transaction
@@ -17,7 +18,7 @@ from agntchat.core.exceptions import AppError
 from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
 from conversations.models import Task, TurnUsage
-from conversations.tasks import create_task
+from conversations.tasks import cancel_for_good, create_task, request_cancel
 from routines.models import Loop, LoopIteration
 from routines.reminders import MAX_AHEAD
 from work.actions import set_tool_grant
@@ -119,6 +120,12 @@ def set_loop_status(user, loop: Loop, status: str, now=None) -> Loop:
                 loop.next_run_at = now
         elif status == Loop.Status.STOPPED:
             _finish(loop, Loop.Status.STOPPED, f"stopped by {user.label}")
+            # Its iteration under way is not wanted any more: queued, it never starts.
+            iteration = _running_iteration(loop)
+            task = Task.objects.filter(pk=iteration.task_id).first() if iteration else None
+            if task is not None and not task.is_terminal:
+                with suppress(AppError):  # it ended meanwhile: nothing to cancel
+                    request_cancel(task)
         else:
             raise AppError("status is running, paused or stopped.", code="invalid")
         loop.save()
@@ -237,6 +244,18 @@ def _begin(loop: Loop, now) -> None:
     loop.next_run_at = None
 
 
+def _waiting_past_deadline(loop: Loop, task, now) -> bool:
+    """TASK, LOOP's iteration, still waits for its agent (offline) at the deadline: it is not to
+    start after it."""
+    return (
+        task is not None
+        and task.status == Task.Status.QUEUED
+        and task.claimed_by is None
+        and loop.deadline is not None
+        and now >= loop.deadline
+    )
+
+
 def advance_loops(now=None) -> int:
     """Weigh every finished iteration and start every due one; how many loops moved. Safe to
     run from several schedulers at once (SKIP LOCKED)."""
@@ -247,6 +266,9 @@ def advance_loops(now=None) -> int:
         changed = False
         if iteration is not None:
             task = Task.objects.filter(pk=iteration.task_id).first()
+            if _waiting_past_deadline(loop, task, now):
+                cancel_for_good(task.pk, "The loop's deadline passed before it started.")
+                task.refresh_from_db()
             if task is not None and task.is_terminal:
                 _weigh(loop, iteration, task, now)
                 changed = True

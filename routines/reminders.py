@@ -21,6 +21,9 @@ from workspaces.notifications import conversation_link, notify_person
 MAX_TEXT = 1000
 MAX_AHEAD = timedelta(days=366 * 2)
 MAX_PENDING_PER_AGENT = 100
+# Past this, a reminder posted after the worker was down says when it was due (the sweep runs
+# every minute).
+LATE_AFTER = timedelta(minutes=5)
 
 
 class ReminderInvalid(AppError):
@@ -108,9 +111,11 @@ def fire_due_reminders(now=None) -> int:
             reminder.status = Reminder.Status.CANCELLED
             reminder.save(update_fields=["status", "updated_at"])
             return 0
-        reminder.message = post_message(
-            reminder.agent, reminder.conversation, f"⏰ Reminder: {reminder.text}", wake=[]
-        )
+        body = f"⏰ Reminder: {reminder.text}"
+        if now - reminder.due_at > LATE_AFTER:
+            due = reminder.due_at.astimezone(ZoneInfo(reminder.agent.owner.timezone))
+            body += f"\n\n(Due {due:%a} {due.day} {due:%b, %H:%M}; sent late.)"
+        reminder.message = post_message(reminder.agent, reminder.conversation, body, wake=[])
         reminder.status, reminder.sent_at = Reminder.Status.SENT, now
         reminder.save(update_fields=["message", "status", "sent_at", "updated_at"])
         # ---- inbox: the reminder's person finds it there too ----
@@ -127,7 +132,7 @@ def fire_due_reminders(now=None) -> int:
         return 1
 
     due = (
-        Reminder.objects.select_related("agent", "conversation")
+        Reminder.objects.select_related("agent__owner", "conversation")
         .filter(status=Reminder.Status.PENDING, due_at__lte=now)
         .order_by("due_at")
     )

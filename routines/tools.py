@@ -70,7 +70,7 @@ def reminder_list(context: ToolContext, arguments: dict):
 
 @tool(
     "reminder_cancel",
-    description="Cancel one of your reminders that has not been sent yet, by its id.",
+    description="Cancel one of your reminders in this workspace not sent yet, by its id.",
     risk=Risk.WRITE,
     input_schema={
         "type": "object",
@@ -80,7 +80,7 @@ def reminder_list(context: ToolContext, arguments: dict):
     },
 )
 def reminder_cancel(context: ToolContext, arguments: dict):
-    found = access_agents_reminder(context.agent, arguments["reminder_id"])
+    found = access_agents_reminder(context.agent, context.workspace, arguments["reminder_id"])
     return reminder_out(reminders.cancel_reminder(found))
 
 

@@ -121,7 +121,7 @@ def test_a_routine_of_an_owner_who_left_the_workspace_runs_no_task_there(bob, te
     actions.update_routine(bob, routine, enabled=True, now=T0)
     assert actions.run_due_routines(now=T0 + timedelta(hours=1)) == 1
     assert not Task.objects.exists()
-    assert RoutineRun.objects.get().error == "Agent not found."
+    assert RoutineRun.objects.get().error == "The owner of Rex is not a member of Team A."
 
 
 def test_paused_routines_do_not_run_and_resume_from_now(alice, team_a, nova):
