@@ -453,7 +453,7 @@ AGENT_FRAMES_BURST = env_int("AGENT_FRAMES_BURST", 5000)
 # cancelled (fronts/mcp.py); an OpenAI-style completion answers 503, its message kept (openai.py).
 FRONT_START_SECONDS = env_int("FRONT_START_SECONDS", 120)
 # Live MCP sessions (handshake era, kept in Redis) per person; a new one past it ends the one
-# used least lately (fronts/mcp.py). A tools/call counts as a post (PERSON_POSTS_PER_MINUTE).
+# used least lately (fronts/mcp.py). A tools/call counts as a task (TASKS_PER_MINUTE).
 MCP_SESSIONS_PER_PERSON = env_int("MCP_SESSIONS_PER_PERSON", 20)
 # A socket whose client leaves this much unread is dropped (core/sockets.py): frames waiting
 # for a client that stopped reading are held in the node's memory.

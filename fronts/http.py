@@ -15,6 +15,9 @@ from agents.auth import bearer_secret, person_for_token
 from agntchat.core.origin import origin_allowed
 from agntchat.core.validation import MAX_JSON_DEPTH, json_depth, json_value_problem
 
+# Bodies larger than this (bytes) are checked in a worker thread (Exchange.read_json).
+CHECK_IN_THREAD_ABOVE = 64 * 1024
+
 
 class BadBody(Exception):
     """The body is not one JSON object within the limits; STATUS and MESSAGE say why. PARSED:
@@ -23,6 +26,22 @@ class BadBody(Exception):
     def __init__(self, status: int, message: str, *, parsed: bool = False):
         super().__init__(message)
         self.status, self.message, self.parsed = status, message, parsed
+
+
+def parse_json_object(body: bytes) -> dict:
+    """BODY as one JSON object within the limits, else BadBody."""
+    if json_depth(body) > MAX_JSON_DEPTH:
+        raise BadBody(400, f"JSON can be nested at most {MAX_JSON_DEPTH} levels deep.")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadBody(400, "The body is not valid JSON.") from None
+    if not isinstance(data, dict):
+        raise BadBody(400, "The body must be a JSON object.", parsed=True)
+    # As REST bodies and socket frames: no NUL, lone surrogates, NaN or outsized numbers.
+    if problem := json_value_problem(data):
+        raise BadBody(400, problem, parsed=True)
+    return data
 
 
 class Exchange:
@@ -68,18 +87,11 @@ class Exchange:
     async def read_json(self) -> dict:
         """The body as one JSON object, refused (BadBody 400/413) when it is not one."""
         body = await self.read_body()
-        if json_depth(body) > MAX_JSON_DEPTH:
-            raise BadBody(400, f"JSON can be nested at most {MAX_JSON_DEPTH} levels deep.")
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise BadBody(400, "The body is not valid JSON.") from None
-        if not isinstance(data, dict):
-            raise BadBody(400, "The body must be a JSON object.", parsed=True)
-        # As REST bodies and socket frames: no NUL, lone surrogates, NaN or outsized numbers.
-        if problem := json_value_problem(data):
-            raise BadBody(400, problem, parsed=True)
-        return data
+        if len(body) > CHECK_IN_THREAD_ABOVE:
+            # Checking a body of megabytes takes CPU for up to a second: off the event loop,
+            # which every stream and socket of this process shares.
+            return await asyncio.to_thread(parse_json_object, body)
+        return parse_json_object(body)  # a small one: at once, cheaper than the hop
 
     async def person(self):
         """The active person whose personal API token (``Bearer apt_…``) came with the request,

@@ -3,6 +3,7 @@ answers with the right status and a JSON-RPC error, and creates nothing."""
 
 import asyncio
 import json
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -244,3 +245,31 @@ async def test_a_client_taking_only_json_gets_the_end_of_the_task_as_one_answer(
         "workspaceId": str(task.workspace_id),
         "error": "cancelled",
     }
+
+
+async def test_a_large_body_is_checked_without_stalling_the_event_loop(token):
+    """Every stream and socket of a server process shares its event loop. Checking a body of
+    megabytes (a million numbers) took it for most of a second per request, which any person
+    with a token could repeat at will (both fronts check bodies the same way, fronts/http.py)."""
+    from fronts.http import parse_json_object
+
+    zeros = b",".join([b"0"] * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 2 - 40))
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "pad": [' + zeros + b"]}"
+    started = time.perf_counter()
+    await asyncio.to_thread(parse_json_object, body)
+    checking = time.perf_counter() - started  # what the check costs on this machine
+    stalls = []
+
+    async def tick():
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.005)
+            stalls.append(loop.time() - before)
+
+    ticker = asyncio.ensure_future(tick())
+    answer = await post(body, token)
+    await asyncio.sleep(0.05)  # the tick after a stall, if there was one
+    ticker.cancel()
+    assert answer["status"] == 200 and answer["json"]["result"] == {}
+    assert max(stalls) < checking / 2, (max(stalls), checking)
