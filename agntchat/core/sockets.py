@@ -38,6 +38,18 @@ FELL_BEHIND = 4503
 # The largest frame taken in: bytes of its UTF-8 text (non-ASCII sent unescaped, as JSON allows).
 # daphne is started to read more than this (Procfile), so a bigger frame gets an answer here.
 MAX_FRAME_BYTES = 1024 * 1024
+# Frames longer than this are parsed and checked in a worker thread: a frame of 1 MiB of small
+# numbers costs ~0.1 s of CPU, which the event loop (every socket of the node) would wait out.
+PARSE_IN_THREAD_ABOVE = 64 * 1024
+
+
+def _parse_frame(text: str):
+    """(content, what makes it unfit or None) of frame TEXT; AppError when it is too large or
+    deep (checked on the text, before the parser, which recurses once per level), ValueError
+    when it is not JSON."""
+    check_json_text(text, max_bytes=MAX_FRAME_BYTES)
+    content = json.loads(text)
+    return content, json_value_problem(content) if isinstance(content, dict) else None
 
 
 class FrameError(AppError):
@@ -240,10 +252,12 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         if wait:
             await self.refuse_frame(text_data or "", wait)
             return
+        text = text_data or ""
         try:
-            # Size and depth on the text, before the parser (it recurses once per level).
-            check_json_text(text_data or "", max_bytes=MAX_FRAME_BYTES)
-            content = json.loads(text_data or "")
+            if len(text) > PARSE_IN_THREAD_ABOVE:
+                content, problem = await asyncio.to_thread(_parse_frame, text)
+            else:
+                content, problem = _parse_frame(text)
         except AppError as exc:
             await self.send_error(exc.code, exc.message)
             return
@@ -253,7 +267,6 @@ class JsonSocket(AsyncJsonWebsocketConsumer):
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             await self.send_error("bad_frame", "A frame is a JSON object with a string 'type'.")
             return
-        problem = json_value_problem(content)
         if problem is not None:
             await self.send_error("bad_frame", problem, content)
             return

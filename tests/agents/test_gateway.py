@@ -558,3 +558,37 @@ async def test_an_ack_sent_just_before_closing_is_kept(alice, channel, nova, mon
     again, _ = await connect(token)
     assert await again.receive_nothing(timeout=0.5)  # not offered again
     await again.disconnect()
+
+
+async def test_a_large_frame_is_checked_without_stalling_the_event_loop(nova):
+    """Every socket of a node shares its event loop: checking a frame of 1 MiB of small numbers
+    there held it for a tenth of a second per frame, which any socket could repeat."""
+    import asyncio
+    import time
+
+    from agntchat.core.sockets import MAX_FRAME_BYTES, _parse_frame
+
+    numbers = ",".join(["0"] * (MAX_FRAME_BYTES // 2 - 40))
+    frame = '{"type": "no_such_frame", "pad": [' + numbers + "]}"
+    started = time.perf_counter()
+    await asyncio.to_thread(_parse_frame, frame)
+    checking = time.perf_counter() - started  # what the check costs on this machine
+    token = await sync_to_async(agent_session)(nova)
+    comm, _ = await connect(token)
+    stalls = []
+
+    async def tick():
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(0.002)
+            stalls.append(loop.time() - before)
+
+    ticker = asyncio.ensure_future(tick())
+    await comm.send_to(text_data=frame)
+    answer = await next_frame(comm)
+    await asyncio.sleep(0.02)  # the tick after a stall, if there was one
+    ticker.cancel()
+    assert answer["type"] == "error" and answer["code"] == "unknown_type"
+    assert max(stalls) < checking / 2, (max(stalls), checking)
+    await comm.disconnect()
