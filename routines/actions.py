@@ -172,13 +172,17 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
             routine.starts_at = now
             _plan(routine, now)
         routine.save()
+        if not routine.enabled:
+            _cancel_waiting_runs(routine, f"The routine “{routine.name}” was paused.")
     return routine
 
 
 def delete_routine(user, routine: Routine) -> None:
     if not is_agent_owner(user, routine.agent):
         raise NotAgentOwner()
-    routine.delete()
+    with transaction.atomic():
+        _cancel_waiting_runs(routine, f"The routine “{routine.name}” was deleted.")
+        routine.delete()
 
 
 def run_due_routines(now=None) -> int:
@@ -258,25 +262,30 @@ def _run(routine: Routine, now) -> int:
         run.error = exc.message
     run.save(update_fields=["task", "error"])
     if run.task is not None:
-        _cancel_waiting_run(routine, run)
+        # RUN stands for an earlier one still waiting: an agent back after days finds one run,
+        # not one per slot.
+        at = run.slot.astimezone(schedules.zone(routine.timezone))
+        reason = (
+            f"Not picked up before the routine's next run ({at:%Y-%m-%d %H:%M} "
+            f"{routine.timezone}), which stands for it."
+        )
+        _cancel_waiting_runs(routine, reason, keep=run)
     return 1
 
 
-def _cancel_waiting_run(routine: Routine, run: RoutineRun) -> None:
-    """An earlier run of ROUTINE still waiting for its agent to pick it up (offline) is
-    cancelled: RUN stands for it, so an agent back after days finds one run, not one per slot."""
+def _cancel_waiting_runs(routine: Routine, reason: str, keep: RoutineRun | None = None) -> None:
+    """ROUTINE's runs still waiting for its agent to pick them up (offline), but KEEP, are
+    cancelled with REASON: the agent, back, does not do work nobody wants any more."""
+    runs = routine.runs.exclude(task=None)
+    if keep is not None:
+        runs = runs.exclude(pk=keep.pk)
     waiting = Task.objects.select_for_update(skip_locked=True).filter(
-        pk__in=routine.runs.exclude(task=None).exclude(pk=run.pk).values("task"),
+        pk__in=runs.values("task"),
         status=Task.Status.QUEUED,
         claimed_by__isnull=True,  # and locked: no claim takes it meanwhile
     )
-    at = run.slot.astimezone(schedules.zone(routine.timezone))
     for task_id in waiting.values_list("pk", flat=True):
-        cancel_for_good(
-            task_id,
-            f"Not picked up before the routine's next run ({at:%Y-%m-%d %H:%M} "
-            f"{routine.timezone}), which stands for it.",
-        )
+        cancel_for_good(task_id, reason)
 
 
 def file_pulse_report(pulse: Routine, task, items: list[dict], summary: str = "") -> PulseReport:

@@ -51,6 +51,25 @@ def test_a_run_the_agent_is_working_on_is_left_alone(alice, team_a, nova):
     assert sorted(Task.objects.values_list("status", flat=True)) == ["queued", "running"]
 
 
+def test_pausing_or_deleting_a_routine_cancels_its_run_still_waiting(alice, team_a, nova):
+    """Nova is offline: the run it has not picked up is not done when it is back, once its
+    owner paused or deleted the routine. A run it is working on is left alone."""
+    routine = every(alice, nova, team_a)
+    actions.run_due_routines(now=T0 + timedelta(hours=1))
+    actions.update_routine(alice, routine, enabled=False, now=T0 + timedelta(hours=1))
+    (paused,) = Task.objects.all()
+    assert paused.status == "cancelled" and "was paused" in paused.error
+
+    actions.update_routine(alice, routine, enabled=True, now=T0 + timedelta(hours=1))
+    actions.run_due_routines(now=T0 + timedelta(hours=2))
+    claimed(nova, "task")  # Nova's bridge took that one
+    actions.run_due_routines(now=T0 + timedelta(hours=3))
+    actions.delete_routine(alice, routine)
+    statuses = dict(Task.objects.exclude(pk=paused.pk).values_list("status", "error"))
+    assert set(statuses) == {"running", "cancelled"}
+    assert "was deleted" in statuses["cancelled"]
+
+
 def test_a_routine_stops_once_its_agent_is_removed_from_the_channel_it_reports_to(
     alice, team_a, nova, channel
 ):
