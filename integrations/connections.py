@@ -5,10 +5,10 @@ which account a tool call uses.
 **Which account.** A call acts in a conversation of a workspace. It uses the workspace's
 connection to the provider if an admin made one there; otherwise the connection of the person
 who asked (the author of the message being answered, or the person who gave the task), when
-they chose this agent: their own, one they named, one in a direct conversation with them, the
-one they gave the task to; and while they are a member of the workspace. A message from an
-outside chat asks as nobody. The agent itself holds no account, so one agent in two workspaces
-acts on each workspace's account.
+they chose this agent: their own, one they named, one in a direct conversation of theirs with
+no other person, the one they gave the task to; and while they are a member of the workspace.
+A message from an outside chat asks as nobody. The agent itself holds no account, so one agent
+in two workspaces acts on each workspace's account.
 
 **Refreshing.** A token within ``OAUTH_REFRESH_MARGIN_SECONDS`` of its expiry is refreshed before
 use, one refresh at a time per connection (its row locked, and checked again once the lock is
@@ -283,9 +283,9 @@ def disconnect(user: User, connection: Connection) -> None:
 def requesting_person(context: ToolContext) -> User | None:
     """The person whose own account the call may use: who wrote the message it answers, or who
     gave the task, and only where they chose this agent: their own agent, one they named
-    (@handle), one in a direct conversation with them, or the one they gave the task to. Another
-    member's agent that a channel's turn rules handed their message to acts on no account of
-    theirs; nor does anyone's once they left the workspace."""
+    (@handle), one in a direct conversation with no other person in it, or the one they gave the
+    task to. Another member's agent that a channel's turn rules handed their message to acts on
+    no account of theirs; nor does anyone's once they left the workspace."""
     if context.message is not None:
         person = context.message.author_user
         if person is not None and not _chose(person, context):
@@ -299,9 +299,17 @@ def requesting_person(context: ToolContext) -> User | None:
 
 def _chose(person: User, context: ToolContext) -> bool:
     agent = context.agent
+    conversation = context.conversation
     return (
         (agent is not None and agent.owner_id == person.pk)
-        or context.conversation.kind == Conversation.Kind.DIRECT
+        # A direct conversation of theirs with agents only: with another person in it, as in a
+        # channel, the turn rules may hand their message to that person's agent.
+        or (
+            conversation.kind == Conversation.Kind.DIRECT
+            and not conversation.participants.filter(user__isnull=False)
+            .exclude(user=person)
+            .exists()
+        )
         or (agent is not None and bool(mentioned(context.message.body, [agent])))
     )
 
@@ -396,6 +404,12 @@ def api_request(connection: Connection, method: str, url: str, **options) -> htt
     raise reconnect_error(connection)
 
 
+def retry_note(response: httpx.Response) -> str:
+    """A rate limit's or outage's Retry-After (in seconds) for the model to read, else ""."""
+    wait = response.headers.get("Retry-After", "").strip()
+    return f" Try again in {wait} seconds." if wait.isdigit() else ""
+
+
 def access_token(connection: Connection, force_refresh: bool = False) -> str:
     """CONNECTION's access token, refreshed first when it is about to expire (or FORCE_REFRESH)."""
     if force_refresh or _expiring(connection):
@@ -413,6 +427,14 @@ def access_token(connection: Connection, force_refresh: bool = False) -> str:
     return crypto.decrypt(connection.access_ciphertext)
 
 
+def disconnected() -> NotConnected:
+    """The row is gone: its owner disconnected it while a call was using it."""
+    return NotConnected(
+        "The account was disconnected while this call ran; it stopped there. Connect one again "
+        f"in {CONNECTIONS_PAGE}."
+    )
+
+
 def _expiring(connection: Connection) -> bool:
     margin = timedelta(seconds=settings.OAUTH_REFRESH_MARGIN_SECONDS)
     return connection.expires_at is not None and connection.expires_at <= timezone.now() + margin
@@ -423,7 +445,9 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
     refreshed meanwhile is taken as it is (STALE_CIPHERTEXT: the token a forced refresh saw
     refused; a different one stored since is the fresh one)."""
     with transaction.atomic():
-        row = Connection.objects.select_for_update().get(pk=connection_id)
+        row = Connection.objects.select_for_update().filter(pk=connection_id).first()
+        if row is None:
+            raise disconnected()
         refreshed_meanwhile = (
             row.access_ciphertext != stale_ciphertext if stale_ciphertext else not _expiring(row)
         )
@@ -455,7 +479,7 @@ def _mark_reconnect(connection_id, problem: str) -> None:
     with transaction.atomic():
         row = Connection.objects.select_for_update().filter(pk=connection_id).first()
         if row is None:
-            return
+            raise disconnected()
         was_active = row.status == Connection.Status.ACTIVE
         row.status, row.problem = Connection.Status.RECONNECT, problem
         row.save(update_fields=["status", "problem", "updated_at"])

@@ -15,7 +15,7 @@ import httpx
 from django.conf import settings
 
 from agntchat.core.exceptions import AppError, NotFound
-from integrations.connections import account_for, api_request
+from integrations.connections import account_for, api_request, retry_note
 from integrations.models import Connection
 from work.models import Risk
 from work.tools.registry import ToolContext, tool
@@ -38,14 +38,27 @@ class ChangesInvalid(AppError):
     code = "github_changes_invalid"
 
 
+class NameInvalid(AppError):
+    code = "github_name_invalid"
+
+
+def segments(value: str) -> str:
+    """VALUE (from the model: a repository, branch or path) as URL path segments, each quoted. A
+    "." or ".." segment is refused: the HTTP client resolves it, so a "branch" ../../.. would
+    DELETE the repository itself."""
+    parts = value.split("/")
+    if any(part in (".", "..") for part in parts):
+        raise NameInvalid(f"{value!r} is not a valid name: it has a '.' or '..' segment.")
+    return "/".join(quote(part, safe="") for part in parts)
+
+
 class Repository:
     """One repository of the call's account: its API paths and the requests made on it."""
 
     def __init__(self, context: ToolContext, name: str):
         self.connection = account_for(context, "github")
         self.name = name
-        owner, _, repo = name.partition("/")
-        self.base = f"{settings.GITHUB_API_BASE}/repos/{quote(owner)}/{quote(repo)}"
+        self.base = f"{settings.GITHUB_API_BASE}/repos/{segments(name)}"
 
     def request(self, method: str, path: str, what: str, **options):
         """The JSON answer to METHOD on the repository's PATH (None when empty). WHAT names the
@@ -58,7 +71,7 @@ class Repository:
 
     def head(self, branch: str) -> str:
         """The commit BRANCH points at."""
-        found = self.request("GET", f"/git/ref/heads/{quote(branch)}", f"The branch {branch}")
+        found = self.request("GET", f"/git/ref/heads/{segments(branch)}", f"The branch {branch}")
         return found["object"]["sha"]
 
     def default_branch(self) -> str:
@@ -78,6 +91,8 @@ def checked(response: httpx.Response, what: str, repo: str, connection: Connecti
         data = response.json()
     except ValueError:
         data = {}
+    if not isinstance(data, dict):  # a gateway's error body, not GitHub's
+        data = {}
     message = data.get("message") or response.reason_phrase
     # A 422's details: "No commits between main and x", "Reference already exists"…
     details = [
@@ -86,7 +101,9 @@ def checked(response: httpx.Response, what: str, repo: str, connection: Connecti
     details = [d for d in details if d and d != message]
     if details:
         message += ": " + "; ".join(details)
-    raise GitHubRefused(f"GitHub refused ({response.status_code}): {message}")
+    raise GitHubRefused(
+        f"GitHub refused ({response.status_code}): {message}" + retry_note(response)
+    )
 
 
 REPO = {
@@ -125,7 +142,7 @@ def github_tool(name: str, **options):
 def github_read_file(context: ToolContext, arguments: dict):
     repo, path = Repository(context, arguments["repo"]), arguments["path"].strip("/")
     params = {"ref": arguments["ref"]} if arguments.get("ref") else {}
-    found = repo.request("GET", f"/contents/{quote(path)}", f"The path {path!r}", params=params)
+    found = repo.request("GET", f"/contents/{segments(path)}", f"The path {path!r}", params=params)
     if isinstance(found, list):  # a directory
         return {"path": path, "entries": [{"name": e["name"], "type": e["type"]} for e in found]}
     if found.get("type") != "file":
@@ -279,7 +296,7 @@ def github_create_branch(context: ToolContext, arguments: dict):
 )
 def github_delete_branch(context: ToolContext, arguments: dict):
     repo, branch = Repository(context, arguments["repo"]), arguments["branch"]
-    repo.request("DELETE", f"/git/refs/heads/{quote(branch)}", f"The branch {branch}")
+    repo.request("DELETE", f"/git/refs/heads/{segments(branch)}", f"The branch {branch}")
     return {"deleted": branch}
 
 
@@ -355,7 +372,7 @@ def github_commit_changes(context: ToolContext, arguments: dict):
     )
     repo.request(
         "PATCH",
-        f"/git/refs/heads/{quote(branch)}",
+        f"/git/refs/heads/{segments(branch)}",
         f"The branch {branch}",
         json={"sha": commit["sha"], "force": False},
     )

@@ -21,7 +21,13 @@ from django.utils import timezone
 from agntchat.core.exceptions import AppError, NotFound
 from artifacts.mailbox import Email, set_mailbox
 from conversations.models import Message
-from integrations.connections import NotConnected, account_for, api_request, connection_for
+from integrations.connections import (
+    NotConnected,
+    account_for,
+    api_request,
+    connection_for,
+    retry_note,
+)
 from integrations.models import Connection
 from work.models import Risk
 from work.tools.platform_web import TextOfPage
@@ -36,7 +42,9 @@ HOSTS = {
     "sheets": "https://sheets.googleapis.com",
 }
 MAX_TEXT = 20_000  # characters of a message, document or file the model is given
+MAX_BYTES = 4 * MAX_TEXT  # of a file downloaded: MAX_TEXT characters of UTF-8 at most
 MAX_CELLS = 5_000
+MAX_SHEET_TEXT = 100_000  # characters of a sheet's values: a cell holds up to 50,000
 GOOGLE_DOC = "application/vnd.google-apps.document"
 GOOGLE_SHEET = "application/vnd.google-apps.spreadsheet"
 GOOGLE_TYPES = "application/vnd.google-apps."
@@ -53,6 +61,10 @@ class GoogleRefused(AppError):
 
 class EmailInvalid(AppError):
     code = "email_invalid"
+
+
+class IdInvalid(AppError):
+    code = "google_id_invalid"
 
 
 def url(api: str, path: str) -> str:
@@ -85,12 +97,15 @@ def checked(response: httpx.Response, what: str, connection: Connection) -> None
     if response.status_code == 404:
         raise GoogleNotFound(f"{what} was not found in the Google account {connection.account}.")
     try:
-        error = response.json().get("error") or {}
-        message = error.get("message") if isinstance(error, dict) else str(error)
+        data = response.json()
     except ValueError:
-        message = ""
+        data = {}
+    # A gateway's error body may be any JSON, not Google's {"error": {...}}.
+    error = (data.get("error") if isinstance(data, dict) else None) or {}
+    message = error.get("message") if isinstance(error, dict) else str(error)
     raise GoogleRefused(
         f"Google refused ({response.status_code}): {message or response.reason_phrase}"
+        + retry_note(response)
     )
 
 
@@ -101,7 +116,10 @@ def cut(text: str, limit: int = MAX_TEXT) -> dict:
 
 
 def path_id(value: str) -> str:
-    """An id as one path segment (ids come from the model)."""
+    """An id as one path segment (ids come from the model). "." and ".." are refused: the HTTP
+    client resolves them, so event ".." would PATCH the calendar itself."""
+    if value in (".", ".."):
+        raise IdInvalid(f"{value!r} is not a Google id.")
     return quote(value, safe="")
 
 
@@ -654,15 +672,19 @@ def sheet_values(context: ToolContext, spreadsheet_id: str, cells: str) -> dict:
         f"/v4/spreadsheets/{path_id(spreadsheet_id)}/values/{path_id(cells)}",
         f"The spreadsheet {spreadsheet_id} (range {cells})",
     )
-    values, count, kept = found.get("values", []), 0, []
+    values, count, size, kept = found.get("values", []), 0, 0, []
     for row in values:
         count += len(row)
-        if count > MAX_CELLS:
+        size += sum(len(str(cell)) for cell in row)
+        if count > MAX_CELLS or size > MAX_SHEET_TEXT:
             break
         kept.append(row)
     out = {"range": found.get("range", cells), "values": kept}
     if len(kept) < len(values):
-        out["truncated"] = f"first {len(kept)} of {len(values)} rows (at most {MAX_CELLS} cells)"
+        out["truncated"] = (
+            f"first {len(kept)} of {len(values)} rows (at most {MAX_CELLS} cells, "
+            f"{MAX_SHEET_TEXT} characters)"
+        )
     return out
 
 
@@ -712,11 +734,21 @@ def drive_read(context: ToolContext, arguments: dict):
         options = {"params": {"mimeType": "text/plain"}}
         path += "/export"
     else:
-        options = {"params": {"alt": "media"}}
-    response = fetch(connection, "GET", "drive", path, f"The file {file_id}", **options)
+        # Only the start of a file (what the model is shown at most): a huge one is not
+        # downloaded whole to be cut. Drive answers 206 with the file's size in Content-Range.
+        options = {"params": {"alt": "media"}, "headers": {"Range": f"bytes=0-{MAX_BYTES - 1}"}}
+    response = api_request(connection, "GET", url("drive", path), **options)
+    if response.status_code == 416:  # an empty file has no first byte for the Range to ask
+        return {**out, "text": ""}
+    checked(response, f"The file {file_id}", connection)
+    size = response.headers.get("Content-Range", "").rpartition("/")[2]
+    size = int(size) if size.isdigit() else len(response.content)
     if b"\0" in response.content[:4096]:
-        return {**out, "text": "", "note": f"A binary file of {len(response.content)} bytes."}
-    return {**out, **cut(response.content.decode(response.encoding or "utf-8", errors="replace"))}
+        return {**out, "text": "", "note": f"A binary file of {size} bytes."}
+    text = cut(response.content.decode(response.encoding or "utf-8", errors="replace"))
+    if size > len(response.content):
+        text["truncated"] = f"cut at {len(text['text'])} characters of a file of {size} bytes"
+    return {**out, **text}
 
 
 def document_end(document: dict) -> int:

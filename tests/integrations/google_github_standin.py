@@ -47,9 +47,9 @@ class Seen:
 class Problem(Exception):
     """An error answer: STATUS with the provider's JSON BODY."""
 
-    def __init__(self, status: int, body: dict):
+    def __init__(self, status: int, body, headers: dict | None = None):
         super().__init__(status)
-        self.status, self.body = status, body
+        self.status, self.body, self.headers = status, body, headers or {}
 
 
 @dataclass
@@ -58,6 +58,7 @@ class Raw:
 
     data: bytes
     content_type: str = "application/octet-stream"
+    headers: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Request:
     body: Any
     account: str
     args: dict[str, str]
+    headers: dict = field(default_factory=dict)
 
     def param(self, name: str, default: str = "") -> str:
         return self.query.get(name, [default])[0]
@@ -113,6 +115,7 @@ class Standin(LocalServer):
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else ""
         path = unquote(parts.path)
         query = parse_qs(parts.query, keep_blank_values=True)
+        headers: dict[str, str] = {}
         with self.lock:
             self.requests.append(
                 Seen(http.command, path, query, token, dict(http.headers.items()), body)
@@ -120,27 +123,32 @@ class Standin(LocalServer):
             try:
                 if token not in self.tokens:
                     raise self.unauthorized()
-                status, out = self.route(http.command, parts.path, query, body, token)
+                status, out = self.route(
+                    http.command, parts.path, query, body, token, dict(http.headers.items())
+                )
             except Problem as problem:
-                status, out = problem.status, problem.body
+                status, out, headers = problem.status, problem.body, problem.headers
         if isinstance(out, Raw):
-            data, kind = out.data, out.content_type
+            data, kind, headers = out.data, out.content_type, out.headers
         else:
             data = b"" if out is None else json.dumps(out).encode()
             kind = "application/json; charset=UTF-8"
         http.send_response(status)
         http.send_header("Content-Type", kind)
         http.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            http.send_header(name, value)
         http.end_headers()
         http.wfile.write(data)
 
-    def route(self, method, raw_path, query, body, token):
+    def route(self, method, raw_path, query, body, token, headers=None):
         for route_method, pattern, handler in self.routes:
             # Matched on the raw path: an encoded "/" inside an id stays part of that id.
             found = pattern.match(raw_path)
             if found and route_method == method:
                 args = {k: unquote(v) for k, v in found.groupdict().items()}
-                return handler(Request(method, raw_path, query, body, self.tokens[token], args))
+                account = self.tokens[token]
+                return handler(Request(method, raw_path, query, body, account, args, headers or {}))
         raise self.not_found()
 
 
@@ -558,7 +566,19 @@ class GoogleStandin(Standin):
                 "files.",
                 "fileNotDownloadable",
             )
-        return 200, Raw(found["content"], found["mimeType"])
+        # Drive's partial download: "Range: bytes=0-N" answers 206 with the first N+1 bytes.
+        wanted = re.fullmatch(r"bytes=0-(\d+)", r.headers.get("Range", ""))
+        content = found["content"]
+        if wanted and not content:  # RFC 9110: no byte 0 to send
+            raise Problem(416, {"error": {"code": 416, "message": "Range Not Satisfiable"}})
+        if wanted and int(wanted[1]) + 1 < len(content):
+            end = int(wanted[1])
+            return 206, Raw(
+                content[: end + 1],
+                found["mimeType"],
+                {"Content-Range": f"bytes 0-{end}/{len(content)}"},
+            )
+        return 200, Raw(content, found["mimeType"])
 
     def files_export(self, r: Request):
         found = self._file(r)

@@ -32,6 +32,7 @@ class AuthServer:
         self.revoked: list[str] = []
         self.lock = threading.Lock()
         self.slow_refresh = 0.0  # seconds a refresh takes (to make callers overlap)
+        self.outage = None  # (status, raw body): what the token endpoint answers while down
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -160,6 +161,12 @@ class AuthServer:
             def _token(self, form):
                 with server.lock:
                     server.token_requests.append(form)
+                if server.outage is not None:
+                    status, raw = server.outage
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    return self.wfile.write(raw)
                 if not self._client_ok(form):
                     return self._send(401, {"error": "invalid_client"})
                 grant = form.get("grant_type")
