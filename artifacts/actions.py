@@ -22,7 +22,8 @@ from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 from artifacts.mailbox import email_of, mailbox
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
 from artifacts.rendering import render_artifact
-from conversations.actions import count_stored_bytes, post_message
+from conversations.actions import count_post, count_stored_bytes, is_archived, post_message
+from conversations.exceptions import ConversationArchived
 from conversations.live import announce_message, audience_topics
 from conversations.models import Conversation, Message
 from conversations.payloads import author_data
@@ -166,6 +167,9 @@ def publish_artifact(
         earlier = _published_under_ref(actor, conversation, client_ref)
         if earlier is not None:
             return earlier
+    # Refused here, not by post_message after the storage budget was spent on it.
+    if is_archived(conversation):
+        raise ConversationArchived()
     count_stored_bytes(actor, len(content.encode()), "artifact versions")
     # Rendered (and sanitised) once, here, outside the transaction: reads serve the stored copy.
     rendered = render_artifact(kind, content, language or None)
@@ -208,6 +212,9 @@ def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
 def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> ArtifactVersion:
     """Store CONTENT as the artifact's next version; earlier versions stay as they are (ART-2).
     Holds the artifact's row lock while numbering, so concurrent edits get distinct numbers."""
+    # An archived conversation takes nothing new, as for its messages and files.
+    if is_archived(artifact.conversation):
+        raise ConversationArchived()
     content = _check_content(content, artifact.kind)
     note = _check_note(note)
     count_stored_bytes(actor, len(content.encode()), "artifact versions")
@@ -261,6 +268,10 @@ def comment_on_artifact(
         raise ArtifactRule(
             "A reply must be on the same artifact.", fields={"parent": "Not of this artifact."}
         )
+    if is_archived(artifact.conversation):
+        raise ConversationArchived()
+    # Each comment is a live event to the whole conversation: it counts as a post (429 past it).
+    count_post(actor)
     with transaction.atomic():
         comment = ArtifactComment.objects.create(
             artifact=artifact, version=version, parent=parent, body=body, **_authors(actor)

@@ -1,6 +1,7 @@
 """Pure rendering helpers for artifacts: markdown, sanitised HTML, code, JSON and diffs."""
 
 import difflib
+import importlib
 import json
 import re
 from html import escape
@@ -98,6 +99,13 @@ def _text_token(_state, content: str):
     return token
 
 
+# markdown-it pads each short table row with empty cells up to the header's count, 65,536 of
+# them at most: a 20,000-character message of one-cell rows under a wide header rendered to
+# 800 KB in over a second, on every page showing it. Past this many the table ends there.
+MAX_PADDED_CELLS = 1_000
+# The module, not the rule function of the same name that markdown_it.rules_block exports.
+importlib.import_module("markdown_it.rules_block.table").MAX_AUTOCOMPLETED_CELLS = MAX_PADDED_CELLS
+
 _MARKDOWN = MarkdownIt(
     "commonmark", {"html": False, "linkify": False, "highlight": _fence_highlight}
 ).enable(["table", "strikethrough"])
@@ -190,6 +198,11 @@ def sanitize_html(html):
     return _PAGE_CLEANER.clean(html or "")
 
 
+# Past this, JSON is shown as sent, not indented: at 64 levels each line gains up to 128
+# spaces, so 480 KB of JSON became a 31 MB rendering, stored and served with every read.
+PRETTY_MAX_CHARS = 1_000_000
+
+
 def render_artifact(kind, content, language=None):
     """Render an artifact body of `kind` (markdown, html, code, json) to safe HTML, once, when
     it is stored. Content nested beyond the limits (only versions stored before there were
@@ -209,6 +222,8 @@ def render_artifact(kind, content, language=None):
             pretty = json.dumps(json.loads(content), indent=2, ensure_ascii=False)
         except (TypeError, ValueError):
             return highlight_code(content or "", None)
+        if len(pretty) > PRETTY_MAX_CHARS:
+            return highlight_code(content, None)  # shown as sent
         return highlight_code(pretty, "json")
     raise ValueError(f"unknown artifact kind: {kind!r}")
 
@@ -222,6 +237,12 @@ TOO_LARGE_TO_COMPARE = (
     "These versions are too large to compare line by line: everything from the first "
     "changed line to the last is shown as removed and added."
 )
+
+
+# Rows of the diff's table at most: each costs ~120 bytes of markup whatever its line, so two
+# 500 KB versions of one-letter lines made a 66 MB table. The unified text and counts stay whole.
+DIFF_MAX_ROWS = 5_000
+TABLE_CUT = "The table stops here: {} more lines are in the unified diff."
 
 
 class _OverBudget(Exception):
@@ -270,27 +291,36 @@ def diff_versions(old, new, old_label="old", new_label="new"):
     matcher = _BoundedMatcher(old_lines, new_lines, DIFF_BUDGET)
     # The text and the table come from the same matches, so they always agree.
     text, rows, added, removed = [], [], 0, 0
+
+    def row(make, *args):
+        # Made only while the table has room (DIFF_MAX_ROWS); the rest is counted in the note.
+        if len(rows) < DIFF_MAX_ROWS:
+            rows.append(make(*args))
+
     for group in matcher.get_grouped_opcodes(3):
         first, last = group[0], group[-1]
         old_range, new_range = _hunk_range(first[1], last[2]), _hunk_range(first[3], last[4])
         text.append(f"@@ -{old_range} +{new_range} @@")
-        rows.append(
-            f'<tr class="diff-hunk"><td colspan="3">@@ -{old_range} +{new_range} @@</td></tr>'
-        )
+        row(_hunk_row, old_range, new_range)
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
                 for k in range(i2 - i1):
                     text.append(" " + old_lines[i1 + k])
-                    rows.append(_diff_row("ctx", i1 + k + 1, j1 + k + 1, old_lines[i1 + k]))
+                    row(_diff_row, "ctx", i1 + k + 1, j1 + k + 1, old_lines[i1 + k])
                 continue
             for k in range(i1, i2):
                 text.append("-" + old_lines[k])
-                rows.append(_diff_row("del", k + 1, "", old_lines[k]))
+                row(_diff_row, "del", k + 1, "", old_lines[k])
             for k in range(j1, j2):
                 text.append("+" + new_lines[k])
-                rows.append(_diff_row("ins", "", k + 1, new_lines[k]))
+                row(_diff_row, "ins", "", k + 1, new_lines[k])
             removed += i2 - i1
             added += j2 - j1
+    if len(text) > len(rows):
+        rows.append(
+            f'<tr class="diff-note"><td colspan="3">{TABLE_CUT.format(len(text) - len(rows))}'
+            "</td></tr>"
+        )
     if text:
         text[:0] = [f"--- {old_label}", f"+++ {new_label}"]
     if not matcher.exact:
@@ -314,6 +344,10 @@ def _hunk_range(start, stop):
     if length == 1:
         return f"{start + 1}"
     return f"{start + 1 if length else start},{length}"
+
+
+def _hunk_row(old_range, new_range):
+    return f'<tr class="diff-hunk"><td colspan="3">@@ -{old_range} +{new_range} @@</td></tr>'
 
 
 def _diff_row(kind, old_no, new_no, text):

@@ -79,7 +79,7 @@ def is_archived(conversation: Conversation) -> bool:
     return True
 
 
-def _count_post(actor) -> None:
+def count_post(actor) -> None:
     """One post more for ACTOR (a person or an agent; the system's notices are not counted):
     RateLimited once over its rate (settings *_POSTS_PER_MINUTE). One Redis round trip."""
     if actor is None:
@@ -432,7 +432,7 @@ def post_message(
         return earlier
     if is_archived(conversation):
         raise ConversationArchived()
-    _count_post(actor)  # a retry of an earlier post (above) is not a new one
+    count_post(actor)  # a retry of an earlier post (above) is not a new one
     uploads = _own_uploads(actor, conversation, attachments)
     if uploads:
         payload = {**(payload or {}), "attachments": [files.ref_data(a) for a in uploads]}
@@ -868,7 +868,7 @@ def edit_message(user, message: Message, body: str) -> Message:
         # An edit is announced to everyone and may wake agents, as a post does: it counts as
         # one against the same rate (a Redis round trip under the row's lock; refused, the
         # transaction writes nothing).
-        _count_post(user)
+        count_post(user)
         old_body, message.body = message.body, body
         message.edited_at = timezone.now()
         message.save(update_fields=["body", "edited_at", "updated_at"])

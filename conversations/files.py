@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from django.conf import settings
 from django.core import signing
 from django.db import transaction
+from django.db.models import Q
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.urls import path
 from django.utils import timezone
@@ -189,11 +190,12 @@ urlpatterns = [path("files/<uuid:attachment_id>/<str:name>", download, name="fil
 
 
 def delete_unposted(now) -> int:
-    """Uploads nobody posted within FILE_UNPOSTED_HOURS: their rows, and with them their bytes
-    (``forget_bytes``)."""
+    """Uploads nobody posted within FILE_UNPOSTED_HOURS, and the files of deleted messages (no
+    longer shown nor served, but their bytes stayed on disk): their rows, and with them their
+    bytes (``forget_bytes``)."""
     stale = Attachment.objects.filter(
-        message__isnull=True,
-        created_at__lt=now - timedelta(hours=settings.FILE_UNPOSTED_HOURS),
+        Q(message__isnull=True, created_at__lt=now - timedelta(hours=settings.FILE_UNPOSTED_HOURS))
+        | Q(message__deleted_at__isnull=False)
     )
     count = 0
     for attachment in stale.iterator():
