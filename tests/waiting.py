@@ -3,6 +3,7 @@ it holds, up to a deadline that only bounds a failing test. Never a fixed sleep:
 on as soon as the thing happened, and a slow machine only makes it wait longer."""
 
 import asyncio
+import contextlib
 import inspect
 import time
 
@@ -34,3 +35,26 @@ async def until(predicate, timeout: float = 20, what: str = "the condition"):
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await asyncio.sleep(POLL)  # the poll interval, not a wait for anything in particular
+
+
+@contextlib.asynccontextmanager
+async def loop_stalls(tick: float = 0.002):
+    """The event loop's longest stall while the block runs, in seconds, as a one-item list
+    filled on exit: a ticker asks to wake every TICK and notes how late each wake-up was (the
+    tick after the block's last stall included)."""
+    gaps, longest = [], []
+
+    async def ticker():
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(tick)
+            gaps.append(loop.time() - before)
+
+    running = asyncio.ensure_future(ticker())
+    try:
+        yield longest
+        await asyncio.sleep(10 * tick)  # the tick after a stall, if there was one
+    finally:
+        running.cancel()
+    longest.append(max(gaps))
