@@ -9,6 +9,7 @@ ask a person first unless a standing permission says otherwise.
 
 import base64
 import binascii
+import time
 from urllib.parse import quote
 
 import httpx
@@ -102,8 +103,18 @@ def checked(response: httpx.Response, what: str, repo: str, connection: Connecti
     if details:
         message += ": " + "; ".join(details)
     raise GitHubRefused(
-        f"GitHub refused ({response.status_code}): {message}" + retry_note(response)
+        f"GitHub refused ({response.status_code}): {message}"
+        + (retry_note(response) or _reset_note(response))
     )
+
+
+def _reset_note(response: httpx.Response) -> str:
+    """GitHub's primary rate limit (a 403 or 429 with no Retry-After): when it resets (the
+    epoch second in x-ratelimit-reset), for the model to read; else ""."""
+    reset = response.headers.get("x-ratelimit-reset", "")
+    if response.headers.get("x-ratelimit-remaining") != "0" or not reset.isdigit():
+        return ""
+    return f" Try again in {max(1, int(reset) - int(time.time()))} seconds."
 
 
 REPO = {

@@ -1,6 +1,8 @@
 """Probes of the integrations as an attacker or a demanding user would try them. Each test
 failed before the fix it guards, except those marked as guards of what already held."""
 
+import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -119,6 +121,17 @@ def test_a_github_rate_limit_says_when_to_try_again(github_held, github_api):
     assert error["code"] == "github_refused"
     assert "API rate limit exceeded" in error["message"]
     assert "Try again in 42 seconds" in error["message"]
+
+
+def test_githubs_primary_rate_limit_says_when_it_resets(github_held, github_api):
+    """A 403 with no Retry-After, the limit's reset an epoch second in x-ratelimit-reset."""
+    limit = github_error(403, "API rate limit exceeded for user ID 1.")
+    limit.headers = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + 90)}
+    refuse_all(github_api, limit)
+    error = github_held.error("github_read_file", {"repo": "acme/app", "path": "README.md"})
+    assert error["code"] == "github_refused"
+    wait = re.search(r"Try again in (\d+) seconds", error["message"])
+    assert wait is not None and 80 <= int(wait.group(1)) <= 90, error["message"]
 
 
 def test_a_google_rate_limit_says_when_to_try_again(google_held, google_api):
