@@ -8,6 +8,7 @@ from django.db import connection, transaction
 
 from agents.access import agent_appears_in
 from agents.models import Agent
+from agntchat.core import presence
 from conversations import actions as conversation_actions
 from conversations import turns
 from conversations.access import access_conversation
@@ -25,6 +26,14 @@ class NowhereToTalk(Exception):
 class DelegationRefused(Exception):
     """The text would hand work over as a task (``/task …``, ``@agent please …``), which the
     front cannot answer as a completion."""
+
+
+def why_not_taken(agent_id) -> str:
+    """Why no bridge of AGENT_ID took a front's work within FRONT_START_SECONDS, as far as
+    presence tells: not connected, or connected but busy with other work (its lanes full)."""
+    if presence.is_online(agent_id):
+        return "its bridge is connected but busy with other work"
+    return "its bridge is not connected"
 
 
 def digest(text: str) -> str:

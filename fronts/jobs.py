@@ -9,6 +9,7 @@ from django_q.tasks import schedule
 
 from conversations import tasks
 from conversations.models import Task
+from fronts.actions import why_not_taken
 
 
 def schedule_give_up(task: Task) -> None:
@@ -34,6 +35,6 @@ def give_up_unstarted(task_id) -> bool:
         tasks.request_cancel(task)
         Task.objects.filter(pk=task_id).update(
             error=f"{task.agent.name} did not start it within {settings.FRONT_START_SECONDS} s: "
-            "its bridge is not connected. Nothing was run; call again once it is online."
+            f"{why_not_taken(task.agent_id)}. Nothing was run; call again later."
         )
     return True

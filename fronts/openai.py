@@ -331,6 +331,7 @@ class Outcome:
     finished: bool = False
     taken: bool = True  # a bridge of the agent has taken the post (False: none yet)
     offline: bool = False  # none took it within FRONT_START_SECONDS: the wait was given up
+    why: str = ""  # then: why none did (actions.why_not_taken)
 
 
 def outcome_of(agent: Agent, post: Message) -> Outcome:
@@ -380,6 +381,7 @@ async def await_outcome(exchange: Exchange, turn: Turn, on_idle=None) -> Outcome
                 return outcome
             if not outcome.taken and loop.time() >= start_by:
                 outcome.offline = True
+                outcome.why = await database_sync_to_async(actions.why_not_taken)(turn.agent.id)
                 return outcome
             wait = min(left, KEEPALIVE_SECONDS if on_idle else RECHECK_SECONDS)
             if not outcome.taken:
@@ -467,8 +469,9 @@ def failure(turn: Turn, outcome: Outcome) -> OpenAIError | None:
     if outcome.offline:
         return OpenAIError(
             503,
-            f"{turn.agent.name} is offline: no bridge of it took your message within "
-            f"{settings.FRONT_START_SECONDS} s. It is answered there when one connects. {where}",
+            f"{turn.agent.name} did not take your message within "
+            f"{settings.FRONT_START_SECONDS} s: {outcome.why}. It is answered there when it "
+            f"does. {where}",
             code="agent_offline",
             headers=header,
         )

@@ -202,7 +202,7 @@ def test_an_agent_no_bridge_takes_the_message_for_is_a_503_saying_it_is_offline(
     body = ask(messages=[{"role": "user", "content": "anyone?"}])
     response = call("POST", "/v1/chat/completions", token, json=body)
     error = error_of(response, 503)
-    assert error["code"] == "agent_offline" and "is offline" in error["message"]
+    assert error["code"] == "agent_offline" and "bridge is not connected" in error["message"]
     assert response.headers["x-should-retry"] == "false"
     post = Message.objects.get()
     assert str(post.conversation_id) in error["message"]
