@@ -87,10 +87,15 @@ def memories_visible_to(user):
 
 
 def memories_editable_by(user):
-    """Their own agents' items, and the family layer of workspaces they administer."""
-    admin_of = Membership.objects.filter(user=user, role__in=MANAGER_ROLES).values("workspace_id")
+    """Their own agents' items in workspaces they still belong to, and the family layer of
+    workspaces they administer. An owner removed from a workspace still reads what their agent
+    remembers there, but no longer writes into it (a family item reaches every agent there)."""
+    memberships = Membership.objects.filter(user=user)
+    member_of = memberships.values("workspace_id")
+    admin_of = memberships.filter(role__in=MANAGER_ROLES).values("workspace_id")
     return memories_visible_to(user).filter(
-        Q(agent__owner=user) | Q(scope=MemoryItem.Scope.FAMILY, workspace__in=admin_of)
+        Q(agent__owner=user, workspace__in=member_of)
+        | Q(scope=MemoryItem.Scope.FAMILY, workspace__in=admin_of)
     )
 
 

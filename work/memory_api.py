@@ -11,10 +11,9 @@ from agents.access import access_own_agent, agent_appears_in
 from agents.exceptions import AgentNotFound
 from agntchat.core.api import StrictSerializer, validated
 from work import memory
-from work.access import MemoryNotFound, access_memory, memories_visible_to
+from work.access import access_memory, memories_visible_to
 from work.models import MemoryItem
 from workspaces.access import IsPerson, access_workspace
-from workspaces.models import Membership
 
 MAX_LISTED = 200  # a page at most
 MAX_PAGE = 10_000
@@ -109,16 +108,6 @@ class MemoryListView(APIView):
         return Response(memory_out(item), status=201)
 
 
-def editable_item(user, memory_id) -> MemoryItem:
-    """An item USER may change, in a workspace they still belong to: an owner removed from one
-    still reads what their agent remembers there, but no longer writes into it (a family item
-    reaches every agent of that workspace)."""
-    item = access_memory(user, memory_id, edit=True)
-    if not Membership.objects.filter(user=user, workspace_id=item.workspace_id).exists():
-        raise MemoryNotFound()
-    return item
-
-
 class MemoryDetailView(APIView):
     inputs = {"patch": MemoryChange}
     statuses = {"delete": (200,)}  # answers with the archived item
@@ -128,14 +117,14 @@ class MemoryDetailView(APIView):
         return Response(memory_out(access_memory(request.user, memory_id)))
 
     def patch(self, request, memory_id):
-        item = editable_item(request.user, memory_id)
+        item = access_memory(request.user, memory_id, edit=True)
         data = validated(MemoryChange, request.data)
         memory.update_item(item, content=data.get("content"), pinned=data.get("pinned"))
         return Response(memory_out(item))
 
     def delete(self, request, memory_id):
         """Forget: archived, no longer recalled, still listed with archived=true."""
-        item = editable_item(request.user, memory_id)
+        item = access_memory(request.user, memory_id, edit=True)
         return Response(memory_out(memory.forget(item)))
 
 
