@@ -41,6 +41,9 @@ FAMILY_CAP = 500  # live family items per workspace, after consolidation
 # Live pinned family items per workspace: pinned ones never decay nor fall to the cap above,
 # and every agent of the workspace may be given them.
 FAMILY_PINNED_CAP = 100
+# Live items an agent holds (its own and those it shared): past it the agent, or its owner,
+# forgets one first. Decay keeps a living agent well below it; a runaway loop stops here.
+AGENT_CAP = 5000
 SUMMARY_AFTER = 60  # messages beyond the last summary before a conversation is summarised again
 SUMMARY_WAIT = timedelta(hours=1)  # for a summary asked of an agent, before writing one here
 SUMMARY_CHARS = 4000
@@ -101,6 +104,7 @@ def remember(
             fields={"content": "Empty or too long."},
         )
     with transaction.atomic():
+        _check_agent_room(agent)
         if family and pinned:
             _check_pinned_room(workspace_id)
         return MemoryItem.objects.create(
@@ -115,30 +119,46 @@ def remember(
         )
 
 
-class PinnedLimit(AppError):
-    code = "pinned_limit"
-    status = 409
+def _check_room(key: str, items, cap: int, refusal: AppError) -> None:
+    """Refuse one more of ITEMS past CAP. Counted under a lock of KEY: two at once cannot both
+    be the last one."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+    if items.count() >= cap:
+        raise refusal
+
+
+def _check_agent_room(agent: Agent) -> None:
+    _check_room(
+        f"memory:{agent.pk}",
+        MemoryItem.objects.filter(agent=agent, archived_at__isnull=True),
+        AGENT_CAP,
+        AppError(
+            f"{agent.name} holds {AGENT_CAP:,} memories, the most it keeps: forget one first.",
+            code="memory_limit",
+            status=409,
+        ),
+    )
 
 
 def _check_pinned_room(workspace_id) -> None:
-    """Refuse one more pinned family item in a workspace that has FAMILY_PINNED_CAP. Counted
-    under a lock of the workspace's pinned items: two at once cannot both be the last one."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-            [f"family-pinned:{workspace_id}"],
-        )
-    pinned = MemoryItem.objects.filter(
-        workspace_id=workspace_id,
-        scope=MemoryItem.Scope.FAMILY,
-        pinned=True,
-        archived_at__isnull=True,
-    )
-    if pinned.count() >= FAMILY_PINNED_CAP:
-        raise PinnedLimit(
+    """Pinned family items never decay nor fall to FAMILY_CAP, so they have a cap of their own."""
+    _check_room(
+        f"family-pinned:{workspace_id}",
+        MemoryItem.objects.filter(
+            workspace_id=workspace_id,
+            scope=MemoryItem.Scope.FAMILY,
+            pinned=True,
+            archived_at__isnull=True,
+        ),
+        FAMILY_PINNED_CAP,
+        AppError(
             f"This workspace has {FAMILY_PINNED_CAP} pinned shared memories, the most it keeps: "
-            "unpin or forget one first, or share this one unpinned."
-        )
+            "unpin or forget one first, or share this one unpinned.",
+            code="pinned_limit",
+            status=409,
+        ),
+    )
 
 
 def live_items(agent: Agent, conversation, workspace_id, family: bool):

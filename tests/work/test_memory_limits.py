@@ -91,3 +91,47 @@ def test_the_memory_list_pages_to_every_item(alice, bob, team_a, bobby, api):
     assert len(small.json()["results"]) == 5 and small.json()["hasMore"] is False
     for bad in ({"page": 0}, {"limit": 201}, {"limit": "x"}):
         assert client.get("/api/v1/memory/", bad).status_code == 400
+
+
+def test_an_agent_holds_at_most_its_cap_of_live_memories(alice, team_a, nova, api, monkeypatch):
+    monkeypatch.setattr(memory, "AGENT_CAP", 3)
+    client = api(alice)
+    for n in range(2):
+        memory.remember(nova, team_a.id, f"Fact {n}")
+    shared = memory.remember(nova, team_a.id, "Shared fact", family=True)
+    taught = client.post(
+        "/api/v1/memory/",
+        {"agent": str(nova.id), "workspace": str(team_a.id), "content": "One too many"},
+        format="json",
+    )
+    assert taught.status_code == 409
+    assert taught.json()["error"] == {
+        "code": "memory_limit",
+        "message": "Nova holds 3 memories, the most it keeps: forget one first.",
+    }
+    with pytest.raises(AppError) as refusal:  # the agent's memory tool goes the same way
+        memory.remember(nova, team_a.id, "From the tool")
+    assert refusal.value.code == "memory_limit"
+    assert MemoryItem.objects.filter(agent=nova).count() == 3
+    # Forgetting one frees its place; another agent has places of its own.
+    assert client.delete(f"/api/v1/memory/{shared.id}/").status_code == 200
+    assert memory.remember(nova, team_a.id, "Now it fits").content == "Now it fits"
+    rex = agent_actions.create_agent(alice, name="Rex", backend="scripted")
+    assert memory.remember(rex, team_a.id, "Rex's own").agent == rex
+
+
+@pytest.mark.django_db(transaction=True)
+def test_many_at_once_fill_the_last_place_once(alice, team_a, nova, monkeypatch):
+    from tests.concurrency import run_together
+
+    monkeypatch.setattr(memory, "AGENT_CAP", 3)
+    memory.remember(nova, team_a.id, "Fact 0")
+    memory.remember(nova, team_a.id, "Fact 1")
+    results = run_together(
+        lambda n: memory.remember(nova, team_a.id, f"Racer {n}"),
+        [(n,) for n in range(6)],
+        catching=(AppError,),
+    )
+    assert sum(isinstance(r, MemoryItem) for r in results) == 1
+    assert all(r.code == "memory_limit" for r in results if isinstance(r, AppError))
+    assert MemoryItem.objects.filter(agent=nova, archived_at__isnull=True).count() == 3
