@@ -332,7 +332,9 @@ class LoopListView(APIView):
         agent = access_own_agent(request.user, data.pop("agent"))
         workspace = access_workspace(request.user, data.pop("workspace"))
         if "deadline" in data:  # read as a reminder's time is: in the person's time zone
-            data["deadline"] = reminders.when(data["deadline"], request.user, "deadline")
+            data["deadline"] = reminders.when(
+                data["deadline"], request.user, "deadline", loops.LoopInvalid
+            )
         loop = loops.start_loop(request.user, agent, workspace, data.pop("goal"), **data)
         return Response(loop_out(loop), status=201)
 

@@ -30,9 +30,9 @@ class ReminderInvalid(AppError):
     code = "reminder_invalid"
 
 
-def when(at: str, owner, field: str = "at") -> datetime:
+def when(at: str, owner, field: str = "at", refusal: type[AppError] = ReminderInvalid) -> datetime:
     """AT (ISO 8601: ``2026-12-04T09:00``, with or without an offset) as an aware time in UTC;
-    without an offset it is read in OWNER's time zone. FIELD names it in a refusal."""
+    without an offset it is read in OWNER's time zone. FIELD names it in a REFUSAL."""
     try:
         moment = datetime.fromisoformat(at.strip().replace("Z", "+00:00"))
         if moment.tzinfo is None:
@@ -41,7 +41,7 @@ def when(at: str, owner, field: str = "at") -> datetime:
         # which no later read of the row could turn back into a Python datetime.
         return moment.astimezone(UTC)
     except (ValueError, AttributeError, OverflowError):
-        raise ReminderInvalid(
+        raise refusal(
             f"{at!r} is not a date and time; write it as 2026-12-04T09:00 (read in "
             f"{owner.timezone}) or with an offset, 2026-12-04T09:00+01:00.",
             fields={field: "Not an ISO 8601 date and time."},

@@ -158,7 +158,8 @@ def test_a_deadline_past_what_can_be_kept_is_refused_and_nothing_is_stored(
     ):
         refused = api(alice).post("/api/v1/loops/", {**body, "deadline": deadline}, format="json")
         assert refused.status_code == 400, refused.json()
-        assert refused.json()["error"]["fields"] == {"deadline": field_says}
+        error = refused.json()["error"]
+        assert (error["code"], error["fields"]) == ("loop_invalid", {"deadline": field_says})
     assert not Loop.objects.exists()
     assert api(alice).get("/api/v1/loops/").status_code == 200
 
