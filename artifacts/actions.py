@@ -22,6 +22,7 @@ from artifacts.html_nesting import MAX_HTML_DEPTH, html_nesting_depth
 from artifacts.mailbox import email_of, mailbox
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
 from artifacts.rendering import render_artifact
+from conversations.access import conversations_visible_to
 from conversations.actions import count_post, count_stored_bytes, is_archived, post_message
 from conversations.exceptions import ConversationArchived
 from conversations.live import announce_message, audience_topics
@@ -296,6 +297,8 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
 
     Send / Save draft on an email draft are done at once through the mailbox (as the person who
     clicked), not handed to the agent; a refusal there (no account connected) changes nothing.
+    A sent email's buttons, an archived conversation's, and (but for the mailbox's) those of an
+    agent no longer in the conversation are refused.
 
     Returns {"outcome", "message", "work"}: WORK is {"type": "message", "id", "delivery"} (the
     click, and the agent's work item on it, which the page's Stop stops), or None by mail."""
@@ -312,12 +315,27 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
             raise CardActionUnavailable(
                 "This card was not posted by an agent, so its buttons have no one to reach."
             )
+        # Read-only once archived: no click is posted, and no mail goes out from it either.
+        if is_archived(locked.conversation):
+            raise ConversationArchived()
         key = f"{item_index}:{action_id}"
         outcomes = dict(payload.get("card_outcomes") or {})
         if action["once"] and key in outcomes:
             raise ActionUsed()
         by_mail = is_email_action(payload, action_id)
+        # An email is sent once, whatever `once` the agent gave its Send; then it is no draft.
+        if by_mail and f"{item_index}:send" in outcomes:
+            raise ActionUsed("This email has already been sent.")
+        if not by_mail and not _takes_part(agent, locked.conversation):
+            # Taken out of the conversation, it reads nothing more of it: not this click either.
+            raise CardActionUnavailable(
+                f"{agent.name} no longer takes part in this conversation, so its buttons have "
+                "no one to reach."
+            )
         if by_mail:
+            # Counted as a post is (the other clicks are posts): each one calls the mailbox and
+            # re-renders the card for everyone watching.
+            count_post(user)
             # The mail goes out while the row is locked: a second click of Send waits for the
             # first one's outcome instead of sending the email twice.
             outcome = _use_mailbox(user, locked, item, item_index, action_id, outcomes)
@@ -345,6 +363,10 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
             work = {"type": "message", "id": click.id, "delivery": delivery}
         announce_message(locked, "message.updated")
     return {"outcome": outcome, "message": locked, "work": work}
+
+
+def _takes_part(agent, conversation: Conversation) -> bool:
+    return conversations_visible_to(agent).filter(pk=conversation.pk).exists()
 
 
 def _use_mailbox(user, card: Message, item: dict, item_index, action_id, outcomes) -> dict:

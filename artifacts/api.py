@@ -196,7 +196,10 @@ class VersionListView(APIView):
 
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
-        versions = artifact.versions.select_related("author_user", "author_agent")
+        # Each version's text (up to 500 KB, twice): a long history read whole would not fit.
+        versions = artifact.versions.defer("content", "rendered").select_related(
+            "author_user", "author_agent"
+        )
         return Response({"results": [version_data(v, artifact) for v in versions]})
 
     def post(self, request, artifact_id):

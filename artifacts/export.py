@@ -17,6 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from agntchat.core import throttle
+from agntchat.core.exceptions import RateLimited
 from artifacts.access import artifacts_visible_to
 from artifacts.models import Artifact, ArtifactVersion
 from conversations.access import (
@@ -37,6 +39,9 @@ CODE_EXTENSIONS = {"python": "py", "javascript": "js", "typescript": "ts", "shel
 BATCH = 500
 # A zip entry written as a stream must say up front whether it may pass 2 GiB (zip64).
 ZIP64_FROM = 2**31 - 1
+# Each archive copies the whole workspace, files and all, to disk while the request runs: a
+# person gets a few an hour (two at once), or a loop of requests could fill the disk.
+EXPORT_RATE = throttle.Rate("exports", 6, window=3600, burst=2)
 
 
 def _json(value) -> str:
@@ -207,9 +212,13 @@ def _write_artifact(archive, artifact: Artifact, path: str) -> int:
 
 def write_export(membership: Membership, archive) -> dict:
     """Write MEMBERSHIP's workspace into ARCHIVE (an open zipfile.ZipFile) and record it in the
-    audit log. Only the owner may; the manifest is returned (and written as manifest.json)."""
+    audit log. Only the owner may, a few times an hour (EXPORT_RATE); the manifest is returned
+    (and written as manifest.json)."""
     require_owner(membership)
     owner, workspace = membership.user, membership.workspace
+    wait = throttle.hit(EXPORT_RATE, owner.pk)
+    if wait:
+        raise RateLimited(wait, "exports")
     conversations = list(
         conversations_visible_to(owner).filter(workspace=workspace).order_by("created_at", "id")
     )

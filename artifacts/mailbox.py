@@ -29,7 +29,11 @@ class Email:
 def email_of(item: dict) -> Email:
     """The email of an item the email-draft layout shows (cards_store.is_email_action decides):
     that layout shows every part read here, the body as plain text, so what is sent is seen."""
-    rows = {f["label"].strip().lower(): str(f["value"]) for f in item.get("fields", [])}
+    rows = {}
+    for field in item.get("fields", []):
+        # Two To rows on the card are two recipients, not the last one only.
+        label = field["label"].strip().lower()
+        rows[label] = ", ".join(filter(None, (rows.get(label), str(field["value"]).strip())))
     data = item.get("data") or {}
     return Email(
         to=rows.get("to", ""),
