@@ -435,6 +435,9 @@ VERIFICATION_EMAILS_PER_HOUR = env_int("VERIFICATION_EMAILS_PER_HOUR", 5)
 VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT = env_int(
     "VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT", 3
 )
+# Workspace archives an owner downloads (each copies the workspace to disk).
+EXPORTS_PER_HOUR = env_int("EXPORTS_PER_HOUR", 6)
+EXPORTS_BURST = env_int("EXPORTS_BURST", 2)
 # File uploads, in megabytes per uploader (person or agent), each upload counting its size.
 UPLOAD_MB_PER_HOUR = env_int("UPLOAD_MB_PER_HOUR", 500)
 UPLOAD_MB_BURST = env_int("UPLOAD_MB_BURST", 200)

@@ -12,6 +12,7 @@ import json
 import shutil
 from collections import defaultdict
 
+from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
@@ -39,9 +40,6 @@ CODE_EXTENSIONS = {"python": "py", "javascript": "js", "typescript": "ts", "shel
 BATCH = 500
 # A zip entry written as a stream must say up front whether it may pass 2 GiB (zip64).
 ZIP64_FROM = 2**31 - 1
-# Each archive copies the whole workspace, files and all, to disk while the request runs: a
-# person gets a few an hour (two at once), or a loop of requests could fill the disk.
-EXPORT_RATE = throttle.Rate("exports", 6, window=3600, burst=2)
 
 
 def _json(value) -> str:
@@ -212,11 +210,16 @@ def _write_artifact(archive, artifact: Artifact, path: str) -> int:
 
 def write_export(membership: Membership, archive) -> dict:
     """Write MEMBERSHIP's workspace into ARCHIVE (an open zipfile.ZipFile) and record it in the
-    audit log. Only the owner may, a few times an hour (EXPORT_RATE); the manifest is returned
-    (and written as manifest.json)."""
+    audit log. Only the owner may, a few times an hour (EXPORTS_PER_HOUR); the manifest is
+    returned (and written as manifest.json)."""
     require_owner(membership)
     owner, workspace = membership.user, membership.workspace
-    wait = throttle.hit(EXPORT_RATE, owner.pk)
+    # Each archive copies the whole workspace, files and all, to disk while the request runs:
+    # a loop of requests could fill the disk.
+    rate = throttle.Rate(
+        "exports", settings.EXPORTS_PER_HOUR, window=3600, burst=settings.EXPORTS_BURST
+    )
+    wait = throttle.hit(rate, owner.pk)
     if wait:
         raise RateLimited(wait, "exports")
     conversations = list(
