@@ -26,11 +26,13 @@ import httpx
 import websockets
 
 from .backends.base import (
+    REASON_CHARS,
     Backend,
     BackendError,
     Event,
     ToolOutcome,
     Turn,
+    clip,
     make_backend,
     run_to_result,
 )
@@ -44,8 +46,9 @@ MAX_FRAME_BYTES = 1024 * 1024
 TOOL_ANSWER_SECONDS = 180
 # A chat turn's growing text goes out as a ``draft`` frame at most this often (the latest text).
 DRAFT_SECONDS = 0.08
-# The longest draft the server takes (characters, as a message's body): past it, none is sent.
-DRAFT_LIMIT = 20_000
+# The longest message body the server takes (characters): a longer draft is not sent, a longer
+# reply is cut to fit.
+MAX_BODY = 20_000
 
 
 class FrameTooLarge(ValueError):
@@ -127,6 +130,15 @@ def call_id_for(item_id: str, name: str, arguments: dict, occurrence: int) -> st
     return hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
+def fitted(body: str) -> str:
+    """BODY as a message holds it: past MAX_BODY characters, cut, saying so. (A post the server
+    refused would leave the item unacked, to be redelivered and answered again, for ever.)"""
+    if len(body) <= MAX_BODY:
+        return body
+    note = f"\n\n[cut: {len(body):,} characters, over the {MAX_BODY:,} a message holds]"
+    return clip(body, MAX_BODY - len(note)) + note
+
+
 def outcome_of(answer: dict) -> ToolOutcome:
     if answer.get("ok"):
         return ToolOutcome(True, output=answer.get("output") or "")
@@ -160,7 +172,7 @@ class Drafts:
     async def send_after(self, seconds: float) -> None:
         if seconds:
             await asyncio.sleep(seconds)
-        if self.text == self.sent_text or len(self.text) > DRAFT_LIMIT:
+        if self.text == self.sent_text or len(self.text) > MAX_BODY:
             return
         self.sent_at, self.sent_text = time.monotonic(), self.text
         # A lost draft costs nothing (the next carries the whole text, the reply ends it).
@@ -597,7 +609,7 @@ class Bridge:
                 # Visible, never silent: a short notice in the conversation.
                 await self.post(
                     conversation_id,
-                    f"{self.agent['name']} could not answer: {exc}",
+                    f"{self.agent['name']} could not answer: {clip(str(exc), REASON_CHARS)}",
                     frame,
                     notice=True,
                 )
@@ -640,7 +652,7 @@ class Bridge:
         message = {
             "type": "post",
             "conversationId": conversation_id,
-            "body": body if stopped else (body or "(empty reply)"),
+            "body": fitted(body if stopped else (body or "(empty reply)")),
             "replyTo": frame["payload"]["message"]["id"],
             "ref": ref,
             "notice": notice,
@@ -680,7 +692,7 @@ class Bridge:
                 "model": self.agent.get("model", ""),
             }
         except BackendError as exc:
-            status, error = "failed", str(exc)
+            status, error = "failed", clip(str(exc), REASON_CHARS)
         except asyncio.CancelledError:
             if self.ws is None or self.stopping.is_set():
                 raise  # the connection is gone, not a cancel request: the server will retry it

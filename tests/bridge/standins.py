@@ -150,6 +150,7 @@ class StandinServer:
             None  # anthropic: send this SSE error event after one delta
         )
         self.omit_usage_details = False  # openai: mimic compatible servers that omit *_details
+        self.null_choices = False  # openai: the usage chunk says "choices": null, as some do
         self.cache: set[str] = set()  # prefixes seen: the simulated provider prompt cache
         self.tool_script: list[dict] = []
         self.stream_tool_input = True  # stream a call's input in pieces (else in one piece)
@@ -450,7 +451,8 @@ class StandinServer:
                         delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
                 delta({}, finish)
                 if (body.get("stream_options") or {}).get("include_usage"):
-                    self._send(None, {**base, "choices": [], "usage": usage})
+                    choices = None if server.null_choices else []
+                    self._send(None, {**base, "choices": choices, "usage": usage})
                 self._send(None, "[DONE]")
 
             def _responses(self, body: dict):

@@ -210,6 +210,13 @@ async def test_openai_compatible_server_without_details_and_key(server, monkeypa
     assert server.requests[0]["json"]["model"] == "llama3"
 
 
+async def test_openai_chunks_with_null_choices_are_passed_over(server):
+    # Some compatible servers send "choices": null (the SDK builds chunks without checking).
+    server.null_choices = True
+    result = await run_to_result(make_backend("openai_api", max_retries=0), oturn(server))
+    assert result.text == server.reply and result.usage.output_tokens > 0
+
+
 async def test_openai_errors(server):
     t = oturn(server)
     t.api_key = "wrong"
@@ -436,6 +443,17 @@ async def test_a_model_that_never_stops_calling_is_told_to_answer(server):
     assert server.requests[-1]["json"]["tool_choice"] == "none"
     assert "tool_choice" not in server.requests[0]["json"]
     assert result.text == ""  # the stand-in ignores tool_choice; the loop stops anyway
+
+
+@pytest.mark.parametrize("backend,path", [("anthropic_api", ""), ("openai_api", "/v1")])
+async def test_a_model_that_goes_quiet_times_out_saying_so(server, backend, path):
+    """The API was reached and began to answer, then went quiet past the request timeout: not
+    "cannot reach", which sends an owner to look at the network."""
+    server.chunk_seconds = 1.5
+    t = turn(server)
+    t.base_url = server.url + path
+    with pytest.raises(BackendError, match=r"API went 0\.5 seconds without answering"):
+        await run_to_result(make_backend(backend, max_retries=0, timeout=0.5), t)
 
 
 @pytest.mark.parametrize("backend,path", [("anthropic_api", ""), ("openai_api", "/v1")])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from agntchat_bridge.backends import BackendError, Event, Result, Turn, make_backend, run_to_result
+from agntchat_bridge.backends.base import JsonlProcess
 from agntchat_bridge.backends.claude_cli import parse_claude_line
 from agntchat_bridge.backends.codex_cli import parse_codex_line, usage_delta
 
@@ -412,3 +413,59 @@ async def test_codex_backend_turn_failed_and_fatal_error_exit(fake, tmp_path, mo
     monkeypatch.setenv("FAKE_CLI_EXIT", "1")
     with pytest.raises(BackendError, match=r"exit 1\): Reconnecting... 5/5"):
         await run_to_result(backend, turn)
+
+
+async def test_a_cli_that_hangs_after_its_result_still_answers(fake, tmp_path, monkeypatch):
+    """Claude Code can keep running after its result line (anthropics/claude-code#25629): the
+    turn has its answer then, and the CLI and its children are stopped, not waited on."""
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_success.jsonl"))
+    monkeypatch.setenv("FAKE_CLI_HANG", "1")  # prints the whole turn, then sleeps a minute
+    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"))
+    turn = Turn("", "", "hi", [], workdir=workdir(tmp_path))
+    result = await asyncio.wait_for(run_to_result(backend, turn, time_limit=20), 15)
+    assert result.text == "The build is green: 42 tests passed."
+    record = fake()[0]
+    assert not alive(record["pid"])
+    await until(lambda: not alive(record["child_pid"]), timeout=5, what="the child killed")
+
+
+async def test_an_output_line_past_the_line_limit_is_skipped(fake, tmp_path, monkeypatch):
+    """A line longer than the reader's limit (a huge tool input or output in one JSON line) is
+    passed over; the turn goes on to its result."""
+    monkeypatch.setattr(JsonlProcess, "LINE_LIMIT", 64 * 1024)
+    huge = {
+        "type": "user",
+        "message": {"content": [{"type": "tool_result", "content": "x" * 200_000}]},
+    }
+    fixture = tmp_path / "huge.jsonl"
+    fixture.write_text(json.dumps(huge) + "\n" + (FIXTURES / "claude_success.jsonl").read_text())
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(fixture))
+    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"))
+    result = await run_to_result(backend, Turn("", "", "hi", [], workdir=workdir(tmp_path)))
+    assert result.text == "The build is green: 42 tests passed."
+
+
+async def test_a_flood_on_stderr_fails_the_turn_with_a_short_reason(fake, tmp_path, monkeypatch):
+    """One stderr line past the line limit neither stops stderr being read nor reaches the
+    person whole: the reason is the start of the CLI's last line, cut."""
+    monkeypatch.setattr(JsonlProcess, "LINE_LIMIT", 64 * 1024)
+    monkeypatch.setenv("FAKE_CLI_STDERR", "Error: " + "E" * 100_000 + "\nError: " + "F" * 5_000)
+    monkeypatch.setenv("FAKE_CLI_EXIT", "1")
+    backend = make_backend("claude_cli", executable=str(FAKE_BIN / "claude"))
+    with pytest.raises(BackendError) as failed:
+        await run_to_result(backend, Turn("", "", "hi", [], workdir=workdir(tmp_path)))
+    reason = str(failed.value)
+    assert reason.startswith("the claude CLI failed (exit 1): Error: FFFF")
+    assert reason.endswith("…") and len(reason) < 1100
+
+
+async def test_the_bridges_agent_key_is_not_in_the_clis_environment(fake, tmp_path, monkeypatch):
+    """A model given a shell (claude's Bash) reads the CLI's environment: the key the bridge was
+    started with (AGNTCHAT_AGENT_KEY, as the tests and many setups start it) stays with it."""
+    monkeypatch.setenv("AGNTCHAT_AGENT_KEY", "agk_secret")
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / "claude_success.jsonl"))
+    turn = Turn("", "", "hi", [], workdir=workdir(tmp_path), api_key="sk-test")
+    await run_to_result(make_backend("claude_cli", executable=str(FAKE_BIN / "claude")), turn)
+    record = fake()[0]
+    assert record["env"]["ANTHROPIC_API_KEY"] == "sk-test"
+    assert record["env"]["AGNTCHAT_AGENT_KEY"] is None

@@ -110,3 +110,18 @@ async def test_real_codex_cli_two_turns_with_resume_and_usage_deltas(server, iso
     assert second.cli_state["cumulative_usage"]["input_tokens"] > responses_prompt_tokens(
         second_req["json"]
     )
+
+
+@pytest.mark.parametrize(
+    "cli, word",
+    [("claude_cli", "doctor"), ("claude_cli", "update"), ("codex_cli", "help")],
+)
+async def test_a_one_word_message_naming_a_subcommand_is_a_prompt(server, isolated, cli, word):
+    """A message of one word, with nothing around it, reaches the model: not the CLI's command
+    of that name (codex exec help, claude update)."""
+    if shutil.which(cli.split("_")[0]) is None:
+        pytest.skip(f"{cli} not on PATH")
+    url = server.url + ("/v1" if cli == "codex_cli" else "")
+    common = {"workdir": isolated, "base_url": url, "api_key": "test-key"}
+    result = await run_to_result(make_backend(cli), Turn("", "", word, [], **common))
+    assert result.text == server.reply

@@ -19,6 +19,7 @@ from .base import (
     Turn,
     Usage,
     chat_messages,
+    duration,
     elapsed_ms,
     error_message,
     tool_loop,
@@ -113,6 +114,11 @@ class AnthropicBackend(Backend):
         except anthropic.APIStatusError as exc:
             reason = error_message(exc.body, exc.message)
             raise BackendError(f"Anthropic API error {exc.status_code}: {reason}") from None
+        except anthropic.APITimeoutError:  # reached, then quiet (a connection error, subclassed)
+            quiet = duration(self.timeout)
+            raise BackendError(
+                f"the Anthropic API went {quiet} without answering ({client.base_url})"
+            ) from None
         except anthropic.APIConnectionError:
             raise BackendError(f"cannot reach the Anthropic API at {client.base_url}") from None
         except anthropic.AnthropicError as exc:

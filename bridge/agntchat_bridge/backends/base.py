@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -56,6 +57,10 @@ class ToolCaller(Protocol):
     def __call__(
         self, name: str, arguments: dict, *, checkpoint: dict | None = None
     ) -> Awaitable[ToolOutcome]: ...
+
+
+# The most a failure's reason says: a CLI's stderr line or an API's error page can be any size.
+REASON_CHARS = 1000
 
 
 class Deadline:
@@ -372,6 +377,9 @@ class JsonlProcess:
     LINE_LIMIT = (
         32 * 1024 * 1024
     )  # init lines and tool results can be far above asyncio's 64 KiB default
+    # How long a CLI may take to exit once it printed its result: some versions never do
+    # (anthropics/claude-code#25629), and the turn has its answer.
+    EXIT_GRACE = 2.0
 
     def __init__(self, proc: asyncio.subprocess.Process, cli: str):
         self.proc = proc
@@ -403,16 +411,27 @@ class JsonlProcess:
             raise BackendError(f"cannot start the {cli} CLI: {exc.strerror or exc}") from None
         return cls(proc, cli)
 
+    @staticmethod
+    async def _readline(stream: asyncio.StreamReader) -> bytes:
+        """The next line; one past LINE_LIMIT is skipped (the reader drops what it holds of it
+        and its rest reads as a line of its own), so reading never stops on it."""
+        while True:
+            try:
+                return await stream.readline()
+            except ValueError:
+                continue
+
     async def _read_stderr(self) -> None:
-        async for raw in self.proc.stderr:
+        # Read to the end whatever comes: a CLI blocked on a full stderr pipe would hang.
+        while raw := await self._readline(self.proc.stderr):
             text = raw.decode(errors="replace").strip()
             if text:
-                self.stderr_tail.append(text)
+                self.stderr_tail.append(clip(text, REASON_CHARS))
 
     async def next_line(self) -> dict | None:
         """The next JSON object from stdout; None once stdout is closed and the process exited."""
         while True:
-            raw = await self.proc.stdout.readline()
+            raw = await self._readline(self.proc.stdout)
             if not raw:
                 await self.proc.wait()
                 await self._drain
@@ -427,7 +446,7 @@ class JsonlProcess:
     def failure(self, last_error: str | None = None) -> BackendError:
         """The error to raise when the CLI ended without a result (last error event, else last stderr line)."""
         rc = self.proc.returncode
-        last = last_error or (self.stderr_tail[-1] if self.stderr_tail else "")
+        last = clip(last_error or (self.stderr_tail[-1] if self.stderr_tail else ""), REASON_CHARS)
         if rc:
             return BackendError(
                 f"the {self.cli} CLI failed (exit {rc})" + (f": {last}" if last else "")
@@ -441,30 +460,33 @@ class JsonlProcess:
         the CLI's failure when it printed none). The process is closed in every case."""
         result = None
         try:
-            while (line := await self.next_line()) is not None:
+            while result is None and (line := await self.next_line()) is not None:
                 for item in parse(line, state):
                     if isinstance(item, Result):
                         result = item
                     else:
                         yield item
         finally:
-            await self.close()
+            await self.close(grace=self.EXIT_GRACE if result is not None else 0)
         if result is None:
             raise self.failure(state.get("last_error"))
         yield result
 
-    async def close(self) -> None:
-        """Kill the process group if still running and reap it."""
-        if self.proc.returncode is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            try:
-                await asyncio.wait_for(self.proc.wait(), 5)
-            except TimeoutError:
-                pass  # a descendant that left the process group still holds our pipes; don't hang on it
-        self._drain.cancel()
+    async def close(self, grace: float = 0) -> None:
+        """Kill the process group if still running (after GRACE seconds to exit) and reap it."""
+        try:
+            if grace and self.proc.returncode is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.proc.wait(), grace)
+        finally:  # cancelled while it had its grace (the time limit): killed all the same
+            if self.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                try:
+                    await asyncio.wait_for(self.proc.wait(), 5)
+                except TimeoutError:
+                    pass  # a descendant that left the process group still holds our pipes; don't hang on it
+            self._drain.cancel()
 
 
 def cli_env(extra: dict[str, str | None]) -> dict[str, str]:
@@ -472,10 +494,18 @@ def cli_env(extra: dict[str, str | None]) -> dict[str, str]:
     env = dict(os.environ)
     # Claude Code refuses to start inside another Claude Code session when this is inherited.
     env.pop("CLAUDECODE", None)
+    # The bridge's own key stays with it: a model given a shell (claude's Bash) reads this env.
+    env.pop("AGNTCHAT_AGENT_KEY", None)
     env.update({k: v for k, v in extra.items() if v})
     return env
 
 
+def clip(text: str, limit: int) -> str:
+    """TEXT cut to at most LIMIT characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def safe_positional(text: str) -> str:
-    """Keep a prompt from being parsed as a CLI flag (or as codex's '-' = read stdin)."""
-    return " " + text if text.startswith("-") else text
+    """Keep a prompt from being parsed as a CLI flag (or as codex's '-' = read stdin), or a
+    one-word one as a subcommand (``codex exec help`` prints its help, and no answer)."""
+    return " " + text if text.startswith("-") or text.isalnum() else text

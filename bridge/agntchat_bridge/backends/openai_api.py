@@ -21,6 +21,7 @@ from .base import (
     Turn,
     Usage,
     chat_messages,
+    duration,
     elapsed_ms,
     error_message,
     tool_loop,
@@ -112,7 +113,7 @@ class OpenAIBackend(Backend):
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = chunk.usage
-                for choice in chunk.choices:
+                for choice in chunk.choices or []:  # null from some compatible servers
                     delta = choice.delta
                     if delta and delta.content:
                         parts.append(delta.content)
@@ -135,6 +136,11 @@ class OpenAIBackend(Backend):
         except openai.APIStatusError as exc:
             reason = error_message(exc.body, exc.message)
             raise BackendError(f"OpenAI API error {exc.status_code}: {reason}") from None
+        except openai.APITimeoutError:  # reached, then quiet (a connection error, subclassed)
+            quiet = duration(self.timeout)
+            raise BackendError(
+                f"the OpenAI API went {quiet} without answering ({client.base_url})"
+            ) from None
         except openai.APIConnectionError:
             raise BackendError(f"cannot reach the OpenAI API at {client.base_url}") from None
         except openai.OpenAIError as exc:

@@ -22,7 +22,13 @@ if env.get("FAKE_CLI_LOG"):
         "name": os.path.basename(sys.argv[0]),
         "cwd": os.getcwd(),
         "env": {
-            k: env.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CODEX_API_KEY")
+            k: env.get(k)
+            for k in (
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_BASE_URL",
+                "CODEX_API_KEY",
+                "AGNTCHAT_AGENT_KEY",
+            )
         },
         "pid": os.getpid(),
         "child_pid": child.pid if child else None,
