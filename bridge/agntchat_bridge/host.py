@@ -37,6 +37,8 @@ from pathlib import Path
 import httpx
 import websockets
 
+from .backends.base import OWN_CLI_HOME
+
 log = logging.getLogger("agntchat.host")
 
 DEFAULT_CONFIG = Path.home() / ".agntchat" / "host.json"
@@ -101,6 +103,8 @@ class Supervisor:
         if entry.get("user"):
             env["HOME"] = str(Path(entry["workdir"]).parent)
             env["USER"] = env["LOGNAME"] = entry["user"]
+            # An agent with its own API key keeps its CLIs' homes (transcripts) there, private.
+            env[OWN_CLI_HOME] = str(Path(env["HOME"]) / "cli")
         env.pop("AGNTCHAT_AGENT_KEY", None)
         return env
 

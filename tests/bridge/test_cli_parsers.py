@@ -469,3 +469,32 @@ async def test_the_bridges_agent_key_is_not_in_the_clis_environment(fake, tmp_pa
     record = fake()[0]
     assert record["env"]["ANTHROPIC_API_KEY"] == "sk-test"
     assert record["env"]["AGNTCHAT_AGENT_KEY"] is None
+
+
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+async def test_on_a_shared_host_an_agent_with_its_own_key_has_cli_homes_of_its_own(
+    fake, tmp_path, monkeypatch, cli
+):
+    """The shared CLI homes hold every agent's transcripts, readable by the others' models: an
+    agent that brings its own key needs no shared login, so its CLIs keep their homes private."""
+    shared, own = tmp_path / "shared", tmp_path / "agent" / "cli"
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(shared / "claude"))
+    monkeypatch.setenv("CODEX_HOME", str(shared / "codex"))
+    monkeypatch.setenv("AGNTCHAT_OWN_CLI_HOME", str(own))
+    fixture = "claude_success.jsonl" if cli == "claude" else "codex_turn1.jsonl"
+    monkeypatch.setenv("FAKE_CLI_FIXTURE", str(FIXTURES / fixture))
+    backend = make_backend(f"{cli}_cli", executable=str(FAKE_BIN / cli))
+    for api_key in ("sk-own", None):
+        turn = Turn("", "", "hi", [], workdir=workdir(tmp_path), api_key=api_key)
+        await run_to_result(backend, turn)
+    with_key, without = (record["env"] for record in fake())
+    assert (with_key["CLAUDE_CONFIG_DIR"], with_key["CODEX_HOME"]) == (
+        str(own / "claude"),
+        str(own / "codex"),
+    )
+    assert (own / cli).stat().st_mode & 0o777 == 0o700
+    # Without a key of its own it uses the machine's one login, as before.
+    assert (without["CLAUDE_CONFIG_DIR"], without["CODEX_HOME"]) == (
+        str(shared / "claude"),
+        str(shared / "codex"),
+    )

@@ -104,6 +104,10 @@ def test_bridges_share_the_cli_login_and_never_inherit_a_key(tmp_path, monkeypat
     assert env["CODEX_HOME"] == str(tmp_path / "cli" / "codex")
     assert "AGNTCHAT_AGENT_KEY" not in env
     assert (env["HOME"], env["USER"], env["LOGNAME"]) == ("/srv/agents/a", "agt-a", "agt-a")
+    # Its private directory, for CLI homes of its own when it has an API key of its own.
+    assert env["AGNTCHAT_OWN_CLI_HOME"] == "/srv/agents/a/cli"
+    laptop = supervisor.bridge_environment({"workdir": "/home/me/agents/a"})
+    assert "AGNTCHAT_OWN_CLI_HOME" not in laptop
 
 
 def test_a_missing_configuration_is_said_clearly(tmp_path, capsys):

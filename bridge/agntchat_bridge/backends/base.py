@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
@@ -489,6 +490,10 @@ class JsonlProcess:
             self._drain.cancel()
 
 
+# Set by the host supervisor on a multi-tenant host: the agent's private directory for CLI homes.
+OWN_CLI_HOME = "AGNTCHAT_OWN_CLI_HOME"
+
+
 def cli_env(extra: dict[str, str | None]) -> dict[str, str]:
     """os.environ plus the non-empty extra values."""
     env = dict(os.environ)
@@ -496,6 +501,14 @@ def cli_env(extra: dict[str, str | None]) -> dict[str, str]:
     env.pop("CLAUDECODE", None)
     # The bridge's own key stays with it: a model given a shell (claude's Bash) reads this env.
     env.pop("AGNTCHAT_AGENT_KEY", None)
+    own = env.pop(OWN_CLI_HOME, None)
+    if own and any(v for k, v in extra.items() if k.endswith("_API_KEY")):
+        # With a key of its own the agent needs the machine's shared login for nothing, and the
+        # CLIs keep their transcripts where its home is: out of other agents' reach.
+        for cli, variable in (("claude", "CLAUDE_CONFIG_DIR"), ("codex", "CODEX_HOME")):
+            home = Path(own) / cli
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            env[variable] = str(home)
     env.update({k: v for k, v in extra.items() if v})
     return env
 

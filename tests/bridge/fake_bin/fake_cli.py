@@ -28,6 +28,8 @@ if env.get("FAKE_CLI_LOG"):
                 "ANTHROPIC_BASE_URL",
                 "CODEX_API_KEY",
                 "AGNTCHAT_AGENT_KEY",
+                "CLAUDE_CONFIG_DIR",
+                "CODEX_HOME",
             )
         },
         "pid": os.getpid(),
