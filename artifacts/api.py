@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agntchat.core.api import StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, page_of, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
 from artifacts.access import access_artifact, access_comment, access_version
@@ -43,6 +43,13 @@ class VersionInput(StrictSerializer):
     note = serializers.CharField(
         max_length=actions.MAX_NOTE, required=False, allow_blank=True, default=""
     )
+
+
+class CommentQuery(serializers.Serializer):
+    """A page of an artifact's comments, oldest first."""
+
+    page = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=1000)
 
 
 class CommentInput(StrictSerializer):
@@ -233,11 +240,22 @@ class DiffView(APIView):
 
 class CommentListView(APIView):
     inputs = {"post": CommentInput}
+    queries = {"get": CommentQuery}
 
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
+        query = validated(CommentQuery, request.query_params.dict())
         comments = artifact.comments.select_related("version", "author_user", "author_agent")
-        return Response({"results": [comment_data(c) for c in comments[:1000]]})
+        page, has_more = page_of(
+            comments.order_by("created_at", "id"), query["page"], query["limit"]
+        )
+        return Response(
+            {
+                "results": [comment_data(c) for c in page],
+                "page": query["page"],
+                "has_more": has_more,
+            }
+        )
 
     def post(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from agents.access import access_own_agent, agent_appears_in
 from agents.exceptions import AgentNotFound
-from agntchat.core.api import StrictSerializer, validated
+from agntchat.core.api import StrictSerializer, page_of, validated
 from work import memory
 from work.access import access_memory, memories_visible_to
 from work.models import MemoryItem
@@ -78,16 +78,9 @@ class MemoryListView(APIView):
         if "scope" in query:
             found = found.filter(scope=query["scope"])
         found = memory.listed(found, query.get("q", ""))
-        # A page at a time (``page``, ``limit``), as search pages: every item can be reached.
-        limit = query["limit"]
-        start = (query["page"] - 1) * limit
-        page = list(found[start : start + limit + 1])
+        page, has_more = page_of(found, query["page"], query["limit"])
         return Response(
-            {
-                "results": [memory_out(i) for i in page[:limit]],
-                "page": query["page"],
-                "has_more": len(page) > limit,
-            }
+            {"results": [memory_out(i) for i in page], "page": query["page"], "has_more": has_more}
         )
 
     def post(self, request):

@@ -184,6 +184,14 @@ def validated(serializer_class, data, **context) -> dict:
     return serializer.validated_data
 
 
+def page_of(rows, page: int, limit: int) -> tuple[list, bool]:
+    """Page PAGE (from 1) of ROWS, LIMIT a page, and whether more lie beyond: every row of a
+    long list can be reached."""
+    start = (page - 1) * limit
+    found = list(rows[start : start + limit + 1])
+    return found[:limit], len(found) > limit
+
+
 # Every IANA time zone name this Python knows: what a person's or a schedule's zone may be.
 ZONE_NAMES = sorted(zoneinfo.available_timezones())
 

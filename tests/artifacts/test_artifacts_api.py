@@ -138,6 +138,14 @@ def test_it_threads_comments_and_ties_them_to_versions(alice, bob, channel, api)
         ("Is the venue booked?", 1, None, str(bob.id)),
         ("Switched to the hall in v2.", None, first.json()["id"], str(alice.id)),
     ]
+    # A page at a time: a long discussion is read to its end, not cut at the first thousand.
+    path = f"/api/v1/artifacts/{artifact_id}/comments/"
+    pages = [api(bob).get(f"{path}?limit=1&page={n}").json() for n in (1, 2)]
+    assert [([c["body"] for c in p["results"]], p["hasMore"]) for p in pages] == [
+        (["Is the venue booked?"], True),
+        (["Switched to the hall in v2."], False),
+    ]
+    assert api(bob).get(f"{path}?limit=0").status_code == 400
 
 
 def test_it_refuses_a_comment_on_a_missing_version_or_a_foreign_parent(alice, channel, api):
