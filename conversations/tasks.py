@@ -5,9 +5,12 @@ A task is queue work claimed through ``core.claims``; its claim is acknowledged 
 result arrives. Contract violations are recorded on the task and never change a terminal state.
 """
 
+import json
+import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -27,8 +30,16 @@ from conversations.scoring import choose_owner
 from workspaces.exceptions import NotAllowed
 from workspaces.models import Membership
 
+log = logging.getLogger(__name__)
+
 CANCEL_DEADLINE = timedelta(seconds=30)
 MAX_INSTRUCTIONS = 20_000
+# A task's progress is for watching, not storage: a bridge looping or sending whole files must
+# not grow a task without bound (the task page and REST read its events).
+MAX_EVENTS = 5_000
+MAX_EVENT_BYTES = 16_000
+EVENT_SHOWN = ("kind", "message", "text", "name", "tool")  # what a page shows of an event
+MAX_PROTOCOL_ERRORS = 20  # the latest violations kept on a task
 
 
 class QueueFull(AppError):
@@ -246,10 +257,15 @@ def _locked(task_id) -> Task:
 def _record_violation(task: Task, what: str) -> ProtocolError:
     """Record a contract violation (committed with the caller's transaction) and return the error
     to raise once that transaction is over; the task's state stays as it is."""
-    Task.objects.filter(pk=task.pk).update(
-        protocol_errors=task.protocol_errors + [{"at": timezone.now().isoformat(), "error": what}]
-    )
+    Task.objects.filter(pk=task.pk).update(protocol_errors=_with_violation(task, what))
     return ProtocolError(what)
+
+
+def _with_violation(task: Task, what: str) -> list:
+    """TASK's violations with WHAT added: the latest MAX_PROTOCOL_ERRORS (a bridge repeating a
+    bad frame must not grow the task's row with every frame)."""
+    errors = task.protocol_errors + [{"at": timezone.now().isoformat(), "error": what}]
+    return errors[-MAX_PROTOCOL_ERRORS:]
 
 
 def mark_started(task_id) -> None:
@@ -261,14 +277,17 @@ def mark_started(task_id) -> None:
         _announce(Task.objects.get(pk=task_id), "task.started")
 
 
-def record_event(task_id, data: dict) -> TaskEvent:
-    """A progress event of a running task. After the terminal result it is a protocol error."""
+def record_event(task_id, data: dict) -> TaskEvent | None:
+    """A progress event of a running task. After the terminal result it is a protocol error.
+    Bounded (MAX_EVENTS, MAX_EVENT_BYTES): one too large keeps what a page shows of it, and
+    past MAX_EVENTS the run goes on without its events being kept or streamed (None)."""
+    event = violation = None
     with transaction.atomic():
         task = _locked(task_id)
         if task.is_terminal:
             violation = _record_violation(task, "event after the terminal result")
-        else:
-            violation = None
+        elif task.event_count < MAX_EVENTS:
+            data = _fitted_event(data)
             task.event_count += 1
             task.save(update_fields=["event_count", "updated_at"])
             event = TaskEvent.objects.create(task=task, seq=task.event_count, data=data)
@@ -289,6 +308,15 @@ def record_event(task_id, data: dict) -> TaskEvent:
     if violation:
         raise violation
     return event
+
+
+def _fitted_event(data: dict) -> dict:
+    """DATA, or when its JSON is over MAX_EVENT_BYTES what a page shows of it (EVENT_SHOWN, each
+    text cut to 2000 characters), marked ``cut``."""
+    if len(json.dumps(data, cls=DjangoJSONEncoder)) <= MAX_EVENT_BYTES:
+        return data
+    shown = {key: data[key][:2000] for key in EVENT_SHOWN if isinstance(data.get(key), str)}
+    return {**shown, "cut": True}
 
 
 def record_result(
@@ -331,25 +359,42 @@ def _finish(task: Task, status: str, connection_id: str, result, error: str, now
     task.save(update_fields=fields)
     _announce(task, "task.finished")
     if status == Task.Status.COMPLETED and (result or {}).get("text"):
-        # The result closes the task's own conversation, and only the result is relayed back
-        # to where the task was asked (THR-5). A relay wakes nobody and is not chatter.
-        for where in (task.work_conversation, task.conversation):
-            if where is not None:
+        _relay_result(task, result["text"])
+
+
+def _relay_result(task: Task, text: str) -> None:
+    """The result closes the task's own conversation, and only the result is relayed back to
+    where the task was asked (THR-5). A relay wakes nobody and is not chatter. It is a copy:
+    one a conversation refuses (a channel archived meanwhile, the agent over its post rate) is
+    left out rather than losing the result the task keeps, and a text longer than a message is
+    cut short there."""
+    if len(text) > actions.MAX_BODY:
+        text = text[: actions.MAX_BODY - 1] + "…"
+    for where in (task.work_conversation, task.conversation):
+        if where is None:
+            continue
+        try:
+            with transaction.atomic():
                 actions.post_message(
-                    task.agent, where, result["text"], payload={"task_id": str(task.id)}, wake=[]
+                    task.agent, where, text, payload={"task_id": str(task.id)}, wake=[]
                 )
+        except AppError as refused:
+            log.warning(
+                "task result not relayed",
+                extra={"task": str(task.id), "conversation": str(where.id), "why": refused.code},
+            )
 
 
-def record_missing_result(task_id, reason: str) -> None:
+def record_missing_result(task_id, reason: str, connection_id: str) -> None:
     """The run's connection closed before a result: recorded, and the claim is released for a retry
-    (a cancel-requested task is not retried: its outcome is unknown)."""
+    (a cancel-requested task is not retried: its outcome is unknown). CONNECTION_ID, the closing
+    connection: a task another connection has taken since (this one's lease ran out) is that
+    one's run, and is left alone."""
     with transaction.atomic():
         task = _locked(task_id)
-        if task.is_terminal:
+        if task.is_terminal or task.claimed_by != connection_id:
             return
-        task.protocol_errors = task.protocol_errors + [
-            {"at": timezone.now().isoformat(), "error": reason}
-        ]
+        task.protocol_errors = _with_violation(task, reason)
         fields = ["protocol_errors", "updated_at"]
         if task.cancel_state == Task.Cancel.REQUESTED:
             task.status, task.cancel_state = Task.Status.CANCELLED, Task.Cancel.UNKNOWN

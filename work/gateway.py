@@ -291,7 +291,9 @@ def release_work(agent_id, connection_id: str, held: dict) -> int:
     """Give back what a closing connection held; a task left without its result is recorded."""
     for item_id, kind in held.items():
         if kind == "task":
-            tasks.record_missing_result(item_id, "the connection closed before the terminal result")
+            tasks.record_missing_result(
+                item_id, "the connection closed before the terminal result", connection_id
+            )
     return sum(claims.release(model, agent_id, connection_id) for model, *_ in WORK_KINDS.values())
 
 

@@ -228,8 +228,13 @@ def send_digests(now=None) -> int:
     """Email each person whose period has passed their unread notifications not emailed yet;
     how many emails were sent. Safe to run from several workers at once (SKIP LOCKED)."""
     now = now or timezone.now()
+    # As _waiting, for every person at once: items of a workspace they left are not theirs to
+    # see (notifications_visible_to), and a person with only those is not due.
+    member = Membership.objects.filter(
+        workspace_id=OuterRef("workspace_id"), user_id=OuterRef("user_id")
+    )
     waiting = Notification.objects.filter(
-        user=OuterRef("pk"), read_at__isnull=True, emailed_at__isnull=True
+        Exists(member), user=OuterRef("pk"), read_at__isnull=True, emailed_at__isnull=True
     )
     # Only to an address its person showed they read (workspaces/accounts.py).
     due = User.objects.filter(

@@ -109,3 +109,30 @@ def test_two_workers_at_once_send_one_digest(alice, bob, channel, settings):
     assert first == [1]
     assert len(mail.outbox) == 1
     assert send_digests(now) == 0
+
+
+def test_people_whose_only_waiting_items_are_of_workspaces_they_left_are_not_swept(
+    alice, bob, channel, team_a
+):
+    """Unread items of a workspace someone left are not theirs to see, nor to be emailed: such a
+    person is not due. Else each would be locked and read again at every run, for nothing, and
+    a sweep takes at most 1000 people: enough of them would crowd out those really due."""
+    from django.test.utils import CaptureQueriesContext
+
+    from workspaces.models import Notification, User
+
+    gone = [
+        User(
+            username=f"gone{i}", email=f"gone{i}@example.com", verified_email=f"gone{i}@example.com"
+        )
+        for i in range(3)
+    ]
+    Notification.objects.bulk_create(
+        Notification(user=user, workspace=team_a, kind="mention", text="old", link="/")
+        for user in User.objects.bulk_create(gone)
+    )
+    actions.post_message(alice, channel, "@bob still here")
+    with CaptureQueriesContext(connection) as run:
+        assert send_digests(timezone.now()) == 1
+    assert [email.to for email in mail.outbox] == [["bob@example.com"]]
+    assert len([q for q in run.captured_queries if "FOR UPDATE" in q["sql"]]) == 1  # Bob's
