@@ -317,12 +317,17 @@ class PersonalityInput(StrictSerializer):
     force = serializers.BooleanField(required=False, default=False)
 
 
+EVENTS_SHOWN = 200
+
+
 def task_out(task, with_events=False) -> dict:
     out = tasks.task_data(task)
     if with_events:
+        # The latest EVENTS_SHOWN, oldest first (a task keeps up to 5,000, each up to 16 KB);
+        # ``eventCount`` says how many there were.
+        latest = task.events.order_by("-seq")[:EVENTS_SHOWN]
         out["events"] = [
-            {"seq": e.seq, "data": e.data, "created_at": e.created_at}
-            for e in task.events.order_by("seq")
+            {"seq": e.seq, "data": e.data, "created_at": e.created_at} for e in list(latest)[::-1]
         ]
         out["usage"] = [_usage_out(u) for u in task.usage.order_by("created_at")]
     return out

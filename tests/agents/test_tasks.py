@@ -85,6 +85,14 @@ async def test_a_task_runs_streams_events_and_ends_with_one_result(
     detail = await sync_to_async(lambda: client_for(bob).get(f"/api/v1/tasks/{task.id}/").json())()
     assert [e["data"]["message"] for e in detail["events"]] == ["reading", "writing"]
     assert detail["usage"][0]["cacheReadTokens"] == 100
+    # The latest events only (a task keeps thousands): the count says how many there were.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("work.api.EVENTS_SHOWN", 1)
+        detail = await sync_to_async(
+            lambda: client_for(bob).get(f"/api/v1/tasks/{task.id}/").json()
+        )()
+    assert [e["data"]["message"] for e in detail["events"]] == ["writing"]
+    assert detail["eventCount"] == 2
     await comm.disconnect()
 
 
