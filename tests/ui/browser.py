@@ -9,6 +9,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from agents import actions as agent_actions
@@ -48,6 +49,15 @@ SCREENSHOTS = (
     if os.environ.get("UPDATE_SCREENSHOTS") == "1"
     else Path(tempfile.gettempdir()) / "agntchat-screenshots"
 )
+# Every browser test file's marks (pytestmark = MARKS): a live server needs committed data, the
+# tests are slow, and they are skipped without Chromium.
+MARKS = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
+]
+# The work map's node count once its first load has drawn (wait_for_js(page, f"{MAP_NODES} === 6")).
+MAP_NODES = "() => window.workMap && window.workMap.loads() > 0 && window.workMap.cy.nodes().length"
 LAPTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 PASSWORD = "pw-ui-test-83415"
