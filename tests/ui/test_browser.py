@@ -4,7 +4,6 @@ docs/screenshots/ (laptop and phone widths) as the story goes.
 
 Database work goes through ``orm`` (one worker thread): see tests/ui/browser.py."""
 
-import os
 import re
 
 import pytest
@@ -25,7 +24,7 @@ from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     LAPTOP,
-    NO_CHROMIUM,
+    MARKS,
     PASSWORD,
     PHONE,
     WAIT,
@@ -40,11 +39,7 @@ from tests.ui.browser import (
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import Workspace
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

@@ -2,24 +2,18 @@
 whole log, reads who did what to what and when, and narrows it to one action. Database work goes
 through ``orm`` (tests/ui/browser.py)."""
 
-import os
-
 import pytest
 from django.db import transaction
 from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from agents import hosting
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, log_in, person, shot
+from tests.ui.browser import MARKS, WAIT, log_in, person, shot
 from work import skills
 from workspaces import actions
 from workspaces.models import Role
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nnot used\n-----END OPENSSH PRIVATE KEY-----\n"
 SKILL = "---\nname: weekly-report\ndescription: Write the weekly report. Use on Fridays.\n---\n# Steps\n"

@@ -4,7 +4,6 @@ connected; when the provider later revokes the grant, the page and the sidebar a
 reconnect, and reconnecting makes it good again."""
 
 import json
-import os
 
 import pytest
 from playwright.sync_api import expect
@@ -13,13 +12,9 @@ from integrations import connections
 from integrations.models import Connection
 from tests.integrations.oauth_standin import AuthServer
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, log_in, person, shot
+from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, MARKS, WAIT, log_in, person, shot
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 def test_alice_connects_google_and_is_asked_to_reconnect_once_revoked(orm, settings):

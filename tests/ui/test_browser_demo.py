@@ -5,7 +5,6 @@ Then the small things around it: a thread card's body comes into view and Esc cl
 agent page's header follows a save, a channel name wraps on a phone. Screens go to
 docs/screenshots/ (laptop and phone)."""
 
-import os
 import re
 from io import StringIO
 
@@ -18,14 +17,10 @@ from agntchat.ui import demo
 from conversations.actions import create_conversation
 from conversations.models import Conversation, Task
 from tests.socket_helpers import Daphne, start_bridge
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, NO_CHROMIUM, PHONE, WAIT, live, shot
+from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, LAPTOP, MARKS, PHONE, WAIT, live, shot
 from workspaces.models import User
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

@@ -3,23 +3,17 @@ workspace, finds it from the sidebar's Agent directory by searching, opens the l
 it and lands on his new agent's page; the clone is among his agents, with Scout's skill, and
 Alice's page counts the clone. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from agents.models import Agent
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, WAIT, log_in, person, scroll_to, shot
+from tests.ui.browser import MARKS, WAIT, log_in, person, scroll_to, shot
 from work import skills
 from work.models import AgentClone, Skill
 from workspaces.models import Workspace
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 CITE = """---
 name: cite-sources

@@ -3,7 +3,6 @@ and sends it; the picture shows inline (loaded through its signed link), the tab
 with its name and size, for her and, live, for Bob. A file of a type not allowed is refused in
 the tray in the server's words. A reply in a thread takes files the same way. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
 import struct
 import zlib
 
@@ -16,7 +15,7 @@ from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    NO_CHROMIUM,
+    MARKS,
     WAIT,
     live,
     log_in,
@@ -27,11 +26,7 @@ from tests.ui.browser import (
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 from workspaces.models import User
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 def tide_picture(width=480, height=270) -> bytes:

@@ -2,22 +2,16 @@
 one is refused on the form, a real one is accepted and never shown; the host's row says how full
 it is and offers provisioning and a rolling restart."""
 
-import os
 import subprocess
 
-import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from agents.models import Host
 from tests.socket_helpers import Daphne
-from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, WAIT, log_in, person, shot
+from tests.ui.browser import CHROMIUM, CHROMIUM_ARGS, MARKS, WAIT, log_in, person, shot
 from workspaces.actions import create_team_workspace
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 def test_an_admin_adds_a_host(orm, tmp_path):

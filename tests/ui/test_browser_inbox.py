@@ -4,8 +4,6 @@ elsewhere, the sidebar's Inbox badge and the tab's title count it at once; his i
 the message; "Mark all read" and the digest setting work from the pages. Database work goes
 through ``orm`` (tests/ui/browser.py)."""
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
@@ -16,8 +14,7 @@ from conversations.actions import (
     post_message,
 )
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     live,
@@ -29,11 +26,7 @@ from tests.ui.browser import (
 from tests.waiting import wait_until
 from workspaces.models import Notification, User
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

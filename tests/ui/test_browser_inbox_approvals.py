@@ -5,15 +5,12 @@ asked and a member by the time he clicks, is shown the server's refusal and noth
 And the DM the person is looking at never shows on the Inbox badge, not even for a moment.
 Database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
 from conversations.actions import open_direct, post_message
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     live,
@@ -31,11 +28,7 @@ from workspaces.actions import (
 )
 from workspaces.models import Notification, User
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 PLAN = {"title": "Tide plan", "kind": "markdown", "content": "# High tide at 06:12"}
 ASKING = "Nova asks to use artifact_publish: approve or deny"

@@ -4,7 +4,6 @@ then its iterations run (driven server-side, as the bridge and the sweep would) 
 no-progress guardrail stops it, and she reads why, and each iteration, on the loop's page.
 Database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -16,8 +15,7 @@ from routines import loops
 from routines.models import Loop
 from tests.routines.test_loops import iterate
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     log_in,
@@ -26,11 +24,7 @@ from tests.ui.browser import (
 from tests.ui.browser import shot as save_shot
 from tests.ui.test_browser_routines import scroll_to
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 LISBON = ZoneInfo("Europe/Lisbon")
 

@@ -3,8 +3,6 @@ graph (read through Cytoscape's own API); clicking a task shows what it is with 
 it; a task Bob asks for in #general from his own session appears on her map live; picking an
 agent narrows the map to its work. Pictures at laptop and phone width."""
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
@@ -13,8 +11,8 @@ from artifacts.actions import publish_artifact
 from conversations.actions import create_conversation, open_direct, post_message
 from conversations.models import Task
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MAP_NODES,
+    MARKS,
     PHONE,
     live,
     log_in,
@@ -23,13 +21,7 @@ from tests.ui.browser import (
     wait_for_js,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
-
-NODES = "() => window.workMap && window.workMap.loads() > 0 && window.workMap.cy.nodes().length"
+pytestmark = MARKS
 
 
 @pytest.fixture
@@ -78,7 +70,7 @@ def test_the_map_draws_follows_and_filters_the_work(orm, story, browser):
 
     # Three agents, four conversations (#general, the direct one, the task's own, the side
     # thread), two tasks and the notes; nothing of Bob's private request.
-    wait_for_js(alice, f"{NODES} === 10")
+    wait_for_js(alice, f"{MAP_NODES} === 10")
     kinds = alice.evaluate(
         "() => window.workMap.cy.nodes().map(n => n.data('kind')).sort().join(',')"
     )
@@ -134,7 +126,7 @@ def test_the_map_draws_follows_and_filters_the_work(orm, story, browser):
     composer = bob.get_by_label("Message #general")
     composer.fill("/task @nova summarise this week's tide readings")
     composer.press("Enter")
-    wait_for_js(alice, f"{NODES} === 11")
+    wait_for_js(alice, f"{MAP_NODES} === 11")
     assert alice.evaluate(
         "() => window.workMap.cy.nodes('[kind = \"task\"]').some(n => n.data('label').includes('summarise'))"
     )
@@ -144,7 +136,7 @@ def test_the_map_draws_follows_and_filters_the_work(orm, story, browser):
 
     # Picking Quill narrows the map to Quill's work: its task, who handed it over, where.
     alice.get_by_label("Agent", exact=True).select_option(label="Quill")
-    wait_for_js(alice, f"{NODES} === 4")
+    wait_for_js(alice, f"{MAP_NODES} === 4")
     tasks = alice.evaluate("() => window.workMap.cy.nodes('[kind = \"task\"]').map(n => n.id())")
     assert tasks == [node]
     assert f"agent={quill.id}" in alice.url
@@ -153,5 +145,5 @@ def test_the_map_draws_follows_and_filters_the_work(orm, story, browser):
     # At phone width the graph stays on top, details and legend below.
     phone = live(log_in(chromium, server, "alice", viewport=PHONE))
     phone.goto(f"/w/{team.id}/map/")
-    wait_for_js(phone, f"{NODES} === 11")
+    wait_for_js(phone, f"{MAP_NODES} === 11")
     shot(phone, "map-03-phone")

@@ -3,16 +3,14 @@ loading it logs no console warning or error; two threads in one channel (both ti
 general") are told apart by their first words; the details give a time as the rest of the pages
 do ("Dec 7, 11:11 AM")."""
 
-import os
-
 import pytest
 from playwright.sync_api import expect
 
 from agents import actions as agent_actions
 from conversations.actions import create_conversation, post_message, reply_in_thread
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MAP_NODES,
+    MARKS,
     live,
     log_in,
     shot,
@@ -20,13 +18,7 @@ from tests.ui.browser import (
     wait_for_js,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
-
-NODES = "() => window.workMap && window.workMap.loads() > 0 && window.workMap.cy.nodes().length"
+pytestmark = MARKS
 WHERE = "() => JSON.stringify(window.workMap.cy.nodes().map(n => [n.id(), n.position()]))"
 
 
@@ -59,7 +51,7 @@ def open_map(chromium, server, team, messages=None):
         page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
     page.goto(f"/w/{team.id}/map/")
     live(page)
-    wait_for_js(page, f"{NODES} === 6")
+    wait_for_js(page, f"{MAP_NODES} === 6")
     return page
 
 
@@ -72,7 +64,7 @@ def test_the_same_work_is_drawn_the_same_way_on_every_load(story, browser):
     again = open_map(chromium, server, team)
     assert again.evaluate(WHERE) == placed
     again.reload()
-    wait_for_js(again, f"{NODES} === 6")
+    wait_for_js(again, f"{MAP_NODES} === 6")
     assert again.evaluate(WHERE) == placed
 
 

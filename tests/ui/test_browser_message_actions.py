@@ -3,7 +3,6 @@ deletes one and both see the placeholder; Bob's reaction counts on Alice's page 
 reacted on hover; Bob replies in a thread and Alice's message shows "1 reply"; the Up arrow in
 an empty composer edits one's last message; "/" opens the commands, filtered as typed."""
 
-import os
 import re
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -15,8 +14,7 @@ from conversations.actions import post_message
 from conversations.models import Message
 from routines.models import Reminder
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     SCREENSHOTS,
     WAIT,
@@ -26,11 +24,7 @@ from tests.ui.browser import (
     shot,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

@@ -15,13 +15,9 @@ from agntchat.core import claims
 from conversations import tasks
 from conversations.actions import post_message
 from conversations.models import Message, Task
-from tests.ui.browser import CHROMIUM, NO_CHROMIUM, PHONE, WAIT, log_in, nova_in_general
+from tests.ui.browser import MARKS, PHONE, WAIT, log_in, nova_in_general
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 # Pictures to look at by eye (the assertions below check the geometry).
 PICTURES = Path(os.environ.get("LAYOUT_SHOTS", "/tmp/agntchat-layout"))

@@ -3,7 +3,6 @@
 it, starts Nova's pulse and changes its checklist, reads a pulse report, and sets a reminder
 and cancels it. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -14,8 +13,7 @@ from playwright.sync_api import expect
 from routines import actions
 from routines.models import Reminder, Routine
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     log_in,
@@ -24,11 +22,7 @@ from tests.ui.browser import (
     tide_lab_in_lisbon,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 LISBON = ZoneInfo("Europe/Lisbon")
 

@@ -4,7 +4,6 @@ results and lands on it in its conversation; then downloads the workspace's arch
 settings page. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
 import json
-import os
 import zipfile
 
 import pytest
@@ -15,8 +14,7 @@ from artifacts import actions as artifact_actions
 from conversations.actions import create_conversation, post_message
 from conversations.tasks import create_task
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     log_in,
@@ -27,11 +25,7 @@ from tests.ui.browser import (
 )
 from workspaces.actions import accept_invitation, create_invitation, create_team_workspace
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ grants the tool it uses) and publishes hers; Bob finds it in the marketplace, ra
 it; Alice forgets one of Nova's memories. Database work goes through ``orm`` (tests/ui/browser.py)."""
 
 import io
-import os
 import zipfile
 
 import pytest
@@ -12,8 +11,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     log_in,
@@ -25,11 +23,7 @@ from work import actions, memory, skills
 from work.access import access_tool
 from work.models import MemoryItem, Skill, SkillRating, ToolGrant
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 TRIAGE = """---
 name: inbox-triage

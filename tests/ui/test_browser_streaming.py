@@ -5,7 +5,6 @@ written; Regenerate has Nova answer the same message again, as a new reply marke
 the earlier one marked as such."""
 
 import json
-import os
 import re
 import time
 
@@ -15,9 +14,8 @@ from playwright.sync_api import expect
 from conversations.drafts import drafts_in
 from conversations.models import Delivery, Message
 from tests.ui.browser import (
-    CHROMIUM,
     LIVE_SWITCH,
-    NO_CHROMIUM,
+    MARKS,
     WAIT,
     log_in,
     nova_in_general,
@@ -30,11 +28,7 @@ from tests.ui.browser import shot as save_shot
 from tests.waiting import wait_until
 from workspaces.actions import accept_invitation, create_invitation
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 REPLY = (
     "Tides rise and fall twice a day. The <b>moon</b> pulls the water toward it, and the sun "

@@ -1,9 +1,6 @@
 """A workspace admin adds an outside MCP server in a real browser: fills the form, sees its
 tools imported with their risk, grants one to an agent, and takes it away again."""
 
-import os
-
-import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from integrations.models import SourceGrant, ToolSource
@@ -12,18 +9,14 @@ from tests.socket_helpers import Daphne
 from tests.ui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    NO_CHROMIUM,
+    MARKS,
     WAIT,
     log_in,
     nova_in_general,
     shot,
 )
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 
 def test_an_admin_adds_an_mcp_server_and_grants_a_tool(orm):

@@ -6,7 +6,6 @@ page's socket was away shows once it reconnects. Then the owner's Tools section 
 workspace's tool permissions. Calls go through the real call path (work/tools/calls.py)
 as the agent socket runs them; database work goes through ``orm`` (tests/ui/browser.py)."""
 
-import os
 import re
 from datetime import timedelta
 
@@ -16,8 +15,7 @@ from playwright.sync_api import expect
 
 from conversations.actions import post_message
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     PHONE,
     WAIT,
     drop_live,
@@ -36,11 +34,7 @@ from work.models import PermissionRequest, ToolGrant, ToolPermission
 from work.tools import calls
 from workspaces.models import User
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 PLAN = {"title": "Tide plan", "kind": "markdown", "content": "# High tide at 06:12"}
 

@@ -5,7 +5,6 @@ the line says so ("waiting for approval"), stays past the line's two-minute chec
 is open, and Stop works there too, withdrawing the request; a card button's turn has Stop as well."""
 
 import json
-import os
 
 import pytest
 from playwright.sync_api import expect
@@ -13,8 +12,7 @@ from playwright.sync_api import expect
 from artifacts.actions import post_card
 from conversations.models import Message
 from tests.ui.browser import (
-    CHROMIUM,
-    NO_CHROMIUM,
+    MARKS,
     WAIT,
     hotel_card,
     live,
@@ -26,11 +24,7 @@ from tests.ui.browser import shot as save_shot
 from work import actions
 from work.access import access_tool
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=NO_CHROMIUM),
-]
+pytestmark = MARKS
 
 PLAN = {"title": "Tide plan", "kind": "markdown", "content": "# High tide at 06:12"}
 SCRIPT = {
