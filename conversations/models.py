@@ -291,6 +291,15 @@ class Task(Claimable, BaseModel):
     owner_scores = models.JSONField(default=dict, blank=True)
     # The tools the work needs, by name: agents that have them score higher as its owner (TASK-2).
     tools = models.JSONField(default=list, blank=True)
+    # The task whose run gave this one (an agent's task_create while it works on a task): a
+    # chain stops at tasks.MAX_DEPTH, and a private task's sub-tasks are private too.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    depth = models.PositiveSmallIntegerField(default=0)
+    # Asked outside any conversation, seen by its agent's owner only: nobody gave it (a pulse, a
+    # loop, a summary: work from the owner's private settings) or a private task did.
+    private = models.BooleanField(default=False)
 
     class Meta(Claimable.Meta):
         indexes = [

@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 CANCEL_DEADLINE = timedelta(seconds=30)
 MAX_INSTRUCTIONS = 20_000
+# Tasks given by tasks (an agent delegating while it runs one): the longest chain below a task
+# that someone (or something set up) gave. A model asking for ever must stop somewhere.
+MAX_DEPTH = 5
 # A task's progress is for watching, not storage: a bridge looping or sending whole files must
 # not grow a task without bound (the task page and REST read its events).
 MAX_EVENTS = 5_000
@@ -56,25 +59,20 @@ class ProtocolError(AppError):
     status = 409
 
 
-# Nobody gave it: work set up earlier from its owner's private settings (a routine without a
-# conversation, a pulse, a goal loop) or the system's own (a conversation's summary).
-NOBODY_GAVE = Q(created_by_user__isnull=True, created_by_agent__isnull=True)
-
-
 # Task visibility lives here, not in agents/access.py: it is its conversation's, and
 # conversations.access imports agents.access.
 def tasks_visible_to(actor):
     """A task is visible exactly where the conversation it was asked in is. One asked outside any
     conversation: by a person or an agent (REST without one), to every member of its workspace;
-    by nobody (NOBODY_GAVE), to its agent's owner only, as the loops and pulses it comes from
-    are. An agent sees the tasks it works on."""
+    a private one (nobody gave it, or a private task did), to its agent's owner only, as the
+    loops and pulses it comes from are. An agent sees the tasks it works on."""
     if isinstance(actor, Agent):
         return Task.objects.filter(agent=actor)
     user = actor
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
     return Task.objects.filter(Exists(member)).filter(
         Q(conversation__in=conversations_visible_to(user))
-        | (Q(conversation__isnull=True) & (~NOBODY_GAVE | Q(agent__owner=user)))
+        | (Q(conversation__isnull=True) & (Q(private=False) | Q(agent__owner=user)))
     )
 
 
@@ -134,6 +132,7 @@ def create_task(
     tool_reach=None,
     where_set_up: bool = False,
     own_conversation: bool = False,
+    parent: Task | None = None,
 ) -> Task:
     """Queue a task for AGENT in WORKSPACE. CREATOR is a person, an agent, or None (a routine).
 
@@ -144,7 +143,8 @@ def create_task(
     earlier (a routine), which runs there even if the agent is pinned elsewhere since (PRO-2),
     while its owner is a member.
     OWN_CONVERSATION: a task asked from outside any conversation (MCP) works in one of its own
-    too, where it publishes, its progress shows and its giver reads it."""
+    too, where it publishes, its progress shows and its giver reads it.
+    PARENT: the task whose run asks for this one; chains stop at MAX_DEPTH."""
     instructions = (instructions or "").strip()
     if not instructions:
         raise AppError(
@@ -155,6 +155,14 @@ def create_task(
     if len(instructions) > MAX_INSTRUCTIONS:
         raise AppError(
             "Task instructions are too long.", code="invalid", fields={"instructions": "Too long."}
+        )
+    depth = 0 if parent is None else parent.depth + 1
+    if depth > MAX_DEPTH:
+        raise AppError(
+            f"This task was given by a chain of {MAX_DEPTH} tasks, the longest there may be: "
+            "do this part yourself, or finish with what you have.",
+            code="task_chain_too_long",
+            status=409,
         )
     owner_scores = {}
     if agent is None:
@@ -190,6 +198,9 @@ def create_task(
             if creator is not None and not isinstance(creator, Agent)
             else None,
             created_by_agent=creator if isinstance(creator, Agent) else None,
+            parent=parent,
+            depth=depth,
+            private=creator is None or (parent is not None and parent.private),
         )
         wake_agent(agent.id, "task")
         _announce(task, "task.created")
@@ -197,11 +208,13 @@ def create_task(
 
 
 def _count_task(creator) -> None:
-    """One task more given by CREATOR, if a person: RateLimited over settings.TASKS_PER_MINUTE
-    (every way in: REST, delegation, MCP). Agents and the scheduled side are not counted here."""
-    if creator is None or isinstance(creator, Agent):
+    """One task more given by CREATOR, a person or an agent: RateLimited over
+    settings.TASKS_PER_MINUTE (every way in: REST, delegation, MCP, the task_create tool). The
+    scheduled side (routines, loops, pulses) has limits of its own."""
+    if creator is None:
         return
-    rate = throttle.Rate("tasks:person", settings.TASKS_PER_MINUTE, burst=settings.TASKS_BURST)
+    who = "agent" if isinstance(creator, Agent) else "person"
+    rate = throttle.Rate(f"tasks:{who}", settings.TASKS_PER_MINUTE, burst=settings.TASKS_BURST)
     wait = throttle.hit(rate, creator.pk)
     if wait:
         raise RateLimited(wait, "tasks")

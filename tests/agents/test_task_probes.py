@@ -115,3 +115,53 @@ async def test_a_connection_closing_on_a_task_another_has_taken_since_leaves_it_
     task = await Task.objects.aget(pk=created["id"])
     assert (task.status, task.cancel_state) == ("cancelled", "confirmed")
     await second.disconnect()
+
+
+def test_tasks_given_by_tasks_stop_at_a_depth_and_keep_their_parents_privacy(
+    alice, bob, team_a, nova, api, settings
+):
+    """A pulse's task (private: nobody gave it) whose run asks for more work: the sub-task is its
+    child, private as it is (Bob, a member, does not see it), and a chain of tasks asking for
+    tasks stops MAX_DEPTH deep, asking nothing more."""
+    from django.utils import timezone
+
+    from agents import actions as agent_actions
+    from tests.work.tooling import claimed
+
+    orbit = agent_actions.create_agent(alice, name="Orbit", handle="orbit", backend="scripted")
+    pulse = tasks.create_task(None, team_a, nova, "Look around.")
+    held = claimed(nova, "task")
+    sub = Task.objects.get(
+        pk=held.output("task_create", {"agent": "orbit", "instructions": "Dig deeper."})["id"]
+    )
+    assert (sub.parent, sub.depth, sub.private, sub.agent) == (pulse, 1, True, orbit)
+    assert api(bob).get(f"/api/v1/tasks/{sub.id}/").status_code == 404
+    assert api(alice).get(f"/api/v1/tasks/{sub.id}/").status_code == 200
+    # A person's task is no one's secret; its sub-tasks neither.
+    given = tasks.create_task(bob, team_a, nova, "Plan the offsite.")
+    child = tasks.create_task(nova, team_a, orbit, "Book rooms.", parent=given)
+    assert (child.depth, child.private) == (1, False)
+    assert api(bob).get(f"/api/v1/tasks/{child.id}/").status_code == 200
+    # Five deep and no further.
+    deepest = given
+    for _ in range(tasks.MAX_DEPTH):
+        deepest = tasks.create_task(nova, team_a, orbit, "And again.", parent=deepest)
+    assert deepest.depth == tasks.MAX_DEPTH
+    # Nova's connection holds the deepest one (the others done).
+    Task.objects.exclude(pk=deepest.pk).update(status="completed", acked_at=timezone.now())
+    Task.objects.filter(pk=deepest.pk).update(agent=nova)
+    refused = claimed(nova, "task").error("task_create", {"instructions": "And again."})
+    assert refused["code"] == "task_chain_too_long"
+    assert not Task.objects.filter(depth__gt=tasks.MAX_DEPTH).exists()
+
+
+def test_an_agent_giving_tasks_is_held_to_the_task_rate(alice, team_a, channel, nova, settings):
+    from tests.work.tooling import held_message
+
+    settings.TASKS_PER_MINUTE, settings.TASKS_BURST = 2, 2
+    held = held_message(nova, channel, alice)
+    for n in range(2):
+        held.output("task_create", {"agent": "nova", "instructions": f"Part {n}."})
+    refused = held.error("task_create", {"agent": "nova", "instructions": "Part 3."})
+    assert refused["code"] == "rate_limited"
+    assert Task.objects.filter(created_by_agent=nova).count() == 2

@@ -202,6 +202,7 @@ def task_create(context: ToolContext, arguments: dict):
         conversation=context.conversation,
         tools=arguments.get("tools", ()),
         tool_reach=tool_reach,
+        parent=context.task,  # asked while it runs a task: that task's sub-task
     )
     return task_summary(task)
 
