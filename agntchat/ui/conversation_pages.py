@@ -25,7 +25,7 @@ from agntchat.ui.shell import (
     shell,
     workspace_page,
 )
-from artifacts.access import access_artifact, access_version
+from artifacts.access import access_artifact, access_version, comments_of
 from artifacts.models import Artifact
 from artifacts.rendering import diff_versions
 from conversations import actions
@@ -281,7 +281,10 @@ def artifact(request, membership, artifact_id):
     found = access_artifact(request.user, artifact_id)
     if found.conversation.workspace_id != membership.workspace_id:
         raise Http404
-    versions = list(found.versions.select_related("author_user", "author_agent"))
+    # The history shows who and when, not each version's text (up to 500 KB, twice).
+    versions = list(
+        found.versions.defer("content", "rendered").select_related("author_user", "author_agent")
+    )
     number = _int(request.GET.get("v")) or found.current_version
     shown = access_version(found, number)
     rendered = shown.rendered  # rendered and sanitised once, when stored
@@ -308,7 +311,7 @@ def artifact(request, membership, artifact_id):
         diff=diff,
         diff_from=first,
         diff_to=second,
-        comments=found.comments.select_related("version", "author_user", "author_agent"),
+        comments=comments_of(found),
         conversation=found.conversation,
         label=conversation_label(found.conversation, request.user),
     )

@@ -383,3 +383,27 @@ def test_an_invite_link_says_who_invites_whom_where(client, alice, team_a):
     used = client.get(url)
     assert "already been used" in used.content.decode() and "Team A" not in used.content.decode()
     assert client.get("/invite/inv_nonsense/").status_code == 404
+
+
+def test_the_artifact_page_reads_the_text_of_the_versions_it_shows_only(
+    client, alice, team_a, story
+):
+    """Each version holds up to 500 KB twice: the history lists who and when, and only the
+    version shown is read whole."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from artifacts.actions import update_artifact
+
+    for n in range(3):
+        update_artifact(alice, story["artifact"], f"# Plan v{n + 2}")
+    client.force_login(alice)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(f"/w/{team_a.id}/artifacts/{story['artifact'].id}/?v=2")
+    assert page.status_code == 200 and b"# Plan v2" in page.content
+    whole = [
+        q["sql"]
+        for q in queries.captured_queries
+        if "artifactversion" in q["sql"] and '."content"' in q["sql"]
+    ]
+    assert len(whole) == 1, whole
