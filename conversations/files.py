@@ -43,6 +43,7 @@ TYPES = {
     "zip": "application/zip",
 }
 # Shown in the page (and opened in the browser's tab rather than saved).
+OCTETS = "application/octet-stream"
 INLINE = {"image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"}
 # Time links are made in: expiries rounded up to it, so the same file read again within it gets
 # the same link and the browser's cache keeps the picture.
@@ -82,9 +83,7 @@ def checked_upload(upload) -> tuple[str, str]:
             status=415,
             fields={"file": "Type not allowed."},
         )
-    content_type = (
-        TYPES.get(extension) or mimetypes.guess_type(name)[0] or "application/octet-stream"
-    )
+    content_type = TYPES.get(extension) or mimetypes.guess_type(name)[0] or OCTETS
     return name, content_type
 
 
@@ -164,13 +163,13 @@ def download(request, attachment_id, name):
                 attachment.file.name,
                 parameters={
                     "ResponseContentDisposition": _disposition(attachment),
-                    "ResponseContentType": attachment.content_type,
+                    "ResponseContentType": _served_type(attachment),
                 },
             )
         )
     response = FileResponse(
         attachment.file.open("rb"),
-        content_type=attachment.content_type,
+        content_type=_served_type(attachment),
         as_attachment=attachment.content_type not in INLINE,
         filename=attachment.name,
     )
@@ -179,6 +178,13 @@ def download(request, attachment_id, name):
     left = int(request.GET["e"]) - int(timezone.now().timestamp())
     response["Cache-Control"] = f"private, max-age={max(0, left)}"
     return response
+
+
+def _served_type(attachment: Attachment) -> str:
+    """What a file is served as: its own type when shown in the page, else bytes to save. From
+    our own origin, a file served as a script or a page (an operator may allow .js or .html)
+    would run under our Content-Security-Policy's 'self'."""
+    return attachment.content_type if attachment.content_type in INLINE else OCTETS
 
 
 def _disposition(attachment: Attachment) -> str:

@@ -115,6 +115,29 @@ def test_upload_post_and_download_round_trip(alice, bob, channel, api, media):
     assert content_of(download(detail["url"])) == PICTURE
 
 
+def test_a_file_not_shown_in_the_page_is_served_as_bytes_to_save(
+    bob, channel, api, media, settings
+):
+    # An operator allowed scripts: served as one from our origin, a <script src> of its link
+    # would run under the page's script-src 'self'.
+    settings.FILE_UPLOAD_EXTENSIONS = ["js", "txt"]
+    for name in ("tool.js", "notes.txt"):
+        uploaded = upload(api(bob), channel, name, b"window.pwned = 1;\n").json()
+        posted = api(bob).post(
+            f"/api/v1/conversations/{channel.id}/messages/",
+            {"attachments": [uploaded["id"]]},
+            format="json",
+        )
+        got = download(posted.json()["attachments"][0]["url"])
+        assert (got["Content-Type"], got["X-Content-Type-Options"]) == (
+            "application/octet-stream",
+            "nosniff",
+        )
+        assert got["Content-Disposition"].startswith("attachment")
+    # What it is stays known to the API (the page names the kind of file).
+    assert api(bob).get(f"/api/v1/files/{uploaded['id']}/").json()["contentType"] == "text/plain"
+
+
 def test_too_large_or_wrong_type_is_refused_and_nothing_is_stored(
     alice, channel, api, settings, media
 ):
