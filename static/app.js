@@ -436,7 +436,8 @@ const afterSubmit = {
     const panel = $("[data-secret]");
     $("[data-secret-value]", panel).textContent = result.key;
     const command = $("[data-bridge-command]", panel);
-    command.textContent = `${command.dataset.program} --url ${command.dataset.server} --key ${result.key}`;
+    // The key goes in the environment: on the command line any process of the machine reads it (ps).
+    command.textContent = `AGNTCHAT_AGENT_KEY=${result.key} ${command.dataset.program} --url ${command.dataset.server}`;
     panel.hidden = false;
     form.reset();
     await refreshRegions("key-table");

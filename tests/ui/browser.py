@@ -167,15 +167,17 @@ def scroll_to(heading):
 
 
 def run_bridge_command(command: str, workdir, options: str = "{}"):
-    """Run the `…/agntchat-bridge --url … --key …` line the agent page shows, as shown, in a
-    fresh shell's environment (the virtualenv not activated)."""
-    args = shlex.split(command)
+    """Run the `AGNTCHAT_AGENT_KEY=agk_… …/agntchat-bridge --url …` line the agent page shows,
+    as shown, in a fresh shell's environment (the virtualenv not activated)."""
+    setting, *args = shlex.split(command)
+    name, key = setting.split("=", 1)
+    assert name == "AGNTCHAT_AGENT_KEY" and key.startswith("agk_"), command
     assert Path(args[0]).is_absolute() and Path(args[0]).name == "agntchat-bridge", command
-    assert args[1] == "--url" and args[3] == "--key" and args[4].startswith("agk_"), command
-    fresh = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    assert args[1:3] == ["--url", args[2]] and len(args) == 3, command
+    fresh = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", name)}
     return LoggedProcess(
         [*args, "--workdir", str(workdir)],
-        env=dict(fresh, PATH="/usr/bin:/bin", AGNTCHAT_BACKEND_OPTIONS=options),
+        env=dict(fresh, PATH="/usr/bin:/bin", AGNTCHAT_BACKEND_OPTIONS=options, **{name: key}),
     )
 
 

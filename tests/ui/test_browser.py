@@ -107,8 +107,10 @@ def test_a_team_works_with_its_agent_live(orm, cast, server, browser, tmp_path):
     page.get_by_label("Key name").fill("laptop")
     page.get_by_role("button", name="Create key").click()
     command = page.locator("#bridge-command")
-    expect(command).to_contain_text("--key agk_")
-    assert command.inner_text().startswith(f"{bridge_program()} --url {server.url} --key agk_")
+    expect(command).to_contain_text("AGNTCHAT_AGENT_KEY=agk_")
+    shown = command.inner_text()
+    assert shown.startswith("AGNTCHAT_AGENT_KEY=agk_"), shown
+    assert shown.endswith(f" {bridge_program()} --url {server.url}"), shown
     expect(page.locator('[data-region="key-table"]')).to_contain_text("laptop")
     bridge = run_bridge_command(command.inner_text(), tmp_path, '{"delay_ms": 1500}')
     try:
