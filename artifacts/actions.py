@@ -312,9 +312,9 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
         item, action = card_button(payload, item_index, action_id)
         agent = locked.author_agent
         if agent is None:
-            raise CardActionUnavailable(
-                "This card was not posted by an agent, so its buttons have no one to reach."
-            )
+            # An agent deleted since leaves its cards without an author (SET_NULL).
+            who = "was not posted by an agent" if locked.author_user_id else "lost its agent"
+            raise CardActionUnavailable(f"This card {who}, so its buttons have no one to reach.")
         # Read-only once archived: no click is posted, and no mail goes out from it either.
         if is_archived(locked.conversation):
             raise ConversationArchived()

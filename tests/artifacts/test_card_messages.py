@@ -253,9 +253,21 @@ def test_it_refuses_the_buttons_of_a_card_a_person_posted(alice, bob, channel, a
     response = click(api(bob), card_message, 0, "book")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "card_action_unavailable"
+    assert "was not posted by an agent" in response.json()["error"]["message"]
     card_message.refresh_from_db()
     assert "card_outcomes" not in card_message.payload
     assert (Message.objects.count(), Task.objects.count()) == before
+
+
+def test_the_card_of_an_agent_deleted_since_says_so(alice, bob, channel, nova, api):
+    card_message = actions.post_card(nova, channel, hotels())
+    nova.delete()
+    response = click(api(bob), card_message, 0, "book")
+    assert response.status_code == 409
+    assert response.json()["error"] == {
+        "code": "card_action_unavailable",
+        "message": "This card lost its agent, so its buttons have no one to reach.",
+    }
 
 
 def test_it_refuses_clicks_that_name_no_button(alice, channel, nova, api):
