@@ -2,8 +2,13 @@
 what a call changes is what a person's click changes, a malformed input is refused and changes
 nothing, and another workspace's rows are not found."""
 
+import gzip
 import json
+import socket
 import threading
+import time
+import tracemalloc
+from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -398,15 +403,45 @@ PAGE = """<!doctype html><html><head><title>The  Test Page</title>
 <script>var hidden = 1;</script><p>Second line.</p></body></html>"""
 
 
+@cache
+def bomb() -> bytes:
+    """128 MB of text as 128 KB of gzip: what a hostile site sends to blow up a reader."""
+    return gzip.compress(b"a" * (128 * 1024 * 1024), compresslevel=1)
+
+
 class Site(BaseHTTPRequestHandler):
-    """A local web site: pages, redirects, a big page and a picture."""
+    """A local web site: pages, redirects, a big page, a picture, compressed pages and a slow
+    redirect."""
 
     def do_GET(self):
         port = self.server.server_address[1]
+        if self.path == "/slow":  # half a second per hop, redirecting to itself
+            time.sleep(0.5)
+            self.send_response(302)
+            self.send_header("Location", "/slow")
+            self.end_headers()
+            return
+        encoded = {
+            "/zipped": ("gzip", gzip.compress(PAGE.encode())),
+            "/bomb": ("gzip", bomb()),
+            "/twice": ("gzip, gzip", gzip.compress(gzip.compress(PAGE.encode()))),
+        }
+        if self.path in encoded:
+            encoding, body = encoded[self.path]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Encoding", encoding)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         routes = {
             "/page": (200, "text/html; charset=utf-8", PAGE.encode()),
             "/big": (200, "text/plain", b"word " * (600 * 1024)),
             "/picture": (200, "image/png", b"\x89PNG\r\n"),
+            "/latin": (200, "text/plain; charset=latin-1", "café".encode("latin-1")),
+            "/no-such-charset": (200, "text/plain; charset=nonsense", "café".encode()),
+            "/not-a-text-codec": (200, "text/plain; charset=idna", "café".encode()),
         }
         redirects = {
             "/hop": "/page",
@@ -419,6 +454,8 @@ class Site(BaseHTTPRequestHandler):
             self.send_header("Location", redirects[self.path])
             self.end_headers()
             return
+        if self.path == "/host":  # the Host header it was sent
+            routes[self.path] = (200, "text/plain", self.headers["Host"].encode())
         status, kind, body = routes.get(self.path, (404, "text/plain", b"no such page"))
         self.send_response(status)
         self.send_header("Content-Type", kind)
@@ -510,3 +547,63 @@ def test_web_fetch_checks_every_redirect(fetching, site, settings, monkeypatch):
     assert "more than 5 times" in error["message"]
     error = fetching.error("web_fetch", {"url": site + "/picture"})
     assert "not text" in error["message"] and "image/png" in error["message"]
+
+
+def test_web_fetch_inflates_a_compressed_page_no_further_than_it_keeps(fetching, site, settings):
+    settings.WEB_FETCH_ALLOW_PRIVATE = True
+    assert fetching.output("web_fetch", {"url": site + "/zipped"})["title"] == "The Test Page"
+    tracemalloc.start()
+    try:
+        page = fetching.output("web_fetch", {"url": site + "/bomb"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert page["truncated"] is True and set(page["text"]) == {"a"}
+    # 128 MB inflated whole would be; what is kept is at most MAX_BYTES.
+    assert peak < 8 * platform_web.MAX_BYTES, peak
+    # Layer on layer (each a thousandfold) is not read at all.
+    error = fetching.error("web_fetch", {"url": site + "/twice"})
+    assert error["code"] == "web_fetch_refused" and "gzip, gzip" in error["message"]
+
+
+def test_web_fetch_stops_at_its_time_limit_across_redirects(fetching, site, settings, monkeypatch):
+    settings.WEB_FETCH_ALLOW_PRIVATE = True
+    monkeypatch.setattr(platform_web, "FETCH_SECONDS", 1.2)
+    started = time.monotonic()
+    error = fetching.error("web_fetch", {"url": site + "/slow"})  # 6 hops: 3 seconds
+    assert time.monotonic() - started < 2.0
+    assert error["code"] == "web_fetch_failed" and "1.2 seconds" in error["message"]
+
+
+def test_markup_left_open_is_read_in_linear_time():
+    # Python's HTMLParser alone rescans to the end of the page at each "<" it cannot close:
+    # 80 KB of "<a" took seconds, the 2 MB a page may be most of an hour of a server's CPU.
+    page = platform_web.TextOfPage()
+    started = time.monotonic()
+    page.feed("<title>T</title><p>x < y<!-- note --> &amp; z</p><!DOCTYPE html><p>" + "<a" * 40_000)
+    page.close()
+    assert time.monotonic() - started < 0.5
+    assert page.title == "T" and page.text == "x < y & z\n\n" + "<a" * 40_000
+
+
+def test_web_fetch_reads_a_page_whatever_charset_it_names(fetching, site, settings):
+    settings.WEB_FETCH_ALLOW_PRIVATE = True
+    assert fetching.output("web_fetch", {"url": site + "/latin"})["text"] == "café"
+    # A charset Python does not know, or cannot decode leniently with: read as UTF-8.
+    for path in ("/no-such-charset", "/not-a-text-codec"):
+        assert fetching.output("web_fetch", {"url": site + path})["text"] == "café", path
+
+
+def test_web_fetch_reads_a_page_of_an_internationalised_name(fetching, site, settings, monkeypatch):
+    # The DNS here: bücher.example (by its ASCII form, as getaddrinfo asks) is the local site.
+    settings.WEB_FETCH_ALLOW_PRIVATE = True
+    port = site.rsplit(":", 1)[1]
+    known, real = {"xn--bcher-kva.example": "127.0.0.1"}, socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.encode("idna").decode()
+        return real(known.get(name, name), *args, **kwargs)
+
+    monkeypatch.setattr(platform_web.socket, "getaddrinfo", getaddrinfo)
+    page = fetching.output("web_fetch", {"url": f"http://bücher.example:{port}/host"})
+    assert page["text"] == f"xn--bcher-kva.example:{port}"

@@ -183,9 +183,27 @@ def context_for(agent: Agent, item: Item, call_id: str) -> ToolContext:
     )  # fmt: skip
 
 
+def without_regexes(schema: dict) -> dict:
+    """An outside source's SCHEMA without what runs a regular expression on the arguments:
+    ``pattern``, and ``patternProperties`` with the ``additionalProperties`` (and unevaluated
+    ones) they qualify. Python's matcher holds the interpreter, every connection's thread with
+    it, for as long as a pattern backtracks; the outside server checks its own patterns."""
+
+    def strip(node: dict) -> dict:
+        if isinstance(node.get("pattern"), str):
+            del node["pattern"]
+        if isinstance(node.get("patternProperties"), dict):
+            for key in ("patternProperties", "additionalProperties", "unevaluatedProperties"):
+                node.pop(key, None)
+        return node
+
+    return json.loads(json.dumps(schema), object_hook=strip)
+
+
 def schema_problem(tool: Tool, arguments) -> str | None:
     """What is wrong with ARGUMENTS for TOOL, in words the model can act on; None if fine."""
-    validator = jsonschema.Draft202012Validator(tool.input_schema)
+    schema = tool.input_schema if tool.workspace_id is None else without_regexes(tool.input_schema)
+    validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     if not errors:
         return None

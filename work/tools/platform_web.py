@@ -11,6 +11,7 @@ import ipaddress
 import re
 import socket
 import time
+import zlib
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -78,7 +79,11 @@ def checked_target(url: str) -> tuple[str, str, str]:
         raise FetchRefused(f"{url!r} is not a valid URL.") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise FetchRefused(f"Only http and https URLs with a host can be fetched, not {url!r}.")
-    host = parts.hostname
+    try:
+        # The Host header and TLS take a name in its ASCII form: xn--bcher-kva.example.
+        host = parts.hostname.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise FetchRefused(f"{url!r} is not a valid URL.") from None
     addresses = resolve(host, port)
     if not settings.WEB_FETCH_ALLOW_PRIVATE:
         private = [a for a in addresses if refused_address(a)]
@@ -93,13 +98,36 @@ def checked_target(url: str) -> tuple[str, str, str]:
         netloc += f":{parts.port}"
     path = parts.path or "/"
     pinned = urlunsplit((parts.scheme, netloc, path, parts.query, ""))
-    # The Host header as the URL gives it (brackets and port included), without any userinfo.
-    host_header = parts.netloc.rpartition("@")[2]
+    # The Host header: the name (or address) and port the URL gives, without any userinfo.
+    host_header = f"[{host}]" if ":" in host else host
+    if parts.port:
+        host_header += f":{parts.port}"
     return pinned, host_header, host
 
 
+# A "<" that opens nothing closed before the next "<"; comments' and declarations' markup.
+UNCLOSED_LT = re.compile(r"<(?![^<>]*>)")
+DECLARATION = re.compile(r"<[!?][^<>]*>")
+
+
+def parseable(html: str) -> str:
+    """HTML with the same text, that HTMLParser reads in linear time: comments (an unclosed one
+    runs to the end, as in a browser), declarations and processing instructions dropped, and
+    each "<" that opens nothing written as text. Left in, HTMLParser scans to the end of the
+    page from each of them: quadratic, most of an hour for 2 MB. No step here scans past the
+    next "<" or ">", or the comment's end."""
+    kept, at = [], 0
+    while (start := html.find("<!--", at)) >= 0:
+        kept.append(html[at:start])
+        end = html.find("-->", start + 4)
+        at = len(html) if end < 0 else end + 3
+    kept.append(html[at:])
+    return UNCLOSED_LT.sub("&lt;", DECLARATION.sub("", "".join(kept)))
+
+
 class TextOfPage(HTMLParser):
-    """The readable text of an HTML page, and its title; scripts, styles and markup dropped."""
+    """The readable text of an HTML page, and its title; scripts, styles and markup dropped.
+    What is fed is read at close(), whole, made ``parseable`` first."""
 
     SKIPPED = {"script", "style", "noscript", "template", "svg", "head", "iframe", "object"}
     BLOCKS = {
@@ -114,6 +142,14 @@ class TextOfPage(HTMLParser):
         self.title_parts: list[str] = []
         self.skipping: list[str] = []
         self.in_title = False
+        self.fed: list[str] = []
+
+    def feed(self, data):
+        self.fed.append(data)
+
+    def close(self):
+        super().feed(parseable("".join(self.fed)))
+        super().close()
 
     def handle_starttag(self, tag, attrs):
         if tag == "title":
@@ -158,16 +194,39 @@ def tidy(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
 
 
-def _read(response: httpx.Response, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to MAX_BYTES of the body (and whether there was more), before DEADLINE."""
+def inflater(response: httpx.Response):
+    """What undoes the response's content encoding (None: nothing to undo), or FetchRefused.
+    One layer of gzip or deflate only: each layer can inflate a thousandfold."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header, told apart
+    raise FetchRefused(f"The page is encoded as {encoding!r}, which this tool cannot read.")
+
+
+def read_body(response: httpx.Response, deadline: float, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to MAX_BYTES of the body, decoded (and whether there was more), before DEADLINE. It is
+    inflated here, never past what is kept: httpx would inflate each whole chunk it reads, and
+    a few kilobytes of gzip are megabytes of text."""
+    inflate = inflater(response)
     body = bytearray()
-    for chunk in response.iter_bytes():
+    for chunk in response.iter_raw():
+        if inflate is not None:
+            try:
+                chunk = inflate.decompress(chunk, max_bytes + 1 - len(body))
+            except zlib.error:
+                raise FetchFailed("The page's compressed body is damaged.") from None
         body += chunk
         if len(body) > max_bytes:
             return bytes(body[:max_bytes]), True
         if time.monotonic() > deadline:
-            raise FetchFailed(f"The page took longer than {FETCH_SECONDS:g} seconds to read.")
+            raise _too_slow()
     return bytes(body), False
+
+
+def _too_slow() -> "FetchFailed":
+    return FetchFailed(f"The page took longer than {FETCH_SECONDS:g} seconds to fetch.")
 
 
 def content_type(response: httpx.Response) -> str:
@@ -177,7 +236,10 @@ def content_type(response: httpx.Response) -> str:
 def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
     """(title, text) of a response, or FetchRefused when it is not text."""
     kind = content_type(response)
-    text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+    try:
+        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
+    except (LookupError, UnicodeError):  # no such codec, or one that is not for text
+        text = body.decode("utf-8", errors="replace")
     if kind in HTML_TYPES:
         parser = TextOfPage()
         parser.feed(text)
@@ -192,16 +254,25 @@ def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
     """READ(url, response, body, cut) of the response at URL, every hop checked (module
     docstring); at most MAX_BYTES of the body are read (CUT: there was more)."""
     deadline = time.monotonic() + FETCH_SECONDS
-    timeout = httpx.Timeout(10.0, connect=5.0)
     # trust_env off: no proxy from the environment sees (or bypasses) the checks.
-    with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+    with httpx.Client(follow_redirects=False, trust_env=False) as client:
         for _hop in range(MAX_REDIRECTS + 1):
             pinned, host_header, server_name = checked_target(url)
+            # Each hop within what is left of the whole fetch's time, not 10 seconds afresh.
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _too_slow()
             request = client.build_request(
                 "GET",
                 pinned,
-                headers={"Host": host_header, "User-Agent": USER_AGENT, "Accept": accept},
+                headers={
+                    "Host": host_header,
+                    "User-Agent": USER_AGENT,
+                    "Accept": accept,
+                    "Accept-Encoding": "gzip, deflate",  # what ``inflater`` undoes
+                },
                 extensions={"sni_hostname": server_name},
+                timeout=httpx.Timeout(min(10.0, left), connect=min(5.0, left)),
             )
             try:
                 response = client.send(request, stream=True)
@@ -210,11 +281,13 @@ def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
                     if response.is_redirect and location:
                         url = urljoin(url, location)
                         continue
-                    body, cut = _read(response, deadline, max_bytes)
+                    body, cut = read_body(response, deadline, max_bytes)
                     return read(url, response, body, cut)
                 finally:
                     response.close()
             except httpx.TimeoutException:
+                if time.monotonic() >= deadline:
+                    raise _too_slow() from None
                 raise FetchFailed("The server did not answer in time.") from None
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"The page could not be fetched: {exc}.") from None
