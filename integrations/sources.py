@@ -23,6 +23,7 @@ import asyncio
 import fnmatch
 import json
 import re
+import time
 from functools import partial
 from urllib.parse import unquote, urlsplit
 
@@ -621,8 +622,14 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
     if refusal:
         raise RequestRefused(refusal)
     pinned, host_header, server_name = _check_address(source, source.url.rstrip("/") + path)
-    headers = {"Host": host_header, "User-Agent": platform_web.USER_AGENT, **auth_headers(source)}
+    headers = {
+        "Host": host_header,
+        "User-Agent": platform_web.USER_AGENT,
+        "Accept-Encoding": "gzip, deflate",  # what platform_web.read_body undoes
+        **auth_headers(source),
+    }
     options = {"json": arguments["body"]} if "body" in arguments else {}
+    deadline = time.monotonic() + source.timeout_seconds
     try:
         # No redirects: a redirect could lead off the allowed paths; the model sees it.
         with httpx.Client(
@@ -634,13 +641,19 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
             )  # fmt: skip
             response = client.send(request, stream=True)
             try:
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_RESPONSE_BYTES:
-                        break
+                # Inflated no further than kept: a few KB of gzip can be gigabytes.
+                body, cut = platform_web.read_body(response, deadline, MAX_RESPONSE_BYTES)
             finally:
                 response.close()
+    except (platform_web.FetchRefused, platform_web.FetchFailed) as exc:
+        if time.monotonic() < deadline:
+            raise SourceUnreachable(
+                f"The HTTP API {source.name} answered, but its answer could not be read: {exc}"
+            ) from None
+        raise SourceUnreachable(
+            f"The HTTP API {source.name} did not finish answering within "
+            f"{source.timeout_seconds} seconds; whether the request took effect is unknown."
+        ) from None
     except httpx.TimeoutException:
         raise SourceUnreachable(
             f"The HTTP API {source.name} did not answer within {source.timeout_seconds} "
@@ -651,12 +664,12 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
             f"The HTTP API {source.name} could not be reached ({type(exc).__name__}), so "
             "nothing was done."
         ) from None
-    text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
+    text = platform_web.decoded(response, body)
     out = {
         "status": response.status_code,
         "content_type": response.headers.get("content-type", ""),
         "body": text[:MAX_RESPONSE_CHARS],
-        "truncated": len(text) > MAX_RESPONSE_CHARS or len(body) > MAX_RESPONSE_BYTES,
+        "truncated": len(text) > MAX_RESPONSE_CHARS or cut,
     }
     if response.is_redirect:
         out["location"] = response.headers.get("location", "")

@@ -2,10 +2,13 @@
 and a stand-in HTTP API, added by a workspace's admin, imported, granted to an agent and called
 through the real call path and the real agent socket."""
 
+import functools
+import gzip
 import json
 import socket
 import threading
 import time
+import tracemalloc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -96,6 +99,12 @@ class McpStandin:
         self.sock.close()
 
 
+@functools.cache
+def zipped_export() -> bytes:
+    """128 MB of JSON in 128 KB of gzip (made once, before any test measures memory)."""
+    return gzip.compress(b'{"rows": "' + b"a" * (128 << 20) + b'"}', 9)
+
+
 class HttpStandin:
     """An HTTP API that answers every request with JSON and records what it was sent."""
 
@@ -110,8 +119,13 @@ class HttpStandin:
             def _answer(self):
                 owner.seen.append((self.command, self.path, dict(self.headers)))
                 body = json.dumps({"path": self.path, "items": [1, 2]}).encode()
+                zipped = "/export" in self.path
+                if zipped:
+                    body = zipped_export()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
+                if zipped:
+                    self.send_header("content-encoding", "gzip")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -346,6 +360,25 @@ def test_an_http_api_sends_only_what_is_allowed(alice, team_a, nova, channel, bo
         in held.error("items__request", {"method": "GET", "path": "/v2/items/1"})["message"]
     )
     assert len(http_api.seen) == 1  # nothing more was sent
+
+
+def test_an_http_apis_compressed_answer_is_inflated_no_further_than_it_is_read(
+    alice, team_a, nova, channel, bob, http_api
+):
+    source = add_http(alice, team_a, http_api.url)
+    grant(alice, team_a, source, nova, "request")
+    allow(alice, team_a, "items__request")
+    held = held_message(nova, channel, bob)
+    zipped_export()
+    tracemalloc.start()
+    try:
+        answer = held.output("items__request", {"method": "GET", "path": "/v1/items/export"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert answer["truncated"] is True and answer["body"].startswith('{"rows": "aaa')
+    assert len(answer["body"]) == sources.MAX_RESPONSE_CHARS
+    assert peak < 8 * sources.MAX_RESPONSE_BYTES, peak  # not the 128 MB it inflates to
 
 
 def test_a_method_taken_off_the_list_is_refused_before_sending(alice, team_a, http_api):

@@ -233,13 +233,18 @@ def content_type(response: httpx.Response) -> str:
     return response.headers.get("content-type", "text/html").split(";")[0].strip().lower()
 
 
+def decoded(response: httpx.Response, body: bytes) -> str:
+    """BODY as text, in the charset the response names (UTF-8 when it names none we can use)."""
+    try:
+        return body.decode(response.charset_encoding or "utf-8", errors="replace")
+    except (LookupError, UnicodeError):  # no such codec, or one that is not for text
+        return body.decode("utf-8", errors="replace")
+
+
 def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
     """(title, text) of a response, or FetchRefused when it is not text."""
     kind = content_type(response)
-    try:
-        text = body.decode(response.charset_encoding or "utf-8", errors="replace")
-    except (LookupError, UnicodeError):  # no such codec, or one that is not for text
-        text = body.decode("utf-8", errors="replace")
+    text = decoded(response, body)
     if kind in HTML_TYPES:
         parser = TextOfPage()
         parser.feed(text)
