@@ -204,11 +204,13 @@ def expire_permission_requests(now=None) -> int:
     return _end_pending(Q(expires_at__lte=now), now)
 
 
-def withdraw_stopped_requests(delivery_id) -> int:
-    """A person stopped the turn of DELIVERY_ID (conversations.actions.stop_turn): what it still
-    waited to be approved for ends as expired, and its inbox items say why, instead of offering
-    an Approve that nothing would run after."""
-    return _end_pending(Q(call__delivery_id=delivery_id), timezone.now(), "its turn was stopped")
+def withdraw_stopped_requests(kind: str, item_id) -> int:
+    """A person stopped the turn of a message's work item ITEM_ID (conversations.actions.
+    stop_turn), or cancelled a task: what it still waited to be approved for ends as expired,
+    and its inbox items say why, instead of offering an Approve that nothing would run after."""
+    if kind == "task":
+        return _end_pending(Q(call__task_id=item_id), timezone.now(), "its task was cancelled")
+    return _end_pending(Q(call__delivery_id=item_id), timezone.now(), "its turn was stopped")
 
 
 def _end_pending(which: Q, now, reason: str | None = None) -> int:

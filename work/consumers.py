@@ -460,6 +460,8 @@ class AgentSocket(JsonSocket):
     async def task_cancel(self, event):
         if self.held.get(event["id"]) == "task":
             await self.send_json({"type": "cancel", "id": event["id"]})
+            # As on a Stop: what the task waited to have approved is withdrawn.
+            await in_pool(approvals.withdraw_stopped_requests)("task", event["id"])
 
     # ---- streaming replies (issue 28): drafts of a chat turn, and Stop ----------------------
 
@@ -469,7 +471,7 @@ class AgentSocket(JsonSocket):
         if self.held.get(event["id"]) == "message":
             await self.send_json({"type": "cancel", "id": event["id"]})
             # What the turn waited to have approved is withdrawn: no Approve runs it now.
-            await in_pool(approvals.withdraw_stopped_requests)(event["id"])
+            await in_pool(approvals.withdraw_stopped_requests)("message", event["id"])
 
     async def on_draft(self, data):
         """The growing text of a chat turn this connection holds, passed on to the browsers

@@ -305,3 +305,30 @@ async def test_a_stopped_turn_withdraws_what_it_waited_to_have_approved(
         ("Nova asked to use test_outside: its turn was stopped", True)
     ]
     await comm.disconnect()
+
+
+async def test_a_cancelled_task_withdraws_what_it_waited_to_have_approved(
+    alice, team_a, nova, outside_tool, api
+):
+    """As a Stop does for a chat turn: the request ends (expired) at once, a late Approve is
+    refused, and the inbox item says the task was cancelled instead of asking."""
+    from conversations import tasks
+
+    comm = await connected(nova)
+    task = await sync_to_async(tasks.create_task)(alice, team_a, nova, "Post a note outside.")
+    (work,) = await frames_until(comm, lambda f: f.get("kind") == "task")
+    answer = await call(comm, work["id"], "t-1", "test_outside", {"text": "outside"})
+    request_id = answer["pending"]["requestId"]
+    cancelled = await sync_to_async(
+        lambda: api(alice).post(f"/api/v1/tasks/{task.id}/cancel/", format="json")
+    )()
+    assert cancelled.status_code in (200, 202), cancelled.content
+    decision = await decision_frame(comm)  # the cancel, then the request's end, claimed
+    assert decision["payload"]["status"] == "expired"
+    late = await decide(api, alice, request_id, "approve")
+    assert late.status_code == 409 and late.json()["error"]["code"] == "approval_expired"
+    texts = await sync_to_async(
+        lambda: list(alice.notifications.filter(kind="approval").values_list("text", flat=True))
+    )()
+    assert texts == ["Nova asked to use test_outside: its task was cancelled"]
+    await comm.disconnect()
