@@ -163,6 +163,9 @@ DATABASES = {"default": _db}
 # Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
 # pooled database connection while it works (DB_POOL_MAX is 20).
 HTTP_THREADS = env_int("HTTP_THREADS", 8)
+# Threads running agents' tool calls in each web process (work/consumers.py), apart from the
+# pool that claims and acks: a slow tool waits for one of these, not the socket's work.
+TOOL_THREADS = env_int("TOOL_THREADS", 4)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -47,9 +48,10 @@ from work.tools import calls
 log = logging.getLogger(__name__)
 
 
-def in_pool(func):
+def in_pool(func, executor=None):
     """Claims and acks of many connections run side by side in the thread pool, not queued on
-    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
+    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL.
+    EXECUTOR: another pool (TOOL_POOL) for what may take long."""
 
     def run(*args, **kwargs):
         try:
@@ -60,7 +62,13 @@ def in_pool(func):
             # and the connection stayed out of the pool for good.
             close_old_connections()
 
-    return database_sync_to_async(run, thread_sensitive=False)
+    return database_sync_to_async(run, thread_sensitive=False, executor=executor)
+
+
+# Tool handlers run in threads of their own: one may wait on the network for its whole time
+# (web_fetch, 20 s), and in the shared pool a few at once would hold up every connection's
+# claims and acks on this node. Each holds a pooled database connection while it runs.
+TOOL_POOL = ThreadPoolExecutor(settings.TOOL_THREADS, thread_name_prefix="tools")
 
 
 # Wake-ups some connection of this process already claimed for, newest last (bounded).
@@ -715,7 +723,7 @@ class AgentSocket(JsonSocket):
         """Run the handler in the pool, for at most the tool's time: past it the model is told,
         and the handler's work, should it still finish, is rolled back (calls.Guard)."""
         guard = calls.Guard()
-        running = asyncio.ensure_future(in_pool(calls.run_prepared)(prepared, guard))
+        running = asyncio.ensure_future(in_pool(calls.run_prepared, TOOL_POOL)(prepared, guard))
         try:
             return await asyncio.wait_for(asyncio.shield(running), prepared.tool.timeout_seconds)
         except TimeoutError:

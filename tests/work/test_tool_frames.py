@@ -1,6 +1,7 @@
 """Tool calls over the agent socket (docs/protocol.md §4 ``tool.call``): checked against the
 registry, run once per call id, answered with one ``tool.result``; refusals change nothing."""
 
+import asyncio
 import threading
 import time
 
@@ -201,6 +202,50 @@ async def test_other_frames_are_answered_while_a_tool_runs(alice, channel, nova,
     result = await next_frame(comm, timeout=5)
     assert result["type"] == "tool.result" and result["callId"] == "c-6"
     await comm.disconnect()
+
+
+def waiting_on_the_network(context, arguments):
+    time.sleep(4)  # a page that answers slowly
+    return "fetched"
+
+
+async def test_slow_tool_calls_do_not_hold_up_other_agents_work(
+    alice, team_a, channel, nova, test_tools
+):
+    """Eight slow calls at once (a model fetching pages) take the tools' threads, not the pool
+    that claims and acks every socket's work: another agent's message still reaches it."""
+    from agents import actions as agent_actions
+
+    register(Tool("test_wait", "Waits on the network.", NOTE, "read", waiting_on_the_network))
+    try:
+        orbit = await sync_to_async(agent_actions.create_agent)(
+            alice, name="Orbit", handle="orbit", backend="scripted"
+        )
+        direct = await sync_to_async(actions.create_conversation)(
+            alice, team_a, kind="direct", agent_ids=[orbit.id]
+        )
+        comm = await connected(nova)
+        other = await connected(orbit)
+        work = await held_message(comm, alice, channel)
+        for n in range(8):
+            await comm.send_json_to(
+                {"type": "tool.call", "id": work["id"], "callId": f"w-{n}", "name": "test_wait",
+                 "input": {"text": "page"}}
+            )  # fmt: skip
+        await asyncio.sleep(0.5)  # the calls have their threads
+        started = time.monotonic()
+        await held_message(other, alice, direct)  # claimed through the shared pool
+        assert time.monotonic() - started < 2.5
+        answered = set()
+        while len(answered) < 8:  # each call is answered once its thread is free
+            frame = await next_frame(comm, timeout=20)
+            if frame["type"] == "tool.result":
+                assert frame["ok"] and frame["output"] == "fetched", frame
+                answered.add(frame["callId"])
+        await comm.disconnect()
+        await other.disconnect()
+    finally:
+        REGISTRY.pop("test_wait", None)
 
 
 async def test_the_same_failing_call_is_refused_after_three_failures(
