@@ -163,8 +163,9 @@ DATABASES = {"default": _db}
 # Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
 # pooled database connection while it works (DB_POOL_MAX is 20).
 HTTP_THREADS = env_int("HTTP_THREADS", 8)
-# Threads running agents' tool calls in each web process (work/consumers.py), apart from the
-# pool that claims and acks: a slow tool waits for one of these, not the socket's work.
+# Of the threads that claim and ack the agent sockets' work in each web process (asyncio's
+# pool: min(32, CPUs + 4)), at most this many run tool calls at once (work/consumers.py): the
+# rest stay free for the sockets' work while slow tools run. Keep it below that pool's size.
 TOOL_THREADS = env_int("TOOL_THREADS", 4)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

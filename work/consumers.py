@@ -11,8 +11,8 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs
+from weakref import WeakKeyDictionary
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -48,10 +48,9 @@ from work.tools import calls
 log = logging.getLogger(__name__)
 
 
-def in_pool(func, executor=None):
+def in_pool(func):
     """Claims and acks of many connections run side by side in the thread pool, not queued on
-    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL.
-    EXECUTOR: another pool (TOOL_POOL) for what may take long."""
+    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
 
     def run(*args, **kwargs):
         try:
@@ -62,13 +61,21 @@ def in_pool(func, executor=None):
             # and the connection stayed out of the pool for good.
             close_old_connections()
 
-    return database_sync_to_async(run, thread_sensitive=False, executor=executor)
+    return database_sync_to_async(run, thread_sensitive=False)
 
 
-# Tool handlers run in threads of their own: one may wait on the network for its whole time
-# (web_fetch, 20 s), and in the shared pool a few at once would hold up every connection's
-# claims and acks on this node. Each holds a pooled database connection while it runs.
-TOOL_POOL = ThreadPoolExecutor(settings.TOOL_THREADS, thread_name_prefix="tools")
+# A tool handler may wait on the network for its whole time (web_fetch, 20 s): in the pool that
+# claims and acks every socket's work, a few at once would hold up the whole node. At most
+# TOOL_THREADS of its threads run tool calls; more wait here for one of those to end.
+_tool_slots: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def tool_slots() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    slots = _tool_slots.get(loop)
+    if slots is None:
+        slots = _tool_slots[loop] = asyncio.Semaphore(settings.TOOL_THREADS)
+    return slots
 
 
 # Wake-ups some connection of this process already claimed for, newest last (bounded).
@@ -723,7 +730,10 @@ class AgentSocket(JsonSocket):
         """Run the handler in the pool, for at most the tool's time: past it the model is told,
         and the handler's work, should it still finish, is rolled back (calls.Guard)."""
         guard = calls.Guard()
-        running = asyncio.ensure_future(in_pool(calls.run_prepared, TOOL_POOL)(prepared, guard))
+        slots = tool_slots()
+        await slots.acquire()
+        running = asyncio.ensure_future(in_pool(calls.run_prepared)(prepared, guard))
+        running.add_done_callback(lambda _: slots.release())  # when the thread is done
         try:
             return await asyncio.wait_for(asyncio.shield(running), prepared.tool.timeout_seconds)
         except TimeoutError:
