@@ -575,9 +575,12 @@ async def test_a_large_frame_is_checked_without_stalling_the_event_loop(nova):
     checking = time.perf_counter() - started  # what the check costs on this machine
     token = await sync_to_async(agent_session)(nova)
     comm, _ = await connect(token)
-    async with loop_stalls() as longest:
-        await comm.send_to(text_data=frame)
-        answer = await next_frame(comm)
-    assert answer["type"] == "error" and answer["code"] == "unknown_type"
-    assert longest[0] < checking / 2, (longest, checking)
+    stalls = []
+    for _ in range(3):  # a loaded machine may pause the process at any time: the best of three
+        async with loop_stalls() as longest:
+            await comm.send_to(text_data=frame)
+            answer = await next_frame(comm)
+        assert answer["type"] == "error" and answer["code"] == "unknown_type"
+        stalls.append(longest[0])
+    assert min(stalls) < checking / 2, (stalls, checking)
     await comm.disconnect()

@@ -259,7 +259,10 @@ async def test_a_large_body_is_checked_without_stalling_the_event_loop(token):
     started = time.perf_counter()
     await asyncio.to_thread(parse_json_object, body)
     checking = time.perf_counter() - started  # what the check costs on this machine
-    async with loop_stalls() as longest:
-        answer = await post(body, token)
-    assert answer["status"] == 200 and answer["json"]["result"] == {}
-    assert longest[0] < checking / 2, (longest, checking)
+    stalls = []
+    for _ in range(3):  # a loaded machine may pause the process at any time: the best of three
+        async with loop_stalls() as longest:
+            answer = await post(body, token)
+        assert answer["status"] == 200 and answer["json"]["result"] == {}
+        stalls.append(longest[0])
+    assert min(stalls) < checking / 2, (stalls, checking)
