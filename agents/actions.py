@@ -41,7 +41,8 @@ def create_agent(
     turn_time_limit_seconds: int = DEFAULT_TURN_TIME_LIMIT,
     pinned_workspace_ids=None,
 ) -> Agent:
-    handle = handle or slugify(name)[:40] or "agent"
+    # Cut to the field's 40, a name's handle may end at a hyphen, which no @mention matches.
+    handle = handle or slugify(name)[:40].rstrip("-") or "agent"
     if Agent.objects.filter(owner=owner, handle=handle).exists():
         raise HandleTaken(fields={"handle": "Already taken."})
     with transaction.atomic():

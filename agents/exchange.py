@@ -30,11 +30,18 @@ def exchange_secret(secret: str, address: str):
     if wait:
         throttle.end_attempt(by_address, failed=False)
         raise RateLimited(wait, "session requests")
-    if secret.startswith("aht_"):
-        opened = hosting.open_hosted_session(secret)
-    elif secret.startswith("agk_"):
-        opened = actions.open_agent_session(secret)
-    else:
-        opened = None
+    try:
+        if secret.startswith("aht_"):
+            opened = hosting.open_hosted_session(secret)
+        elif secret.startswith("agk_"):
+            opened = actions.open_agent_session(secret)
+        else:
+            opened = None
+    except Exception:
+        # A good secret refused for its agent's session rate (a bridge restarting in a loop), or
+        # an error, is no bad secret: left counted, it would lock out every agent and host
+        # behind the address.
+        throttle.end_attempt(by_address, failed=False)
+        raise
     throttle.end_attempt(by_address, failed=opened is None)
     return opened

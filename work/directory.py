@@ -16,7 +16,8 @@ Pins change through ``set_pins`` here, the one entry point above ``agents.action
 import re
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, JSONField, OuterRef, Subquery
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -32,6 +33,10 @@ from workspaces.models import Workspace
 
 DESCRIPTION_MAX = 2000
 SORTS = ("newest", "clones")
+# What one listing's skills may come to: every read of the directory loads them, and a skill
+# alone may be 256 KB, so an agent with hundreds of them would weigh on every visitor's page.
+MAX_LISTING_SKILLS = 32
+MAX_LISTING_SKILL_BYTES = 1024 * 1024
 
 
 class PinnedToTeam(Conflict):
@@ -48,6 +53,10 @@ class AgentPublished(Conflict):
         "This agent is published in the agent directory, so it cannot be pinned to a team "
         "workspace. Unpublish it first."
     )
+
+
+class ListingTooLarge(Conflict):
+    code = "listing_too_large"
 
 
 class NotPublished(NotFound):
@@ -107,10 +116,12 @@ def publish_agent(user, agent: Agent, *, description: str) -> tuple[AgentListing
         _lock(agent)
         if pinned_to_team(agent):
             raise PinnedToTeam()
+        fields = snapshot(agent)
+        _check_size(fields["skills"])
         listing, created = AgentListing.objects.update_or_create(
             agent=agent,
             defaults={
-                **snapshot(agent),
+                **fields,
                 "description": description[:DESCRIPTION_MAX],
                 "published_at": timezone.now(),
             },
@@ -122,6 +133,20 @@ def publish_agent(user, agent: Agent, *, description: str) -> tuple[AgentListing
             label=agent.name,
         )
     return listing, created
+
+
+def _check_size(own_skills: list[dict]) -> None:
+    """ListingTooLarge past MAX_LISTING_SKILLS skills or MAX_LISTING_SKILL_BYTES of them."""
+    size = sum(
+        len(s["source"].encode()) + sum(len(text.encode()) for text in (s["files"] or {}).values())
+        for s in own_skills
+    )
+    if len(own_skills) > MAX_LISTING_SKILLS or size > MAX_LISTING_SKILL_BYTES:
+        raise ListingTooLarge(
+            f"A listing holds at most {MAX_LISTING_SKILLS} skills and "
+            f"{MAX_LISTING_SKILL_BYTES // 1024} KB of them; this agent has {len(own_skills)} "
+            f"skills of {size // 1024} KB. Remove some of its own skills first."
+        )
 
 
 def unpublish_agent(agent: Agent) -> AgentListing:
@@ -163,8 +188,32 @@ def with_clone_count(listings):
     return listings.annotate(clone_count=Coalesce(Subquery(clones), 0))
 
 
+# Each skill of a listing as the directory shows it (name, description, tools, its files' names),
+# read in PostgreSQL: a list of listings then carries no SKILL.md or file contents to Python.
+SKILL_OUTLINES = RawSQL(
+    """SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'name', s->'name', 'description', s->'description',
+        'allowed_tools', s->'allowed_tools', 'requires_tools', s->'requires_tools',
+        'files', (SELECT coalesce(jsonb_agg(f ORDER BY f), '[]'::jsonb)
+                  FROM jsonb_object_keys(coalesce(s->'files', '{}'::jsonb)) AS f)
+    ) ORDER BY i), '[]'::jsonb)
+    FROM jsonb_array_elements(work_agentlisting.skills) WITH ORDINALITY AS t(s, i)""",
+    (),
+    output_field=JSONField(),
+)
+
+
+def with_skill_outlines(listings):
+    """LISTINGS with ``skill_outlines`` instead of their skills' contents (SKILL_OUTLINES)."""
+    return listings.defer("skills").annotate(skill_outlines=SKILL_OUTLINES)
+
+
 def published():
-    return AgentListing.objects.filter(published_at__isnull=False).select_related("agent__owner")
+    """Listings in the directory: published, by a person still active (an account made inactive
+    takes its listings out with it)."""
+    return AgentListing.objects.filter(
+        published_at__isnull=False, agent__owner__is_active=True
+    ).select_related("agent__owner")
 
 
 def directory(q: str = "", sort: str = "newest"):

@@ -41,7 +41,7 @@ def listing_out(listing: AgentListing, user) -> dict:
                 "requires_tools": s["requires_tools"],
                 "files": sorted(s.get("files") or {}),
             }
-            for s in listing.skills
+            for s in _skills(listing)
         ],
         "author": {"id": listing.agent.owner_id, "name": listing.agent.owner.label},
         "mine": mine,
@@ -54,6 +54,12 @@ def listing_out(listing: AgentListing, user) -> dict:
     if mine:
         out["agent_id"] = listing.agent_id
     return out
+
+
+def _skills(listing: AgentListing) -> list[dict]:
+    """The listing's skills, or their outlines when it was read with them (a list of many)."""
+    outlines = getattr(listing, "skill_outlines", None)
+    return listing.skills if outlines is None else outlines
 
 
 class PublishInput(StrictSerializer):
@@ -77,7 +83,9 @@ class CloneInput(StrictSerializer):
 
 
 class DirectoryQuery(serializers.Serializer):
-    q = serializers.CharField(max_length=500, required=False, help_text="Words to search for.")
+    q = serializers.CharField(
+        max_length=500, required=False, allow_blank=True, help_text="Words to search for."
+    )
     sort = serializers.ChoiceField(choices=directory.SORTS, required=False, default="newest")
 
 
@@ -121,7 +129,8 @@ class DirectoryView(APIView):
 
     def get(self, request):
         query = validated(DirectoryQuery, request.query_params.dict())
-        rows = directory.directory(query.get("q", ""), query["sort"])[:MAX_LISTED]
+        found = directory.directory(query.get("q", ""), query["sort"])
+        rows = directory.with_skill_outlines(found)[:MAX_LISTED]
         return Response({"results": [listing_out(listing, request.user) for listing in rows]})
 
 

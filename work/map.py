@@ -9,7 +9,7 @@ map only what they may read elsewhere, and an edge only between two nodes they s
 
 from datetime import timedelta
 
-from django.db.models import Exists, F, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Prefetch, Q, Subquery
 from django.db.models.functions import Substr
 from django.urls import reverse
 from django.utils import timezone
@@ -101,7 +101,7 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
         conversations.filter(pk__in=wanted - {None})
         .annotate(first_words=Subquery(first_words.values(words=Substr("body", 1, 80))[:1]))
         .select_related("parent_message")
-        .prefetch_related("participants__user", "participants__agent")
+        .prefetch_related(Prefetch("participants", queryset=_drawn_participants()))
     )
 
     ws = workspace.id
@@ -121,6 +121,15 @@ def work_map(user, workspace, *, agent_id=None, window: str = DEFAULT_WINDOW, no
     if agent is not None:
         _add_agent(graph, ws, agent)
     return graph.result(truncated=more_tasks or more_artifacts or more_active)
+
+
+def _drawn_participants():
+    """The participants the map uses: agents (drawn, with an edge) and the people of what is not
+    a channel (its name when it has no title). A channel's people are left out: everyone who
+    ever posted in it, once per channel."""
+    return Participant.objects.filter(
+        Q(agent__isnull=False) | ~Q(conversation__kind=Conversation.Kind.CHANNEL)
+    ).select_related("user", "agent")
 
 
 def _newest(queryset, *order) -> tuple[list, bool]:

@@ -256,3 +256,17 @@ def test_where_an_agent_runs_is_separate_from_where_it_appears(alice, team_a, te
     bad = api(alice).patch(f"/api/v1/agents/{created['id']}/", {"runtime": "cloud"}, format="json")
     assert bad.status_code == 400 and "runtime" in bad.json()["error"]["fields"]
     assert Agent.objects.get(pk=created["id"]).runtime == "local"
+
+
+def test_a_handle_made_from_a_long_name_can_be_mentioned(alice, api):
+    """The handle made from a name is cut to 40 characters; a cut at a space left it ending in
+    a hyphen, which a mention (@handle, trailing punctuation stripped) never matches."""
+    from conversations.turns import mentioned
+
+    name = "Research assistant for the quarterly QA review"
+    response = api(alice).post("/api/v1/agents/", {"name": name}, format="json")
+    assert response.status_code == 201
+    handle = response.json()["handle"]
+    assert handle == "research-assistant-for-the-quarterly-qa"
+    agent = Agent.objects.get(pk=response.json()["id"])
+    assert mentioned(f"@{handle} please look", [agent]) == [agent]
