@@ -48,7 +48,7 @@ class AgentInput(StrictSerializer):
         choices=Agent.Backend.choices, required=False, default=Agent.Backend.CLAUDE_CLI
     )
     model = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
-    base_url = serializers.URLField(required=False, allow_blank=True, default="")
+    base_url = serializers.URLField(max_length=200, required=False, allow_blank=True, default="")
     runtime = serializers.ChoiceField(
         choices=Agent.Runtime.choices, required=False, default=Agent.Runtime.LOCAL
     )
@@ -75,10 +75,12 @@ class KeyInput(StrictSerializer):
     name = serializers.CharField(max_length=80, required=False, allow_blank=True, default="")
 
 
-def agent_out(agent: Agent, online: bool | None = None) -> dict:
+def agent_out(agent: Agent, viewer, online: bool | None = None) -> dict:
+    """AGENT as VIEWER (a person, or the agent itself) reads it: its model's base URL, which may
+    carry a credential (https://user:key@host/v1), only for its owner and itself."""
     if online is None:
         online = presence.is_online(agent.id)
-    return {
+    out = {
         "id": agent.id,
         "name": agent.name,
         "handle": agent.handle,
@@ -86,7 +88,6 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
         "capabilities": agent.capabilities,
         "backend": agent.backend,
         "model": agent.model,
-        "base_url": agent.base_url,
         "runtime": agent.runtime,
         "host_id": agent.host_id,
         "turn_time_limit_seconds": agent.turn_time_limit_seconds,
@@ -96,6 +97,9 @@ def agent_out(agent: Agent, online: bool | None = None) -> dict:
         "online": online,
         "created_at": agent.created_at,
     }
+    if viewer == agent or getattr(viewer, "pk", None) == agent.owner_id:
+        out["base_url"] = agent.base_url
+    return out
 
 
 class AgentListView(APIView):
@@ -110,7 +114,7 @@ class AgentListView(APIView):
             agents = agents_visible_to(request.user)
         agents = list(agents.prefetch_related("pins").order_by("name", "created_at"))
         online = presence.online([a.id for a in agents])
-        return Response({"results": [agent_out(a, online[a.id]) for a in agents]})
+        return Response({"results": [agent_out(a, request.user, online[a.id]) for a in agents]})
 
     def post(self, request):
         data = validated(AgentInput, request.data)
@@ -120,7 +124,7 @@ class AgentListView(APIView):
             agent = actions.create_agent(request.user, pinned_workspace_ids=pinned, **data)
             if runtime == Agent.Runtime.HOSTED or host_id is not None:
                 agent = place(agent, runtime, host_id)
-        return Response(agent_out(agent, False), status=201)
+        return Response(agent_out(agent, request.user, False), status=201)
 
 
 class AgentDetailView(APIView):
@@ -129,7 +133,7 @@ class AgentDetailView(APIView):
 
     def get(self, request, agent_id):
         agent = access_agent(request.user, agent_id)
-        out = agent_out(agent)
+        out = agent_out(agent, request.user)
         out["load"] = scoring.agent_loads([agent.id])[agent.id]
         return Response(out)
 
@@ -148,7 +152,7 @@ class AgentDetailView(APIView):
                 if moved:
                     agent = place(agent, runtime or agent.runtime, host_id)
             agent = actions.update_agent(agent, **data)
-        return Response(agent_out(agent))
+        return Response(agent_out(agent, request.user))
 
 
 def place(agent: Agent, runtime: str, host_id) -> Agent:
@@ -240,7 +244,7 @@ class AgentSelfView(APIView):
     def get(self, request):
         if not isinstance(request.user, Agent):
             raise AgentNotFound()
-        return Response(agent_out(request.user))
+        return Response(agent_out(request.user, request.user))
 
 
 urlpatterns = [

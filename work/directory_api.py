@@ -152,7 +152,7 @@ class CloneView(APIView):
         listing = access_listing(request.user, listing_id)
         data = validated(CloneInput, request.data)
         agent = directory.clone_listing(request.user, listing, **data)
-        return Response(agent_out(agent, False), status=201)
+        return Response(agent_out(agent, request.user, False), status=201)
 
 
 urlpatterns = [

@@ -270,3 +270,27 @@ def test_a_handle_made_from_a_long_name_can_be_mentioned(alice, api):
     assert handle == "research-assistant-for-the-quarterly-qa"
     agent = Agent.objects.get(pk=response.json()["id"])
     assert mentioned(f"@{handle} please look", [agent]) == [agent]
+
+
+def test_an_agents_base_url_is_its_owners_to_read(alice, bob, team_a, nova, api):
+    """A base URL may carry a credential (https://user:key@host/v1): teammates who see the agent
+    do not read it; its owner and the agent itself do."""
+    secret = "https://u:sk-zz@llm.example/v1"
+    changed = api(alice).patch(f"/api/v1/agents/{nova.id}/", {"baseUrl": secret}, format="json")
+    assert changed.status_code == 200 and changed.json()["baseUrl"] == secret
+    assert api(alice).get(f"/api/v1/agents/{nova.id}/").json()["baseUrl"] == secret
+    seen = api(bob).get(f"/api/v1/agents/{nova.id}/")
+    assert seen.status_code == 200 and "baseUrl" not in seen.json()
+    listed = api(bob).get(f"/api/v1/agents/?workspace={team_a.id}").json()["results"]
+    assert [a for a in listed if a["id"] == str(nova.id)] and all(
+        "baseUrl" not in a for a in listed
+    )
+    assert secret not in api(bob).get(f"/api/v1/agents/?workspace={team_a.id}").content.decode()
+
+
+def test_a_base_url_longer_than_is_kept_is_refused(alice, nova, api):
+    long = "https://llm.example/" + "v" * 200
+    refused = api(alice).patch(f"/api/v1/agents/{nova.id}/", {"baseUrl": long}, format="json")
+    assert refused.status_code == 400 and "baseUrl" in refused.json()["error"]["fields"]
+    nova.refresh_from_db()
+    assert nova.base_url == ""
