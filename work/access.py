@@ -164,13 +164,17 @@ class ListingNotFound(NotFound):
     default_message = "Listing not found."
 
 
+def published_listings():
+    """Listings in the agent directory (anyone signed in reads them): published, by a person
+    still active (an account made inactive takes its listings out with it)."""
+    return AgentListing.objects.filter(
+        published_at__isnull=False, agent__owner__is_active=True
+    ).select_related("agent__owner")
+
+
 def access_listing(user, listing_id) -> AgentListing:
-    """A listing published in the agent directory (anyone signed in reads it), or not found."""
-    listing = (
-        AgentListing.objects.filter(published_at__isnull=False, pk=as_uuid(listing_id))
-        .select_related("agent__owner")
-        .first()
-    )
+    """A listing in the agent directory, or not found."""
+    listing = published_listings().filter(pk=as_uuid(listing_id)).first()
     if listing is None:
         raise ListingNotFound()
     return listing

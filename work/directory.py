@@ -27,6 +27,7 @@ from agents.models import Agent, AgentPin
 from agntchat.core import search
 from agntchat.core.exceptions import AppError, Conflict, NotFound
 from work import skills
+from work.access import published_listings
 from work.models import AgentClone, AgentListing, Skill
 from workspaces.audit import record_audit
 from workspaces.models import Workspace
@@ -208,18 +209,10 @@ def with_skill_outlines(listings):
     return listings.defer("skills").annotate(skill_outlines=SKILL_OUTLINES)
 
 
-def published():
-    """Listings in the directory: published, by a person still active (an account made inactive
-    takes its listings out with it)."""
-    return AgentListing.objects.filter(
-        published_at__isnull=False, agent__owner__is_active=True
-    ).select_related("agent__owner")
-
-
 def directory(q: str = "", sort: str = "newest"):
     """Published listings with their clone count: the best match for Q first (its significant
     words against name, handle, role and description), then newest or most cloned."""
-    found = with_clone_count(published())
+    found = with_clone_count(published_listings())
     order = ["-published_at", "id"]
     if sort == "clones":
         order = ["-clone_count", *order]

@@ -30,7 +30,8 @@ def agent_directory(request, membership):
         sort=sort,
         sorts=SORT_LABELS,
         sort_label=SORT_LABELS[sort],
-        results=list(directory.directory(q, sort)[:MAX_LISTED]),
+        # Each listing's skills as outlines: the page counts them, it shows no SKILL.md.
+        results=list(directory.with_skill_outlines(directory.directory(q, sort))[:MAX_LISTED]),
     )
     return render(request, "directory/list.html", context)
 

@@ -78,13 +78,18 @@ def test_an_inactive_persons_listings_leave_the_directory(alice, bob, api):
     directory.publish_agent(alice, agent, description="Finds sources.")
     listed = api(bob).get("/api/v1/directory/agents/").json()["results"]
     assert [r["name"] for r in listed] == ["Scout"]
+    listing_id = listed[0]["id"]
     alice.is_active = False
     alice.save(update_fields=["is_active"])
     for params in ({}, {"q": "sources"}, {"sort": "clones"}):
         assert api(bob).get("/api/v1/directory/agents/", params).json()["results"] == []
+    # Nor by its id: not read, not cloned.
+    assert api(bob).get(f"/api/v1/directory/agents/{listing_id}/").status_code == 404
+    cloned = api(bob).post(f"/api/v1/directory/agents/{listing_id}/clone/", {}, format="json")
+    assert cloned.status_code == 404
 
 
-def test_the_directory_list_reads_no_skill_contents(alice, bob, api):
+def test_the_directory_list_reads_no_skill_contents(alice, bob, team_a, client, api):
     """A list of up to 200 listings shows each skill's name, description, tools and file names:
     it reads those in SQL, not every SKILL.md and file of every listing (up to a megabyte
     each); what it shows is the same as one listing's page."""
@@ -103,6 +108,13 @@ def test_the_directory_list_reads_no_skill_contents(alice, bob, api):
         listed = api(bob).get("/api/v1/directory/agents/", {"q": "sources"}).json()["results"]
     assert [r["skills"] for r in listed] == [one["skills"]]
     assert [s["files"] for s in one["skills"]] == [[], ["a/c.py", "b.md"]]
+    reads = [q["sql"] for q in captured if 'FROM "work_agentlisting"' in q["sql"]]
+    assert reads and not [sql for sql in reads if '"work_agentlisting"."skills"' in sql]
+    # The directory page counts them the same way.
+    client.force_login(bob)
+    with CaptureQueriesContext(connection) as captured:
+        shown = client.get(f"/w/{team_a.id}/directory/", {"q": "sources"})
+    assert shown.status_code == 200 and "· 2 skills" in shown.content.decode()
     reads = [q["sql"] for q in captured if 'FROM "work_agentlisting"' in q["sql"]]
     assert reads and not [sql for sql in reads if '"work_agentlisting"."skills"' in sql]
 
