@@ -20,14 +20,26 @@ def _where(conversation: Conversation) -> str:
     return conversation.title or "a conversation"
 
 
+# People one post notifies by mention at most: each costs its own reads and writes, and a long
+# post naming every member of a big workspace took seconds (thousands of queries).
+MAX_MENTIONED = 50
+
+
 def _mentioned(message: Message, conversation: Conversation) -> list[User]:
-    """People of the workspace named by @username, who may read the conversation."""
-    handles = {token.lower().rstrip(".-") for token in MENTION.findall(message.body)}
+    """People of the workspace named by @username, who may read the conversation: the first
+    MAX_MENTIONED named, in the order they are named."""
+    handles = list(dict.fromkeys(t.lower().rstrip(".-") for t in MENTION.findall(message.body)))
     if not handles:
         return []
-    named = User.objects.alias(handle=Lower("username")).filter(
+    members = User.objects.annotate(handle=Lower("username")).filter(
         handle__in=handles, memberships__workspace_id=conversation.workspace_id
     )
+    by_handle = {}  # usernames may differ in case only: @bob names Bob and bob
+    for user in members:
+        by_handle.setdefault(user.handle, []).append(user)
+    named = [user for h in handles for user in by_handle.get(h, ())][:MAX_MENTIONED]
+    if conversation.kind == Conversation.Kind.CHANNEL:
+        return named  # every member of its workspace reads a channel
     return [u for u in named if conversations_visible_to(u).filter(pk=conversation.pk).exists()]
 
 

@@ -15,7 +15,7 @@ from agents.access import agents_visible_in
 from agents.models import Agent
 from agntchat.core import claims, presence
 from conversations.models import Delivery, Task, TurnUsage
-from conversations.turns import capability_hits, words
+from conversations.turns import capability_hits, message_words
 
 DEFAULT_WEIGHTS = {
     "capability": 3.0,  # declared capabilities matching the task's words
@@ -51,7 +51,7 @@ def score_candidates(
     """Every eligible agent with its parts and total, best first. TOOLS are the tools the task
     needs; TOOL_REACH tells which of them each agent has (the tool registry sits above this
     app, so whoever names tools passes it)."""
-    task_words = set(words(instructions))
+    task_words = message_words(instructions)
     agents = list(agents_visible_in(workspace_id).order_by("created_at", "id"))
     if not agents:
         return []

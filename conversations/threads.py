@@ -53,23 +53,34 @@ def extract(body: str) -> tuple[str, list[tuple[list[str], str]]]:
 
 
 def reachable_agents(author, workspace_id) -> dict:
-    """The agents AUTHOR may pull aside in this workspace, by lower-case name and handle."""
-    by_key = {}
+    """The agents AUTHOR may pull aside in this workspace, by lower-case handle and name: a
+    handle names its agents before any name does (an agent called "nova" never takes the tag
+    meant for the agent whose handle it is). Handles are unique per owner only: [agents]."""
+    by_handle, by_name = {}, {}
     for agent in agents_visible_in(workspace_id).exclude(pk=author.pk):
-        by_key.setdefault(agent.name.lower(), agent)
-        by_key.setdefault(agent.handle.lower(), agent)
-    return by_key
+        by_handle.setdefault(agent.handle.lower(), []).append(agent)
+        by_name.setdefault(agent.name.lower(), []).append(agent)
+    return {**by_name, **by_handle}
 
 
-def resolve_targets(reachable: dict, names: list[str]) -> list:
-    """The agents NAMES stand for (by name or handle); unknown names raise."""
+def resolve_targets(reachable: dict, names: list[str], here=frozenset()) -> list:
+    """The agents NAMES stand for (by handle or name; of several sharing one, those whose ids
+    are in HERE, taking part in the conversation); unknown or ambiguous names raise."""
     found = []
     for name in names:
-        match = reachable.get(name.lower().lstrip("@"))
-        if match is None:
+        matches = reachable.get(name.lower().lstrip("@"), [])
+        if not matches:
             raise SideThreadError(f"No agent called “{name}” can be reached in this workspace.")
-        if match not in found:
-            found.append(match)
+        if len(matches) > 1:
+            matches = [a for a in matches if a.id in here] or matches
+        if len(matches) > 1:
+            # Never whichever the database lists first: the text is private to the thread.
+            raise SideThreadError(
+                f"Several agents called “{name}” can be reached in this workspace: "
+                "ask a person which one to talk to."
+            )
+        if matches[0] not in found:
+            found.append(matches[0])
     return found
 
 
@@ -86,9 +97,10 @@ def plan_threads(author, conversation: Conversation, body: str):
         )
     visible, tags = extract(body)
     reachable = reachable_agents(author, conversation.workspace_id)
+    here = set(conversation.participants.values_list("agent_id", flat=True))
     joined = {}  # target ids -> (targets, texts), in the order first tagged
     for names, text in tags:
-        targets = resolve_targets(reachable, names)
+        targets = resolve_targets(reachable, names, here)
         joined.setdefault(frozenset(t.id for t in targets), (targets, []))[1].append(text)
         if len(joined) > MAX_SIDE_THREADS_PER_POST:
             raise SideThreadError(
@@ -103,12 +115,15 @@ def open_threads(origin: Message, planned) -> list[Conversation]:
     origin message's transaction). The origin is new, so no thread hangs off it yet."""
     author = origin.author_agent
     opened = []
+    longest = Conversation._meta.get_field("title").max_length
     for targets, text in planned:
-        names = ", ".join(t.name for t in targets)
+        title = f"{author.name} ↔ {', '.join(t.name for t in targets)}"
+        if len(title) > longest:  # names of up to 80 characters: two or three fill it
+            title = title[: longest - 1] + "…"
         thread = Conversation.objects.create(
             workspace_id=origin.conversation.workspace_id,
             kind=Conversation.Kind.THREAD,
-            title=f"{author.name} ↔ {names}",
+            title=title,
             parent_message=origin,
             thread_status=Conversation.ThreadStatus.IN_PROGRESS,
         )

@@ -13,7 +13,6 @@ are a sequential queue: only the agent holding the turn gets a delivery; acking 
 """
 
 import functools
-import os
 import re
 
 from django.db import connection, transaction
@@ -30,22 +29,45 @@ from conversations.models import Conversation, Delivery, Message, Participant, T
 
 GENERALIST_WORDS = {"general", "generalist"}
 WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*")
-MENTION = re.compile(r"(?<![\w@])@([A-Za-z0-9][\w.-]*)")
+# Not after a letter, digit or @ (an address: bob@example.com), nor a slash (a link:
+# https://example.social/@rex names nobody here).
+MENTION = re.compile(r"(?<![\w@/])@([A-Za-z0-9][\w.-]*)")
+
+
+STEM = 5  # letters two words share to match: "research" ~ "researching"
 
 
 def words(text: str) -> list[str]:
     return WORD.findall(text.lower())
 
 
-def capability_hits(capability: str, message_words: set[str]) -> list[str]:
+class MessageWords(frozenset):
+    """A message's distinct words, indexed by stem: matching a capability looks its words up
+    instead of comparing each with every word of a long message (seconds per post)."""
+
+    @functools.cached_property
+    def by_stem(self) -> dict[str, list[str]]:
+        index = {}
+        for word in self:
+            if len(word) >= STEM:
+                index.setdefault(word[:STEM], []).append(word)
+        return index
+
+
+def message_words(text: str) -> MessageWords:
+    return MessageWords(words(text))
+
+
+def capability_hits(capability: str, said: MessageWords) -> list[str]:
     """Message words that match a capability: the same word, or sharing a stem of 5+ letters
     ("research" ~ "researching", "finance" ~ "financial"). Deterministic, no model involved."""
-    parts = words(capability)
-    return sorted(
-        w
-        for w in message_words
-        if any(w == p or len(os.path.commonprefix([w, p])) >= 5 for p in parts)
-    )
+    hits = set()
+    for part in words(capability):
+        if part in said:
+            hits.add(part)
+        if len(part) >= STEM:
+            hits.update(said.by_stem.get(part[:STEM], ()))
+    return sorted(hits)
 
 
 def is_generalist(agent) -> bool:
@@ -55,16 +77,19 @@ def is_generalist(agent) -> bool:
 
 
 def mentioned(text: str, agents) -> list:
-    """Agents named by @handle or @Name, in the order they first appear."""
-    by_name = {}
+    """Agents named by @handle or @Name, in the order they first appear. A handle names its
+    agents before any name does: an agent called "nova" never takes @nova from the agent whose
+    handle it is. Handles are unique per owner only, so one may name several agents."""
+    by_handle, by_name = {}, {}
     for agent in agents:
-        by_name.setdefault(agent.handle.lower(), agent)
-        by_name.setdefault(agent.name.lower(), agent)
+        by_handle.setdefault(agent.handle.lower(), []).append(agent)
+        by_name.setdefault(agent.name.lower(), []).append(agent)
     found = []
     for token in MENTION.findall(text):
-        agent = by_name.get(token.lower().rstrip(".-"))
-        if agent is not None and agent not in found:
-            found.append(agent)
+        key = token.lower().rstrip(".-")
+        for agent in by_handle.get(key) or by_name.get(key, ()):
+            if agent not in found:
+                found.append(agent)
     return found
 
 
@@ -116,8 +141,8 @@ def decide(message: Message, agents: list, done: set) -> dict:
         # People's reply threads: an agent answers there only when named (issue 28).
         return {"rule": "none", "queue": [], "explanation": {}}
     awake = [a for a in everyone if a.id not in done]
-    message_words = set(words(message.body))
-    hits = {a.id: {c: capability_hits(c, message_words) for c in a.capabilities} for a in awake}
+    said = message_words(message.body)
+    hits = {a.id: {c: capability_hits(c, said) for c in a.capabilities} for a in awake}
     hits = {agent_id: {c: w for c, w in caps.items() if w} for agent_id, caps in hits.items()}
     specialists = [a for a in awake if hits[a.id] and not is_generalist(a)]
     generalists = [a for a in awake if is_generalist(a)]
@@ -368,6 +393,11 @@ def hand_on(delivery_id) -> None:
     the turn to the next one (the ack itself finished a queue at its end)."""
     with transaction.atomic():
         delivery = Delivery.objects.select_related("message").get(pk=delivery_id)
+        # The conversation's lock first, as an agent's removal takes it: who is still here is
+        # read after a removal under way commits, never before it and given the turn after.
+        conversation = Conversation.objects.select_for_update().get(
+            pk=delivery.message.conversation_id
+        )
         decision = (
             TurnDecision.objects.select_for_update()
             .filter(message_id=delivery.message_id, finished_at__isnull=True)
@@ -377,7 +407,6 @@ def hand_on(delivery_id) -> None:
             delivery.agent_id
         ):
             return
-        conversation = Conversation.objects.get(pk=decision.conversation_id)
         still_here = {
             str(a)
             for a in Participant.objects.filter(
@@ -400,6 +429,7 @@ def hand_on(delivery_id) -> None:
             return
         decision.position = position
         decision.save(update_fields=["position", "updated_at"])
+        delivery.message.conversation = conversation
         # Held until its ack, which hands on again (or finds the queue at its end).
         deliveries.queue_for_agents(
             delivery.message, [decision.queue[position]["agent_id"]], holds_turn=True
@@ -458,8 +488,8 @@ def delegation(body: str, conversation: Conversation, actor):
         if a.id != getattr(actor, "id", None)
     ]
     if match.group("target") is not None:
-        named = mentioned("@" + match.group("target"), visible)
-        return (named[0], body.strip()) if named else None
+        named = _delegate_to(match.group("target"), conversation, visible)
+        return (named, body.strip()) if named else None
     instructions = match.group("command_text").strip()
     if not instructions:
         raise AppError(
@@ -469,12 +499,35 @@ def delegation(body: str, conversation: Conversation, actor):
         )
     if match.group("command_target") is None:
         return None, instructions  # the owner is chosen by score
-    named = mentioned("@" + match.group("command_target"), visible)
-    if not named:
+    named = _delegate_to(match.group("command_target"), conversation, visible)
+    if named is None:
         raise AppError(
             f"No agent called @{match.group('command_target')} appears in this workspace.",
             code="agent_not_found",
             status=400,
             fields={"body": "Unknown agent."},
         )
-    return named[0], instructions
+    return named, instructions
+
+
+def _delegate_to(target: str, conversation: Conversation, visible: list):
+    """The one agent @TARGET hands work to, or None when none goes by it. Of several sharing
+    the handle (or name), those taking part in the conversation; a task is never given to
+    whichever of them the database lists first."""
+    named = mentioned("@" + target, visible)
+    if len(named) > 1:
+        here = set(
+            Participant.objects.filter(
+                conversation=conversation, agent__in=[a.id for a in named]
+            ).values_list("agent_id", flat=True)
+        )
+        named = [a for a in named if a.id in here] or named
+    if len(named) > 1:
+        raise AppError(
+            f"Several agents called @{target} appear in this workspace: add the one you mean "
+            "to this conversation, then hand it the task.",
+            code="agent_ambiguous",
+            status=400,
+            fields={"body": "Ambiguous agent."},
+        )
+    return named[0] if named else None

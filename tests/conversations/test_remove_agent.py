@@ -2,7 +2,11 @@
 API's DELETE …/agents/<id>/ and the page's form): who may, what the agent loses at once, and
 that a turn it held or waited for moves on instead of stalling the channel (TURN-1)."""
 
+import threading
+import time
+
 import pytest
+from django.db import transaction
 
 from agents import actions as agent_actions
 from conversations.access import access_conversation
@@ -13,6 +17,7 @@ from conversations.actions import (
 )
 from conversations.exceptions import ConversationNotFound, ConversationRule
 from conversations.models import Delivery, Participant, TurnDecision
+from tests.concurrency import run_together
 from tests.conftest import agent_session
 from work.gateway import ack_work
 from workspaces.exceptions import NotAllowed
@@ -126,3 +131,28 @@ def test_the_page_offers_removal_to_who_may(client, alice, bob, team_a, budget_r
     assert "Rex no longer takes part in this conversation." in response.content.decode()
     assert agents_in(conversation) == {"Gus"}
     assert client.post(f"{url}agents/remove/", {"agent": "nope"}).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_turn_handed_on_while_its_next_agent_is_removed_skips_it(alice, budget_room):
+    """Rex acks (the turn goes on to Gus) while Gus is being taken out: the hand-on must not
+    read Gus as still here and give him the turn after his removal dropped what he had."""
+    conversation, rex, gus = budget_room
+    asked = post_message(alice, conversation, "Please review the budget numbers")
+    held = Delivery.objects.get(message=asked, agent=rex)
+    Delivery.objects.filter(pk=held.pk).update(claimed_by="c1")
+    removing = threading.Event()
+
+    def remove():
+        with transaction.atomic():
+            remove_agent_from_conversation(alice, conversation, gus.id)
+            removing.set()
+            time.sleep(1)  # the removal's transaction is still open when Rex acks
+
+    def ack():
+        assert removing.wait(10)
+        ack_work(held.id, "c1")
+
+    run_together(lambda step: step(), [(remove,), (ack,)])
+    assert not Delivery.objects.filter(message=asked, agent=gus, acked_at__isnull=True).exists()
+    assert TurnDecision.objects.get(message=asked).finished_at is not None
