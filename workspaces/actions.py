@@ -4,7 +4,7 @@ from datetime import timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -20,7 +20,10 @@ from workspaces.access import (
 )
 from workspaces.audit import record_audit
 from workspaces.exceptions import (
+    CredentialNameTaken,
     InvitationInvalid,
+    InvitationNotFound,
+    MemberNotFound,
     OwnerRule,
     PersonalWorkspaceRule,
     WorkspaceNotFound,
@@ -71,10 +74,31 @@ def delete_workspace(membership: Membership) -> None:
         raise PersonalWorkspaceRule("A personal workspace can never be deleted.")
     require_owner(membership)
     _announce(workspace, "workspace.deleted")
+    for attempt in range(3):
+        try:
+            return _delete_workspace(membership, workspace)
+        except IntegrityError:
+            # A row the deletion had not seen was added meanwhile (someone joining at that
+            # moment): its foreign key failed the deletion. A new pass sees it and deletes it.
+            if attempt == 2:
+                raise
+
+
+def _delete_workspace(membership: Membership, workspace: Workspace) -> None:
     with transaction.atomic():
         # What lives above this app and must end first (agents placed on the workspace's hosts).
         workspace_closing.send(sender=Workspace, workspace=workspace)
-        workspace.delete()
+        # The workspace's own log goes with it: the owner's personal one keeps the deletion.
+        record_audit(
+            "workspace.deleted",
+            actor=membership.user,
+            target=workspace,
+            label=workspace.name,
+            members=workspace.memberships.count(),
+        )
+        _, deleted = Workspace.objects.filter(pk=workspace.pk).delete()
+        if not deleted.get(Workspace._meta.label):  # a request beside this one deleted it first
+            raise WorkspaceNotFound()
 
 
 def create_invitation(
@@ -86,10 +110,7 @@ def create_invitation(
     with transaction.atomic():
         # The inviter's role as it is now, held until the link is stored: a demotion or removal
         # committing meanwhile would otherwise miss this link when it revokes theirs.
-        current = Membership.objects.select_for_update().filter(pk=membership.pk).first()
-        if current is None:
-            raise WorkspaceNotFound()
-        current.workspace, current.user = workspace, membership.user
+        current = _locked(membership, not_found=WorkspaceNotFound)
         if refusal := invitation_refusal(current, role):
             raise refusal
         invitation = Invitation.objects.create(
@@ -124,7 +145,9 @@ def invitation_for(token: str, *, for_update: bool = False) -> Invitation:
         "token_hash",
         token or "",
     )
-    if invitation is None or invitation.revoked_at:
+    # A link lets people in on its maker's word: an account closed (a hijacked one, say) lets
+    # nobody in any more.
+    if invitation is None or invitation.revoked_at or not invitation.created_by.is_active:
         raise InvitationInvalid("This invitation link is not valid.", status=404)
     if invitation.accepted_at:
         raise InvitationInvalid("This invitation has already been used.")
@@ -158,11 +181,12 @@ def accept_invitation(user: User, token: str) -> Membership:
 
 def change_role(membership: Membership, target: Membership, role: str) -> Membership:
     """Only the owner changes roles, and never their own: the owner is fixed."""
-    if refusal := role_change_refusal(membership, target):
-        raise refusal
-    if role not in (Role.ADMIN, Role.MEMBER):
-        raise OwnerRule("A member can only be made admin or member; the owner is fixed.")
     with transaction.atomic():
+        target = _locked(target)
+        if refusal := role_change_refusal(membership, target):
+            raise refusal
+        if role not in (Role.ADMIN, Role.MEMBER):
+            raise OwnerRule("A member can only be made admin or member; the owner is fixed.")
         old = target.role
         target.role = role
         target.save(update_fields=["role", "updated_at"])
@@ -185,9 +209,7 @@ def change_role(membership: Membership, target: Membership, role: str) -> Member
 def remove_member(membership: Membership, target: Membership) -> None:
     if target.user_id == membership.user_id and not target.is_owner:
         return leave_workspace(membership)
-    if refusal := removal_refusal(membership, target):
-        raise refusal
-    _end_membership(membership, target, "member.removed")
+    _end_membership(membership, target, "member.removed", removal_refusal)
 
 
 def leave_workspace(membership: Membership) -> None:
@@ -198,10 +220,14 @@ def leave_workspace(membership: Membership) -> None:
     _end_membership(membership, membership, "member.left")
 
 
-def _end_membership(membership: Membership, target: Membership, action: str) -> None:
-    """TARGET leaves (or MEMBERSHIP removes them): audited as ACTION, announced the same, and
-    the links they made stop working."""
+def _end_membership(membership: Membership, target: Membership, action: str, refusal=None) -> None:
+    """TARGET leaves (or MEMBERSHIP removes them, unless REFUSAL(membership, target) refuses):
+    audited as ACTION, announced the same, and the links they made stop working."""
     with transaction.atomic():
+        # Decided on the role held now; one who left or was removed meanwhile is not found.
+        target = _locked(target)
+        if refusal and (error := refusal(membership, target)):
+            raise error
         record_audit(
             action,
             actor=membership.user,
@@ -215,15 +241,35 @@ def _end_membership(membership: Membership, target: Membership, action: str) -> 
     _announce(target.workspace, action)
 
 
+def _locked(member: Membership, not_found=MemberNotFound) -> Membership:
+    """MEMBER's row as it is now (with its person and workspace), locked until the transaction
+    ends: a role is decided on as it is, not as a request loaded it a moment ago, and a member
+    gone meanwhile is NOT_FOUND (saving or deleting the row loaded would 500 or audit twice)."""
+    current = (
+        Membership.objects.select_for_update(of=("self",))
+        .select_related("user", "workspace")
+        .filter(pk=member.pk)
+        .first()
+    )
+    if current is None:
+        raise not_found()
+    return current
+
+
 def revoke_invitation(membership: Membership, invitation: Invitation) -> Invitation:
     """Withdraw a pending invitation link (a manager's; access_invitation checks who asks). A
     used link cannot be withdrawn: remove the member instead. Revoking twice is revoking once."""
-    if invitation.accepted_at:
-        raise InvitationInvalid(
-            "This invitation has already been used; remove the member instead.", status=409
-        )
-    if invitation.revoked_at is None:
-        with transaction.atomic():
+    with transaction.atomic():
+        # The link as it is now, locked: one used since the request loaded it was not stopped,
+        # and saying (and auditing) it was would tell the admin so.
+        invitation = Invitation.objects.select_for_update().filter(pk=invitation.pk).first()
+        if invitation is None:
+            raise InvitationNotFound()
+        if invitation.accepted_at:
+            raise InvitationInvalid(
+                "This invitation has already been used; remove the member instead.", status=409
+            )
+        if invitation.revoked_at is None:
             invitation.revoked_at = timezone.now()
             invitation.save(update_fields=["revoked_at", "updated_at"])
             record_audit(
@@ -263,39 +309,45 @@ def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:
 
 
 def revoke_api_token(token: ApiToken) -> None:
-    if token.revoked_at is None:
-        with transaction.atomic():
-            token.revoked_at = timezone.now()
-            token.save(update_fields=["revoked_at", "updated_at"])
-            record_audit(
-                "api_token.revoked",
-                actor=token.user,
-                target=token,
-                label=token.name or token.prefix,
-            )
-            publish(api_token_topic(token.pk), {"type": "session.ended", "reason": "revoked"})
+    with transaction.atomic():
+        now = timezone.now()
+        # Only while it is live: two requests revoking it at once revoke (and audit) it once.
+        live = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True)
+        if not live.update(revoked_at=now, updated_at=now):
+            return
+        token.revoked_at = now
+        record_audit(
+            "api_token.revoked",
+            actor=token.user,
+            target=token,
+            label=token.name or token.prefix,
+        )
+        publish(api_token_topic(token.pk), {"type": "session.ended", "reason": "revoked"})
 
 
 def create_credential(
     membership: Membership, name: str, value: str, kind: str = "api_key"
 ) -> Credential:
     require_manager(membership)
-    with transaction.atomic():
-        credential = Credential.objects.create(
-            workspace=membership.workspace,
-            name=name,
-            kind=kind,
-            ciphertext=crypto.encrypt(value),
-            created_by=membership.user,
-        )
-        record_audit(
-            "credential.created",
-            actor=membership.user,
-            workspace=membership.workspace_id,
-            target=credential,
-            label=name,
-            kind=kind,
-        )
+    try:
+        with transaction.atomic():
+            credential = Credential.objects.create(
+                workspace=membership.workspace,
+                name=name,
+                kind=kind,
+                ciphertext=crypto.encrypt(value),
+                created_by=membership.user,
+            )
+            record_audit(
+                "credential.created",
+                actor=membership.user,
+                workspace=membership.workspace_id,
+                target=credential,
+                label=name,
+                kind=kind,
+            )
+    except IntegrityError:  # the name is taken (by a request beside this one, perhaps)
+        raise CredentialNameTaken(fields={"name": CredentialNameTaken.default_message}) from None
     return credential
 
 

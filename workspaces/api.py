@@ -20,7 +20,6 @@ from workspaces.access import (
     require_manager,
     workspaces_visible_to,
 )
-from workspaces.exceptions import CredentialNameTaken
 from workspaces.login import authenticate_person, count_token_issued
 from workspaces.models import (
     ApiToken,
@@ -33,12 +32,20 @@ from workspaces.models import (
 )
 
 
-class UserSerializer(serializers.Serializer):
+class PersonSerializer(serializers.Serializer):
+    """What members of a workspace read of each other: no email address (anyone a link lets in
+    reads the list; the pages show no one's address either)."""
+
     id = serializers.UUIDField()
     username = serializers.CharField()
     display_name = serializers.CharField()
-    email = serializers.EmailField()
     timezone = serializers.CharField()
+
+
+class UserSerializer(PersonSerializer):
+    """A person's own record (/me/)."""
+
+    email = serializers.EmailField()
 
 
 class MeChange(StrictSerializer):
@@ -61,7 +68,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
 
 class MemberSerializer(serializers.ModelSerializer):
-    user = UserSerializer()
+    user = PersonSerializer()
 
     class Meta:
         model = Membership
@@ -90,7 +97,7 @@ class TokenInput(StrictSerializer):
 
 class InvitationInput(StrictSerializer):
     role = serializers.ChoiceField(choices=[Role.MEMBER, Role.ADMIN], default=Role.MEMBER)
-    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    email = serializers.EmailField(max_length=254, required=False, allow_blank=True, default="")
 
 
 class AcceptInput(StrictSerializer):
@@ -319,8 +326,6 @@ class CredentialListView(APIView):
     def post(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
         data = validated(CredentialInput, request.data)
-        if Credential.objects.filter(workspace=membership.workspace, name=data["name"]).exists():
-            raise CredentialNameTaken(fields={"name": CredentialNameTaken.default_message})
         credential = actions.create_credential(
             membership, data["name"], data["value"], data["kind"]
         )

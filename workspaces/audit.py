@@ -32,7 +32,8 @@ def record_audit(action: str, *, actor, workspace=None, target=None, label: str 
         actor_label=(actor.label if is_person else getattr(actor, "name", "")) if actor else "",
         target_type=type(target).__name__.lower() if target is not None else "",
         target_id=str(target.pk) if target is not None else "",
-        target_label=label or (str(target) if target is not None else "")[:200],
+        # What the column holds (an email address may be 254 characters).
+        target_label=(label or (str(target) if target is not None else ""))[:200],
         details={k: v for k, v in details.items() if v is not None},
         address=current_client_address(),
     )

@@ -192,3 +192,15 @@ def test_host_keys_through_the_api_name_who_set_them(alice, team_a, api, tmp_pat
         ("host.ssh_key_set", alice.id, "edge-2"),
         ("host.host_key_cleared", alice.id, "edge-2"),
     ]
+
+
+def test_deleting_a_workspace_is_recorded_in_the_owners_own_log(alice, bob, team_a, api):
+    """The workspace's log goes with it: the owner's personal one keeps who deleted which, from
+    where (a hijacked owner's account deleting a team leaves a trace)."""
+    personal = alice.owned_workspaces.get(kind="personal")
+    response = api(alice).delete(f"/api/v1/workspaces/{team_a.id}/", REMOTE_ADDR="203.0.113.9")
+    assert response.status_code == 204
+    entry = AuditEntry.objects.get(action="workspace.deleted")
+    assert entry.workspace_id == personal.id and entry.actor_user == alice
+    assert (entry.target_id, entry.target_label) == (str(team_a.id), "Team A")
+    assert entry.details == {"members": 2} and entry.address == "203.0.113.9"
