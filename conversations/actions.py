@@ -438,14 +438,25 @@ def post_message(
         payload = {**(payload or {}), "attachments": [files.ref_data(a) for a in uploads]}
     plan = _plan_post(actor, conversation, body, kind, payload, reply_to, client_ref, wake)
     plan.attachments = uploads
-    with nullcontext() if plan.single_write else transaction.atomic():
-        message, released = _persist_post(plan, wake)
-        if message.held_at is None:
-            # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
-            # Before the post is announced: a reader's "read" must find what it brought.
-            if plan.conversational:
-                mentions.notify_post(message)
-            _announce_post(message, released)
+    # A ref another send of this post may store first: inside a caller's transaction, its clash
+    # must not spoil that transaction (a savepoint); alone, the one statement needs none.
+    alone = plan.single_write and not (client_ref and connection.in_atomic_block)
+    try:
+        with nullcontext() if alone else transaction.atomic():
+            message, released = _persist_post(plan, wake)
+            if message.held_at is None:
+                # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
+                # Before the post is announced: a reader's "read" must find what it brought.
+                if plan.conversational:
+                    mentions.notify_post(message)
+                _announce_post(message, released)
+    except IntegrityError as clash:
+        # The same ref sent twice at once (a bridge's retry, a browser's resend): the first
+        # stored is the post, as when the second comes later.
+        constraint = getattr(getattr(clash.__cause__, "diag", None), "constraint_name", None)
+        if not client_ref or constraint != "one_message_per_client_ref":
+            raise
+        return posted_under_ref(actor, conversation, client_ref)
     if log.isEnabledFor(logging.INFO):
         _log_post(
             "message held" if message.held_at else "message posted",

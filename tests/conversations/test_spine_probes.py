@@ -21,12 +21,6 @@ def woken(message):
     return list(Delivery.objects.filter(message=message).values_list("agent_id", flat=True))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="actions.post_message checks the ref, then inserts: the loser of the race gets the "
-    "IntegrityError of one_message_per_client_ref (a 500) instead of the first post (not in "
-    "this pass's files; see its report)",
-)
 @pytest.mark.django_db(transaction=True)
 def test_the_same_ref_from_two_connections_at_once_is_one_message(alice, team_a):
     room = create_conversation(alice, team_a, kind="channel", title="refs")
