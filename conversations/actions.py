@@ -1008,7 +1008,7 @@ def reply_in_thread(
             thread = Conversation.objects.create(
                 workspace_id=origin.workspace_id,
                 kind=Conversation.Kind.THREAD,
-                title=f"Thread in {origin.title or 'conversation'}",
+                title=threads.fitted_title(f"Thread in {origin.title or 'conversation'}"),
                 parent_message=message,
                 created_by=user,
                 settings=origin.settings,  # kept the same by update_settings

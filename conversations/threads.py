@@ -110,16 +110,20 @@ def plan_threads(author, conversation: Conversation, body: str):
     return visible, [(targets, "\n\n".join(texts)) for targets, texts in joined.values()]
 
 
+def fitted_title(title: str) -> str:
+    """TITLE cut to what a conversation's title holds, an ellipsis marking the cut."""
+    longest = Conversation._meta.get_field("title").max_length
+    return title if len(title) <= longest else title[: longest - 1] + "…"
+
+
 def open_threads(origin: Message, planned) -> list[Conversation]:
     """Open one thread per target set and post its text there, waking the targets (inside the
     origin message's transaction). The origin is new, so no thread hangs off it yet."""
     author = origin.author_agent
     opened = []
-    longest = Conversation._meta.get_field("title").max_length
     for targets, text in planned:
-        title = f"{author.name} ↔ {', '.join(t.name for t in targets)}"
-        if len(title) > longest:  # names of up to 80 characters: two or three fill it
-            title = title[: longest - 1] + "…"
+        # Names of up to 80 characters: two or three fill a title.
+        title = fitted_title(f"{author.name} ↔ {', '.join(t.name for t in targets)}")
         thread = Conversation.objects.create(
             workspace_id=origin.conversation.workspace_id,
             kind=Conversation.Kind.THREAD,

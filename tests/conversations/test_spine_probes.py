@@ -176,3 +176,15 @@ def test_a_side_thread_with_long_agent_names_opens(alice, team_a):
     thread = Conversation.objects.get(kind="thread")
     assert len(thread.title) == 200 and thread.title.startswith("a" * 80 + " ↔ " + "b" * 80)
     assert thread.messages.get().body == "the numbers"
+
+
+def test_the_first_reply_in_a_thread_of_a_long_titled_conversation_opens_it(alice, bob, team_a):
+    """ "Thread in <title>" outgrew the column for a title past 190 characters: every first
+    reply under its messages failed (a 500)."""
+    from conversations.actions import reply_in_thread
+
+    group = create_conversation(alice, team_a, kind="direct", user_ids=[bob.id], title="x" * 200)
+    origin = post_message(bob, group, "Plans?")
+    reply = reply_in_thread(alice, origin, "Mine.")
+    title = reply.conversation.title
+    assert len(title) == 200 and title.startswith("Thread in xxx") and title.endswith("…")
