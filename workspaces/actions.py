@@ -308,6 +308,10 @@ def issue_api_token(user: User, name: str = "") -> tuple[ApiToken, str]:
     return token, secret
 
 
+def live_api_tokens(user: User):
+    return ApiToken.objects.filter(user=user, revoked_at__isnull=True)
+
+
 def revoke_api_token(token: ApiToken) -> None:
     with transaction.atomic():
         now = timezone.now()

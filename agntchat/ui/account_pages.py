@@ -13,7 +13,7 @@ from agntchat.core.api import ZONE_NAMES
 from agntchat.core.exceptions import AppError
 from agntchat.ui.shell import shell, workspace_page
 from workspaces import accounts
-from workspaces.actions import update_profile
+from workspaces.actions import live_api_tokens, revoke_api_token, update_profile
 from workspaces.audit import record_audit
 from workspaces.login import end_live_sockets
 
@@ -88,9 +88,14 @@ def account(request, membership):
             # Every live socket of theirs closes now (a stolen session's included); this page
             # reloads, and its browser opens a new one with the new session.
             end_live_sockets(user)
-            messages.success(
-                request, "Your password is changed; your other sessions are signed out."
-            )
+            said = "Your password is changed; your other sessions are signed out"
+            if request.POST.get("revoke_tokens"):
+                # Whoever had the old password could have minted a token with it, which would
+                # outlive the change (a laptop's agntchat-host holds one: a new one is needed).
+                for token in live_api_tokens(user):
+                    revoke_api_token(token)
+                said += ", and your API tokens revoked"
+            messages.success(request, said + ".")
             return redirect("account", workspace_id=membership.workspace_id)
     if not password_form.is_bound:
         # Django's form puts the cursor in "Old password", which is no longer at the page's top.
@@ -101,6 +106,7 @@ def account(request, membership):
         section="account",
         profile_form=profile_form,
         password_form=password_form,
+        live_tokens=live_api_tokens(user).count(),
     )
     return render(request, "ui/account.html", context)
 

@@ -187,6 +187,39 @@ def test_changing_the_password_signs_the_other_sessions_out(alice):
     assert AuditEntry.objects.filter(action="password.changed", actor_user=alice).exists()
 
 
+def test_changing_the_password_can_revoke_the_api_tokens_the_old_one_made(alice):
+    """A token minted with a stolen password outlives the change unless it goes too: offered,
+    checked, when the person has any."""
+    from workspaces.actions import issue_api_token
+
+    here = signed_in(alice)
+    url = f"/w/{alice.memberships.get(workspace__kind='personal').workspace_id}/account/"
+    form = {"action": "password", "old_password": "pw-alice-123456"}
+    assert b'name="revoke_tokens"' not in here.get(url).content  # none to revoke
+    _, kept = issue_api_token(alice, "laptop")
+    page = here.get(url).content.decode()
+    assert 'name="revoke_tokens" value="1" checked' in page and "my 1 API token " in page
+    # Left unchecked: the token stays.
+    here.post(url, {**form, "new_password1": "a-new-pass-9921", "new_password2": "a-new-pass-9921"})
+    assert Client().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Bearer {kept}").status_code == 200
+    _, stolen = issue_api_token(alice, "attacker")
+    changed = here.post(
+        url,
+        {
+            **form,
+            "old_password": "a-new-pass-9921",
+            "new_password1": "another-pass-4417",
+            "new_password2": "another-pass-4417",
+            "revoke_tokens": "1",
+        },
+        follow=True,
+    )
+    assert b"and your API tokens revoked" in changed.content
+    for token in (kept, stolen):
+        assert Client().get("/api/v1/me/", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
+    assert AuditEntry.objects.filter(action="api_token.revoked").count() == 2
+
+
 def test_where_a_person_signed_up_is_theirs_for_the_lockout(settings):
     """Others' failures from elsewhere lock a username from unknown addresses only: the address
     a person signed up from is known from the start (they never typed a password there yet)."""
