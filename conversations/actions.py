@@ -444,6 +444,8 @@ def post_message(
     try:
         with nullcontext() if alone else transaction.atomic():
             message, released = _persist_post(plan, wake)
+            for earlier in released:
+                _open_held_threads(earlier)
             if message.held_at is None:
                 # ---- inbox: @mentioned people and DMs to them (workspaces.notifications) ----
                 # Before the post is announced: a reader's "read" must find what it brought.
@@ -636,6 +638,14 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
         # Past the loop guard's cap: kept, but nobody sees or is woken by it until a person
         # speaks (their message releases it).
         # No conversation.capped here: the post that reached the cap announced it once.
+        if plan.planned_threads:  # its side threads wait with it (_open_held_threads)
+            message.payload = {
+                **message.payload,
+                HELD_THREADS: [
+                    {"agents": [str(t.id) for t in targets], "text": text}
+                    for targets, text in plan.planned_threads
+                ],
+            }
         compiled_insert(message)
         _attach(message, plan.attachments)
         return message, []
@@ -672,6 +682,27 @@ def _persist_post(plan: PostPlan, wake) -> tuple[Message, list[Message]]:
             conversation=conversation,
         )
     return message, released
+
+
+HELD_THREADS = "held_threads"
+
+
+def _open_held_threads(message: Message) -> None:
+    """A held post let through opens the side threads its text asked for (their targets still
+    in the workspace), as it would have when posted."""
+    held = message.payload.get(HELD_THREADS)
+    if not held:
+        return
+    with transaction.atomic():
+        ids = [agent for thread in held for agent in thread["agents"]]
+        agents = {str(pk): agent for pk, agent in Agent.objects.in_bulk(ids).items()}
+        planned = [
+            ([agents[a] for a in thread["agents"] if a in agents], thread["text"])
+            for thread in held
+        ]
+        message.payload = {k: v for k, v in message.payload.items() if k != HELD_THREADS}
+        Message.objects.filter(pk=message.pk).update(payload=message.payload)
+        threads.open_threads(message, [(targets, text) for targets, text in planned if targets])
 
 
 def _announce_post(message: Message, released) -> None:

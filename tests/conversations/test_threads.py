@@ -362,6 +362,26 @@ def test_the_channels_loop_guard_bounds_the_threads_an_agent_opens(room):
     assert conversation.messages.filter(held_at__isnull=False).count() == 3
 
 
+def test_a_held_posts_side_threads_open_when_a_person_lets_it_through(room, alice):
+    """Held past the cap, the post's tagged text was gone: released, it showed without its
+    threads. They wait with it and open on release, as when posted."""
+    from conversations import caps
+
+    conversation, nova, rex = room
+    cap = caps.cap_for(conversation)
+    for i in range(cap + 2):
+        post_message(nova, conversation, f'<dm target="Rex">q{i}</dm> Asked Rex.')
+    held = list(conversation.messages.filter(held_at__isnull=False).order_by("created_at"))
+    assert len(held) == 2 and all(m.body == "Asked Rex." for m in held)
+    post_message(alice, conversation, "Go on.")
+    threads_of_held = Conversation.objects.filter(kind="thread", parent_message__in=held)
+    assert sorted(t.messages.get().body for t in threads_of_held) == [f"q{cap}", f"q{cap + 1}"]
+    for message in held:
+        message.refresh_from_db()
+        assert message.held_at is None and "held_threads" not in message.payload
+    assert Delivery.objects.filter(agent=rex).count() == cap + 2
+
+
 def test_a_member_not_in_the_thread_cannot_resolve_it(room, api, alice, team_a):
     """Carol reads the channel but neither takes part in the thread nor owns an agent in it."""
     from tests.conftest import make_person
