@@ -373,6 +373,10 @@ AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)
 CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
+# What one person or workspace may pile up (0: no limit): team workspaces a person owns, and
+# invitation links a workspace has waiting (neither expired, used nor revoked).
+TEAM_WORKSPACES_PER_PERSON = env_int("TEAM_WORKSPACES_PER_PERSON", 100)
+PENDING_INVITATIONS_PER_WORKSPACE = env_int("PENDING_INVITATIONS_PER_WORKSPACE", 200)
 
 # GET /metrics (docs/operations.md): answered to a request with "Authorization: Bearer
 # <METRICS_TOKEN>", or from one of METRICS_ALLOWED_ADDRESSES (addresses or networks, e.g.

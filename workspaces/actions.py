@@ -23,6 +23,7 @@ from workspaces.exceptions import (
     CredentialNameTaken,
     InvitationInvalid,
     InvitationNotFound,
+    LimitReached,
     MemberNotFound,
     OwnerRule,
     PersonalWorkspaceRule,
@@ -38,6 +39,15 @@ def _announce(workspace: Workspace, what: str) -> None:
 
 def create_team_workspace(user: User, name: str) -> Workspace:
     with transaction.atomic():
+        # Counted under the person's row lock: two at once cannot both be the last one.
+        User.objects.select_for_update().filter(pk=user.pk).first()
+        owned = Workspace.objects.filter(owner=user, kind=Workspace.Kind.TEAM).count()
+        cap = settings.TEAM_WORKSPACES_PER_PERSON
+        if cap and owned >= cap:
+            raise LimitReached(
+                f"You own {owned} team workspaces, the most one person may: delete one you no "
+                "longer use first."
+            )
         workspace = Workspace.objects.create(name=name, kind=Workspace.Kind.TEAM, owner=user)
         Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
     return workspace
@@ -113,6 +123,7 @@ def create_invitation(
         current = _locked(membership, not_found=WorkspaceNotFound)
         if refusal := invitation_refusal(current, role):
             raise refusal
+        _check_pending_room(workspace)
         invitation = Invitation.objects.create(
             workspace=workspace,
             created_by=membership.user,
@@ -130,6 +141,31 @@ def create_invitation(
             role=role,
         )
     return invitation, token
+
+
+def pending_invitations(workspace: Workspace):
+    """WORKSPACE's links still waiting: neither used, revoked nor expired."""
+    return Invitation.objects.filter(
+        workspace=workspace,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    )
+
+
+def _check_pending_room(workspace: Workspace) -> None:
+    """LimitReached past PENDING_INVITATIONS_PER_WORKSPACE; counted under the workspace's row
+    lock, so two admins at once cannot both add the last one."""
+    cap = settings.PENDING_INVITATIONS_PER_WORKSPACE
+    if not cap:
+        return
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    waiting = pending_invitations(workspace).count()
+    if waiting >= cap:
+        raise LimitReached(
+            f"{workspace.name} has {waiting} invitation links waiting, the most it keeps: "
+            "revoke some first."
+        )
 
 
 def invitation_for(token: str, *, for_update: bool = False) -> Invitation:

@@ -262,9 +262,11 @@ class InvitationListView(APIView):
     def get(self, request, workspace_id):
         membership = access_membership(request.user, workspace_id)
         require_manager(membership)
+        # The newest 500 (the links still waiting are fewer: PENDING_INVITATIONS_PER_WORKSPACE):
+        # the whole history would grow without end.
         invitations = Invitation.objects.filter(workspace=membership.workspace).order_by(
             "-created_at"
-        )
+        )[:500]
         return Response({"results": [_invitation_out(i) for i in invitations]})
 
     def post(self, request, workspace_id):

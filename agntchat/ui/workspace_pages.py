@@ -106,9 +106,13 @@ def home(request):
 def new_workspace(request):
     form = WorkspaceForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        workspace = actions.create_team_workspace(request.user, form.cleaned_data["name"])
-        messages.success(request, f"{workspace.name} is ready. Start with a channel.")
-        return redirect("workspace", workspace_id=workspace.id)
+        try:
+            workspace = actions.create_team_workspace(request.user, form.cleaned_data["name"])
+        except AppError as refused:
+            form.add_error(None, refused.message)
+        else:
+            messages.success(request, f"{workspace.name} is ready. Start with a channel.")
+            return redirect("workspace", workspace_id=workspace.id)
     return render(
         request,
         "workspaces/new.html",

@@ -192,3 +192,36 @@ def test_names_differing_only_in_case_signed_up_at_once_make_one_account(db):
     assert sorted(r.status_code for r in responses) == [200, 200, 200, 302]
     assert all(b"already exists" in r.content for r in responses if r.status_code == 200)
     assert User.objects.filter(username__iexact="racer").count() == 1
+
+
+def test_a_workspace_keeps_a_bounded_number_of_links_waiting(alice, team_a, api, settings):
+    settings.PENDING_INVITATIONS_PER_WORKSPACE = 2
+    path = f"/api/v1/workspaces/{team_a.id}/invitations/"
+    made = [api(alice).post(path, {}, format="json") for _ in range(2)]
+    assert [m.status_code for m in made] == [201, 201]
+    refused = api(alice).post(path, {}, format="json")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "limit_reached"
+    assert "revoke some first" in refused.json()["error"]["message"]
+    assert actions.pending_invitations(team_a).count() == 2
+    # A link revoked (or used, or expired) frees its place.
+    revoked = api(alice).delete(f"{path}{made[0].json()['id']}/")
+    assert revoked.status_code in (200, 204), revoked.content
+    assert api(alice).post(path, {}, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_person_owns_a_bounded_number_of_team_workspaces(alice, client, settings):
+    settings.TEAM_WORKSPACES_PER_PERSON = 3
+    owned = Workspace.objects.filter(owner=alice, kind="team").count()  # team A, team B…
+    results = run_together(
+        lambda n: actions.create_team_workspace(alice, f"Team {n}"),
+        [(n,) for n in range(5)],
+        catching=(actions.LimitReached,),
+    )
+    made = [r for r in results if isinstance(r, Workspace)]
+    assert len(made) == max(0, 3 - owned)
+    assert Workspace.objects.filter(owner=alice, kind="team").count() == max(owned, 3)
+    # The page says so on the form, it does not fail.
+    client.force_login(alice)
+    page = client.post("/w/new/", {"name": "One more"})
+    assert page.status_code == 200 and b"the most one person may" in page.content
