@@ -23,6 +23,7 @@ from agntchat.core.claims import NotHeld
 from agntchat.core.events import publish, publish_live, wake_agent
 from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.core.ids import as_uuid
+from agntchat.core.text import clipped
 from conversations import actions, live
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Participant, Task, TaskEvent
@@ -381,8 +382,7 @@ def _relay_result(task: Task, text: str) -> None:
     one a conversation refuses (a channel archived meanwhile, the agent over its post rate) is
     left out rather than losing the result the task keeps, and a text longer than a message is
     cut short there."""
-    if len(text) > actions.MAX_BODY:
-        text = text[: actions.MAX_BODY - 1] + "…"
+    text = clipped(text, actions.MAX_BODY)
     for where in (task.work_conversation, task.conversation):
         if where is None:
             continue

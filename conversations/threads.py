@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents.access import agents_visible_in
 from agents.models import Agent
 from agntchat.core.exceptions import AppError, Conflict, PermissionDenied
+from agntchat.core.text import clipped
 from conversations import actions, live
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Message, Participant
@@ -112,8 +113,7 @@ def plan_threads(author, conversation: Conversation, body: str):
 
 def fitted_title(title: str) -> str:
     """TITLE cut to what a conversation's title holds, an ellipsis marking the cut."""
-    longest = Conversation._meta.get_field("title").max_length
-    return title if len(title) <= longest else title[: longest - 1] + "…"
+    return clipped(title, Conversation._meta.get_field("title").max_length)
 
 
 def open_threads(origin: Message, planned) -> list[Conversation]:

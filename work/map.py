@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents.access import agents_visible_in
 from agents.exceptions import AgentNotFound
 from agents.models import Agent
+from agntchat.core.text import clipped
 from artifacts.access import artifacts_visible_to
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Message, Participant
@@ -35,8 +36,7 @@ MAX_PER_KIND = 300
 
 
 def _label(text: str, limit: int = 48) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(" ".join((text or "").split()), limit)
 
 
 class _Graph:

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agntchat.core.events import publish_live
 from agntchat.core.sweeps import sweep
+from agntchat.core.text import clipped
 from workspaces.access import notifications_visible_to
 from workspaces.models import Membership, Notification, User
 
@@ -58,8 +59,7 @@ def conversation_link(workspace_id, conversation_id, message_id=None) -> str:
 
 def snippet(text: str, length: int = 140) -> str:
     """TEXT on one line, cut to LENGTH with an ellipsis."""
-    line = " ".join((text or "").split())
-    return line if len(line) <= length else line[: length - 1] + "…"
+    return clipped(" ".join((text or "").split()), length)
 
 
 def notify_person(
