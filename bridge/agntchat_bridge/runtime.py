@@ -59,6 +59,10 @@ class AuthError(Exception):
     """The key was refused: retrying will not help until someone fixes it."""
 
 
+# Error codes of a refused frame that a later try may pass: the rest will refuse again.
+REFUSALS_THAT_LIFT = {"rate_limited", "service_unavailable", "database_unavailable"}
+
+
 class Refused(RuntimeError):
     """The server answered a frame with an ``error`` frame."""
 
@@ -659,7 +663,17 @@ class Bridge:
         }
         if stopped:
             message["stopped"] = True
-        posted = await self.call(message, ref)
+        try:
+            posted = await self.call(message, ref)
+        except Refused as exc:
+            if exc.code in REFUSALS_THAT_LIFT:
+                raise  # not acked: the item comes back after its lease and is answered then
+            # Refused for good (the channel archived, the agent taken out, the loop guard full):
+            # the item is acked unanswered. Left unacked, it came back, and the model ran again,
+            # every lease, for ever.
+            log.warning("reply to %s refused, not retried: %s", frame["id"], exc)
+            self.log_item("reply refused", frame, code=exc.code)
+            return
         self.log_item("reply posted", frame, message_id=posted.get("messageId"))
 
     async def handle_task(self, frame: dict) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from agents import actions as agent_actions
 from conversations import tasks
-from conversations.actions import MAX_BODY, post_message
+from conversations.actions import MAX_BODY, post_message, update_channel
 from conversations.models import Delivery, Message, Task
 from tests.socket_helpers import agent_replies, start_bridge
 from tests.waiting import wait_until
@@ -65,4 +65,26 @@ def test_a_long_failure_reason_reaches_the_person_cut(
     finally:
         bridge.terminate()
         output = bridge.communicate(timeout=10)[0]
+    assert "Traceback" not in output, output
+
+
+def test_a_reply_refused_for_good_is_acked_not_answered_again(
+    alice, channel, nova, server, tmp_path
+):
+    """The channel was archived while the item waited: the reply can never be posted. Unacked,
+    the item came back after every lease and the model answered it again, for ever."""
+    post_message(alice, channel, "hello")
+    update_channel(alice, channel, archived=True)
+    bridge = start_bridge(server, nova, tmp_path)
+    try:
+        delivery = wait_until(
+            lambda: Delivery.objects.filter(agent=nova, acked_at__isnull=False).first(),
+            what="the item acked",
+        )
+        assert delivery.attempts == 1
+        assert not agent_replies(channel, nova)
+    finally:
+        bridge.terminate()
+        output = bridge.communicate(timeout=10)[0]
+    assert "refused, not retried: conversation_archived" in output, output
     assert "Traceback" not in output, output
