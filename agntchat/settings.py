@@ -371,6 +371,10 @@ HOST_SOCKET_FAILURES_PER_ADDRESS = env_int("HOST_SOCKET_FAILURES_PER_ADDRESS", 2
 # The agent pipeline.
 AGENT_SESSION_TTL = env_int("AGENT_SESSION_TTL", 15 * 60)
 CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
+# Claims of one item, after which the next gives up on it, saying so: an item that fails its
+# bridge every time (a crash on what it says) would otherwise come back after every lease, and
+# the model run on it again, for ever (work.gateway.claim_work).
+WORK_MAX_ATTEMPTS = env_int("WORK_MAX_ATTEMPTS", 10)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
 # What one person or workspace may pile up (0: no limit): team workspaces a person owns, and

@@ -5,7 +5,7 @@ it and how to describe one item to the bridge (with the turn's directives, RUN-3
 """
 
 import logging
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 from django.conf import settings
 from django.db import transaction
@@ -15,7 +15,9 @@ from agents.models import Agent
 from agntchat.core import claims, metrics
 from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
+from agntchat.core.exceptions import AppError
 from conversations import tasks, turns
+from conversations.actions import post_notice
 from conversations.models import Delivery, Message, Task
 from conversations.payloads import (
     AUTHOR_UNSHOWN,
@@ -176,6 +178,10 @@ def claim_work(
         )
         if rows:
             items = compiled.objects(rows)
+            if kind in GIVE_UP:
+                items = [i for i in items if not GIVE_UP[kind](agent, i, connection_id)]
+                if not items:
+                    continue
             payloads = build(agent, items)
             metrics.CLAIM_SECONDS.labels(kind).observe(elapsed())
             now = timezone.now()
@@ -209,6 +215,43 @@ def claim_work(
                     },
                 )
     return frames
+
+
+def _give_up_message(agent: Agent, delivery: Delivery, connection_id: str) -> bool:
+    """Past WORK_MAX_ATTEMPTS claims, a message is acked unanswered (its turn passes on) and the
+    conversation told why; True if so."""
+    if delivery.attempts <= settings.WORK_MAX_ATTEMPTS:
+        return False
+    log.warning("message item given up", extra={"item": str(delivery.id), "agent": str(agent.id)})
+    if ack_work(delivery.id, connection_id):
+        with suppress(AppError):  # archived since: nowhere to say it
+            post_notice(
+                delivery.message.conversation,
+                f"{agent.name} could not answer a message: its bridge failed on it "
+                f"{delivery.attempts - 1} times. Ask again, or tell its owner.",
+                payload={"about_message_id": str(delivery.message_id)},
+            )
+    return True
+
+
+def _give_up_task(agent: Agent, task: Task, connection_id: str) -> bool:
+    """Past WORK_MAX_ATTEMPTS claims, a task fails, saying why; True if so."""
+    if task.attempts <= settings.WORK_MAX_ATTEMPTS:
+        return False
+    log.warning("task given up", extra={"item": str(task.id), "agent": str(agent.id)})
+    with suppress(AppError):  # finished or taken meanwhile: nothing to give up
+        tasks.record_result(
+            task.id,
+            Task.Status.FAILED,
+            connection_id=connection_id,
+            error=f"Given up: its bridge failed on it {task.attempts - 1} times.",
+        )
+    return True
+
+
+# Kinds whose items a claim gives up on past WORK_MAX_ATTEMPTS (a permission decision is acked
+# by the bridge as it arrives).
+GIVE_UP = {"message": _give_up_message, "task": _give_up_task}
 
 
 def ack_messages(ids, connection_id: str, returning=()) -> tuple[list[dict], set]:
