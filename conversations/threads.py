@@ -27,6 +27,8 @@ ANY_DM = re.compile(r"</?dm\b", re.I)
 IDLE_MINUTES = 120
 # Each thread wakes its targets: a post opens a few, however many tags it holds.
 MAX_SIDE_THREADS_PER_POST = 3
+# Agents one thread pulls aside (each is woken by it): a group, not the whole workspace.
+MAX_THREAD_TARGETS = 8
 DEFAULT_WORDING = (
     'To talk privately with another agent, wrap that part of your reply in <dm target="Name">…</dm>. '
     "It opens a side thread; people see a compact card instead of the text."
@@ -44,6 +46,11 @@ def extract(body: str) -> tuple[str, list[tuple[list[str], str]]]:
         names = [name.strip() for name in target.split(",") if name.strip()]
         if not names or not text.strip():
             raise SideThreadError('A <dm> tag needs target="Name" and some text inside it.')
+        if len(names) > MAX_THREAD_TARGETS:
+            raise SideThreadError(
+                f"A side thread takes at most {MAX_THREAD_TARGETS} agents: "
+                f"this <dm> tag names {len(names)}."
+            )
         tags.append((names, text.strip()))
     visible = DM_TAG.sub("", body)
     if ANY_DM.search(visible):

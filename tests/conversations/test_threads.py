@@ -106,6 +106,22 @@ def test_a_post_opens_at_most_a_few_side_threads(room, alice):
     assert Conversation.objects.filter(kind="thread").count() == threads.MAX_SIDE_THREADS_PER_POST
 
 
+def test_a_thread_pulls_aside_a_group_not_the_whole_workspace(room, alice):
+    conversation, nova, rex = room
+    others = [
+        agent_actions.create_agent(alice, name=f"Aide{i}", handle=f"aide{i}", backend="scripted")
+        for i in range(threads.MAX_THREAD_TARGETS)
+    ]
+    names = ["Rex", *(a.name for a in others)]  # one more target than a thread takes
+    message = post_message(nova, conversation, f'Hi.<dm target="{", ".join(names)}">x</dm>')
+    assert f"at most {threads.MAX_THREAD_TARGETS} agents" in message.payload["dm_error"]
+    assert not Conversation.objects.filter(kind="thread").exists()
+    assert not Delivery.objects.filter(agent__in=[rex, *others]).exists()
+    post_message(nova, conversation, f'<dm target="{", ".join(names[1:])}">x</dm>')
+    (thread,) = Conversation.objects.filter(kind="thread")
+    assert thread.participants.filter(agent__isnull=False).count() == threads.MAX_THREAD_TARGETS + 1
+
+
 def test_an_unknown_target_keeps_the_text_and_tells_the_author(room):
     conversation, nova, _ = room
     body = 'Look <dm target="Zed">secret</dm>'
