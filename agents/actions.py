@@ -22,6 +22,8 @@ from agents.signals import agent_left_workspaces
 from agntchat.core import crypto, throttle
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import RateLimited
+from agntchat.core.limits import LimitReached, count_held
+from agntchat.core.text import counted
 from workspaces.access import require_manager
 from workspaces.audit import record_audit
 from workspaces.exceptions import WorkspaceNotFound
@@ -46,6 +48,12 @@ def create_agent(
     if Agent.objects.filter(owner=owner, handle=handle).exists():
         raise HandleTaken(fields={"handle": "Already taken."})
     with transaction.atomic():
+        cap = settings.AGENTS_PER_PERSON
+        if cap and count_held(f"agents:{owner.pk}", Agent.objects.filter(owner=owner)) >= cap:
+            raise LimitReached(
+                f"You have {counted(cap, 'agent')}, the most one person may: delete one you no "
+                "longer use first."
+            )
         try:
             agent = Agent.objects.create(
                 owner=owner,

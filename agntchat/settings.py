@@ -377,9 +377,10 @@ CLAIM_LEASE_SECONDS = env_int("CLAIM_LEASE_SECONDS", 60)
 WORK_MAX_ATTEMPTS = env_int("WORK_MAX_ATTEMPTS", 10)
 PRESENCE_TTL_SECONDS = env_int("PRESENCE_TTL_SECONDS", 120)
 INVITATION_TTL_DAYS = env_int("INVITATION_TTL_DAYS", 7)
-# What one person or workspace may pile up (0: no limit): team workspaces a person owns, and
-# invitation links a workspace has waiting (neither expired, used nor revoked).
+# What one person or workspace may pile up (0: no limit): team workspaces a person owns, agents
+# a person has, and invitation links a workspace has waiting (neither expired, used nor revoked).
 TEAM_WORKSPACES_PER_PERSON = env_int("TEAM_WORKSPACES_PER_PERSON", 100)
+AGENTS_PER_PERSON = env_int("AGENTS_PER_PERSON", 200)
 PENDING_INVITATIONS_PER_WORKSPACE = env_int("PENDING_INVITATIONS_PER_WORKSPACE", 200)
 
 # GET /metrics (docs/operations.md): answered to a request with "Authorization: Bearer

@@ -11,6 +11,7 @@ from cron_descriptor import get_description
 from cronsim import CronSim, CronSimError
 
 from agntchat.core.exceptions import AppError
+from agntchat.core.text import counted
 
 MIN_INTERVAL_MINUTES = 5  # the scheduler looks every 5 minutes
 MAX_INTERVAL_MINUTES = 60 * 24 * 366
@@ -59,7 +60,7 @@ def _check_cron(cron: str, timezone: str) -> None:
     fields = cron.split()
     try:
         if len(fields) != len(CRON_FIELDS):
-            raise CronSimError(f"{len(fields)} field{'s' if len(fields) != 1 else ''}")
+            raise CronSimError(counted(len(fields), "field"))
         sim = CronSim(cron, datetime.now(zone(timezone)))
     except (CronSimError, ValueError) as exc:
         raise ScheduleInvalid(

@@ -21,6 +21,7 @@ from agents.models import Agent
 from agntchat.core import presence, search
 from agntchat.core.compiled import compiled_objects, compiled_rows
 from agntchat.core.exceptions import AppError
+from agntchat.core.limits import count_held
 from artifacts.models import Artifact
 from conversations.models import Conversation, Message, Participant, Task
 from conversations.tasks import create_task
@@ -120,11 +121,8 @@ def remember(
 
 
 def _check_room(key: str, items, cap: int, refusal: AppError) -> None:
-    """Refuse one more of ITEMS past CAP. Counted under a lock of KEY: two at once cannot both
-    be the last one."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
-    if items.count() >= cap:
+    """Refuse one more of ITEMS past CAP (counted under a lock of KEY: core.limits)."""
+    if count_held(key, items) >= cap:
         raise refusal
 
 

@@ -11,6 +11,8 @@ from django.utils import timezone
 from agntchat.core import crypto
 from agntchat.core.events import publish, publish_live
 from agntchat.core.exceptions import AppError
+from agntchat.core.limits import LimitReached, count_held
+from agntchat.core.text import counted
 from workspaces.access import (
     invitation_refusal,
     removal_refusal,
@@ -23,7 +25,6 @@ from workspaces.exceptions import (
     CredentialNameTaken,
     InvitationInvalid,
     InvitationNotFound,
-    LimitReached,
     MemberNotFound,
     OwnerRule,
     PersonalWorkspaceRule,
@@ -39,14 +40,15 @@ def _announce(workspace: Workspace, what: str) -> None:
 
 def create_team_workspace(user: User, name: str) -> Workspace:
     with transaction.atomic():
-        # Counted under the person's row lock: two at once cannot both be the last one.
-        User.objects.select_for_update().filter(pk=user.pk).first()
-        owned = Workspace.objects.filter(owner=user, kind=Workspace.Kind.TEAM).count()
         cap = settings.TEAM_WORKSPACES_PER_PERSON
+        owned = cap and count_held(
+            f"team-workspaces:{user.pk}",
+            Workspace.objects.filter(owner=user, kind=Workspace.Kind.TEAM),
+        )
         if cap and owned >= cap:
             raise LimitReached(
-                f"You own {owned} team workspaces, the most one person may: delete one you no "
-                "longer use first."
+                f"You own {counted(owned, 'team workspace')}, the most one person may: delete "
+                "one you no longer use first."
             )
         workspace = Workspace.objects.create(name=name, kind=Workspace.Kind.TEAM, owner=user)
         Membership.objects.create(workspace=workspace, user=user, role=Role.OWNER)
@@ -154,17 +156,16 @@ def pending_invitations(workspace: Workspace):
 
 
 def _check_pending_room(workspace: Workspace) -> None:
-    """LimitReached past PENDING_INVITATIONS_PER_WORKSPACE; counted under the workspace's row
-    lock, so two admins at once cannot both add the last one."""
+    """LimitReached past PENDING_INVITATIONS_PER_WORKSPACE (counted under a lock: core.limits,
+    so two admins at once cannot both add the last one)."""
     cap = settings.PENDING_INVITATIONS_PER_WORKSPACE
     if not cap:
         return
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
-    waiting = pending_invitations(workspace).count()
+    waiting = count_held(f"invitations:{workspace.pk}", pending_invitations(workspace))
     if waiting >= cap:
         raise LimitReached(
-            f"{workspace.name} has {waiting} invitation links waiting, the most it keeps: "
-            "revoke some first."
+            f"{workspace.name} has {counted(waiting, 'invitation link')} waiting, the most it "
+            "keeps: revoke some first."
         )
 
 

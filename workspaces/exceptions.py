@@ -70,10 +70,3 @@ class CredentialNameTaken(AppError):
     code = "credential_name_taken"
     status = 409
     default_message = "A credential with this name exists."
-
-
-class LimitReached(AppError):
-    """One more would pass what a person or workspace may pile up (settings)."""
-
-    code = "limit_reached"
-    status = 409

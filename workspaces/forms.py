@@ -2,8 +2,9 @@ from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection
+from django.db import IntegrityError
 
+from agntchat.core.limits import hold
 from workspaces.exceptions import LoginThrottled
 from workspaces.login import authenticate_person
 from workspaces.models import User
@@ -22,9 +23,7 @@ class SignupForm(UserCreationForm):
         index tells the case apart): asked again here, under a lock of the name held to the
         transaction's end. IntegrityError, as for a name taken exactly."""
         name = self.cleaned_data["username"]
-        with connection.cursor() as cursor:
-            key = f"signup:{name.upper()}"
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [key])
+        hold(f"signup:{name.upper()}")
         if User.objects.filter(username__iexact=name).exists():
             raise IntegrityError(f"username {name!r} is taken")
         return super().save(commit)

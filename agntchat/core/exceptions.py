@@ -1,5 +1,7 @@
 """The base of every domain error: a stable machine-readable code and an HTTP status."""
 
+from agntchat.core.text import counted
+
 
 class AppError(Exception):
     """A refused action. Mapped once to a REST error body or a socket error frame."""
@@ -49,9 +51,9 @@ class Conflict(AppError):
 def wait_words(seconds: int) -> str:
     """A wait as a person reads it: "1 second", "40 seconds", "2 minutes"."""
     if seconds < 60:
-        return f"{seconds} second{'s' if seconds != 1 else ''}"
+        return counted(seconds, "second")
     minutes = -(-seconds // 60)
-    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return counted(minutes, "minute")
 
 
 class RateLimited(AppError):

@@ -294,3 +294,30 @@ def test_a_base_url_longer_than_is_kept_is_refused(alice, nova, api):
     assert refused.status_code == 400 and "baseUrl" in refused.json()["error"]["fields"]
     nova.refresh_from_db()
     assert nova.base_url == ""
+
+
+def test_a_person_has_at_most_their_cap_of_agents(alice, api, settings):
+    settings.AGENTS_PER_PERSON = 2
+    for name in ("One", "Two"):
+        assert api(alice).post("/api/v1/agents/", {"name": name}, format="json").status_code == 201
+    response = api(alice).post("/api/v1/agents/", {"name": "Three"}, format="json")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "limit_reached"
+    assert "You have 2 agents, the most one person may" in response.json()["error"]["message"]
+    assert Agent.objects.filter(owner=alice).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agents_made_at_once_fill_the_last_place_once(alice, settings):
+    from agntchat.core.limits import LimitReached
+    from tests.concurrency import run_together
+
+    settings.AGENTS_PER_PERSON = 3
+    actions.create_agent(alice, name="First")
+    results = run_together(
+        lambda n: actions.create_agent(alice, name=f"Racer {n}"),
+        [(n,) for n in range(5)],
+        catching=(LimitReached,),
+    )
+    assert sum(isinstance(r, Agent) for r in results) == 2
+    assert Agent.objects.filter(owner=alice).count() == 3
