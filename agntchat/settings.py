@@ -119,6 +119,14 @@ _db.setdefault("OPTIONS", {})
 # about what sequential ones do on SSDs and cached data; at PostgreSQL's 4.0 (spinning disks) the
 # planner would rather scan all of a workspace's conversations than look up the few the sidebar
 # lists by key (tests/conversations/test_read_plans.py).
+# Threads that each hold a pooled database connection while they work, in each web process:
+# HTTP requests side by side (core/http.py), the agent sockets' claims, acks and tool calls
+# (work/consumers.py), and memory's background reads (work/memory.py); the pool's default size
+# (DB_POOL_MAX) fits them all, with two to spare (Django's one sync thread, a migration).
+HTTP_THREADS = env_int("HTTP_THREADS", 8)
+SOCKET_THREADS = env_int("SOCKET_THREADS", min(8, (os.cpu_count() or 1) + 4))
+MEMORY_THREADS = 4
+DB_THREADS = HTTP_THREADS + SOCKET_THREADS + MEMORY_THREADS + 2
 _session = [_db["OPTIONS"].get("options", ""), "-c random_page_cost=1.1"]
 if os.environ.get("DB_POOLER") == "transaction":
     # A transaction pooler (PgBouncer) hands each transaction to any server connection:
@@ -153,19 +161,16 @@ else:
     _db["OPTIONS"]["prepare_threshold"] = int(_prepare) if _prepare else None
     _db["OPTIONS"]["pool"] = {
         "min_size": env_int("DB_POOL_MIN", 2),
-        "max_size": env_int("DB_POOL_MAX", 20),
+        "max_size": env_int("DB_POOL_MAX", DB_THREADS),
         "timeout": 10,
     }
 # A transaction pooler refuses startup options: behind one, its administrator sets them.
 if os.environ.get("DB_POOLER") != "transaction":
     _db["OPTIONS"]["options"] = " ".join(filter(None, _session))
 DATABASES = {"default": _db}
-# Threads serving HTTP requests side by side in each web process (core/http.py); each holds one
-# pooled database connection while it works (DB_POOL_MAX is 20).
-HTTP_THREADS = env_int("HTTP_THREADS", 8)
-# Of the threads that claim and ack the agent sockets' work in each web process (asyncio's
-# pool: min(32, CPUs + 4)), at most this many run tool calls at once (work/consumers.py): the
-# rest stay free for the sockets' work while slow tools run. Keep it below that pool's size.
+# Of the threads that claim and ack the agent sockets' work (SOCKET_THREADS), at most this many
+# run tool calls at once (work/consumers.py): the rest stay free for the sockets' work while
+# slow tools run. Keep it below SOCKET_THREADS.
 TOOL_THREADS = env_int("TOOL_THREADS", 4)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

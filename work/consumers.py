@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections import Counter, OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs
 from weakref import WeakKeyDictionary
 
@@ -48,6 +49,11 @@ from work.tools import calls
 log = logging.getLogger(__name__)
 
 
+# SOCKET_THREADS of them, not asyncio's default pool (CPUs + 4, up to 32): each holds a pooled
+# database connection while it works, and the pool is sized for that many (settings).
+_socket_threads = ThreadPoolExecutor(settings.SOCKET_THREADS, thread_name_prefix="sockets")
+
+
 def in_pool(func):
     """Claims and acks of many connections run side by side in the thread pool, not queued on
     Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
@@ -61,7 +67,7 @@ def in_pool(func):
             # and the connection stayed out of the pool for good.
             close_old_connections()
 
-    return database_sync_to_async(run, thread_sensitive=False)
+    return database_sync_to_async(run, thread_sensitive=False, executor=_socket_threads)
 
 
 # A tool handler may wait on the network for its whole time (web_fetch, 20 s): in the pool that

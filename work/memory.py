@@ -229,7 +229,7 @@ def update_item(item: MemoryItem, *, content: str | None = None, pinned: bool | 
 
 # Background sources run beside the turn's own reads, each on its own connection, under the
 # time budget; a source that misses it is skipped (and the directives say so).
-_background = ThreadPoolExecutor(max_workers=4, thread_name_prefix="memory")
+_background = ThreadPoolExecutor(settings.MEMORY_THREADS, thread_name_prefix="memory")
 
 
 def _in_background(job, *args):
