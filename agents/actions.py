@@ -130,6 +130,28 @@ def set_agent_pins(agent: Agent, workspace_ids) -> Agent:
     return agent
 
 
+def delete_agent(agent: Agent) -> None:
+    """Delete AGENT for good (its owner's act: callers check; a hosted one is made local first,
+    so its host forgets it). What it said stays, shown as a deleted author's: its messages and
+    artifacts. What was its own goes with it: keys and sessions (its open sockets close), its
+    queue, tasks, memory, routines, tool grants, skills, directory listing and usage figures.
+    Conversations go on without it; a turn it held passes to the next agent."""
+    with transaction.atomic():
+        Agent.objects.select_for_update().filter(pk=agent.pk).exists()
+        workspace_ids = set(workspaces_of_agent(agent).values_list("id", flat=True))
+        if workspace_ids:
+            # Its queued work dropped and its turns handed on, as when it leaves a workspace.
+            agent_left_workspaces.send(
+                sender=Agent, agent=agent, workspace_ids=workspace_ids, owner_left=False
+            )
+        sessions = AgentSession.objects.filter(agent=agent).values_list("id", flat=True)
+        topics = [session_topic(session_id) for session_id in sessions]
+        record_audit("agent.deleted", actor=agent.owner, target=agent, label=agent.name)
+        agent.delete()
+        if topics:
+            publish_many(topics, {"type": "session.ended", "reason": "deleted"})
+
+
 def create_agent_key(agent: Agent, name: str = "") -> tuple[AgentKey, str]:
     """A new long-lived key; the secret is returned once and stored only as a hash."""
     secret = crypto.new_secret("agk")

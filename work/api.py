@@ -137,6 +137,14 @@ class AgentDetailView(APIView):
         out["load"] = scoring.agent_loads([agent.id])[agent.id]
         return Response(out)
 
+    def delete(self, request, agent_id):
+        agent = access_own_agent(request.user, agent_id)
+        with transaction.atomic():
+            if agent.host_id is not None:
+                agent = work_hosting.set_runtime(agent, Agent.Runtime.LOCAL)  # its host forgets it
+            actions.delete_agent(agent)
+        return Response(status=204)
+
     def patch(self, request, agent_id):
         agent = access_own_agent(request.user, agent_id)
         data = validated(AgentUpdate, request.data)

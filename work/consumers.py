@@ -93,6 +93,7 @@ LOCAL_CONNECTIONS: Counter = Counter()
 PERMISSION_ROOM = 20
 SESSION_ENDED = {
     "revoked": "The agent key of this session was revoked.",
+    "deleted": "The agent was deleted by its owner.",
     "expired": "The session expired; renew it in time with a 'session.renew' frame.",
 }
 ARTIFACT_FRAMES = {

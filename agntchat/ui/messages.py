@@ -14,10 +14,14 @@ from agntchat.ui.tool_calls import tool_calls_by_message
 from artifacts.rendering import render_markdown
 from conversations.access import messages_visible_to
 from conversations.actions import REACTIONS
-from conversations.models import Participant
+from conversations.models import Message, Participant
 from conversations.payloads import message_data, with_thread_cards
 
 HUES = 8
+# Who a message without an author is shown as: a notice is the system's; anything else was
+# written by an agent or a person deleted since.
+SYSTEM = {"type": "system", "id": "system", "name": "agntchat"}
+GONE = {"type": "system", "id": "deleted", "name": "Deleted author"}
 
 
 def hue(key) -> int:
@@ -50,7 +54,7 @@ def message_rows(messages, viewer) -> list[dict]:
     rows = []
     for message in messages:
         row = message_data(message)
-        author = row["author"] or {"type": "system", "id": "system", "name": "agntchat"}
+        author = row["author"] or (SYSTEM if message.kind == Message.Kind.NOTICE else GONE)
         row["author"] = author
         # render_markdown sanitises (nh3): raw HTML in a body is shown as text, links are safe.
         row["body_html"] = mark_safe(render_markdown(message.body)) if message.body else ""
