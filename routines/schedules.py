@@ -3,7 +3,7 @@ expression (``cronsim``) read in the routine's time zone; and the same said in w
 (``cron-descriptor``)."""
 
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -80,7 +80,7 @@ def _check_cron(cron: str, timezone: str) -> None:
     gap = shortest_gap(sim.minutes, sim.hours)
     if gap < MIN_INTERVAL_MINUTES:
         raise ScheduleInvalid(
-            f"{cron!r} has runs {gap} minute{'s' if gap > 1 else ''} apart; a routine runs at "
+            f"{cron!r} has runs {counted(gap, 'minute')} apart; a routine runs at "
             f"most every {MIN_INTERVAL_MINUTES} minutes (the scheduler looks that often). Use "
             f"minutes such as */{MIN_INTERVAL_MINUTES} or intervalMinutes.",
             fields={"cron": f"Runs closer than {MIN_INTERVAL_MINUTES} minutes apart."},
@@ -106,7 +106,7 @@ def next_slot(routine, after: datetime) -> datetime:
         if after < anchor:
             return anchor + step
         return anchor + step * ((after - anchor) // step + 1)
-    return next(iter(CronSim(routine.cron, after.astimezone(zone(routine.timezone)))))
+    return _utc(next(iter(CronSim(routine.cron, after.astimezone(zone(routine.timezone))))))
 
 
 def due_slots(routine, now: datetime) -> tuple[datetime, list[datetime], int]:
@@ -121,7 +121,7 @@ def due_slots(routine, now: datetime) -> tuple[datetime, list[datetime], int]:
         listed = [first + i * step for i in range(min(count, MAX_SKIPPED_LISTED))]
         return first + count * step, listed, count
     latest, listed, count = first, [], 0
-    for slot in CronSim(routine.cron, first.astimezone(zone(routine.timezone))):
+    for slot in map(_utc, CronSim(routine.cron, first.astimezone(zone(routine.timezone)))):
         if slot > now:
             break
         if count == MAX_SKIPPED_COUNTED:
@@ -137,7 +137,13 @@ def _last_slot(routine, now: datetime) -> datetime:
     """ROUTINE's (a cron's) latest slot at or before NOW."""
     # Reversed, cronsim starts strictly before the second it is given.
     after = now.astimezone(zone(routine.timezone)).replace(microsecond=0) + timedelta(seconds=1)
-    return next(iter(CronSim(routine.cron, after, reverse=True)))
+    return _utc(next(iter(CronSim(routine.cron, after, reverse=True))))
+
+
+def _utc(slot: datetime) -> datetime:
+    """A cron's slot, read in its zone, as UTC: an hour the clock repeats (autumn) is ambiguous
+    in the zone, and such a time never compares equal to one of another zone (PEP 495)."""
+    return slot.astimezone(UTC)
 
 
 def describe(routine) -> str:

@@ -109,3 +109,26 @@ def test_a_short_downtime_is_still_counted_slot_by_slot(alice, team_a, nova):
     assert actions.run_due_routines(now=T0 + timedelta(hours=2)) == 1
     run = RoutineRun.objects.get()
     assert (run.slot, run.skipped_count) == (datetime(2026, 12, 3, 10, 0, tzinfo=UTC), 23)
+
+
+@pytest.mark.parametrize(
+    "cron, start, slots",
+    [
+        # Autumn: 01:30 comes twice in New York (EDT, then EST); the routine runs once that day.
+        (
+            "30 1 * * *",
+            datetime(2027, 11, 6, 12, tzinfo=UTC),
+            [datetime(2027, 11, 7, 5, 30, tzinfo=UTC), datetime(2027, 11, 8, 6, 30, tzinfo=UTC)],
+        ),
+        # Spring: 02:30 does not exist that day; the routine runs when the clock jumps (03:00).
+        (
+            "30 2 * * *",
+            datetime(2027, 3, 13, 12, tzinfo=UTC),
+            [datetime(2027, 3, 14, 7, 0, tzinfo=UTC), datetime(2027, 3, 15, 6, 30, tzinfo=UTC)],
+        ),
+    ],
+)
+def test_a_cron_runs_once_a_day_across_daylight_saving_changes(alice, nova, cron, start, slots):
+    routine = on_cron(alice, nova, alice.owned_workspaces.first(), cron, "America/New_York", start)
+    assert routine.next_run_at == slots[0]
+    assert schedules.next_slot(routine, slots[0]) == slots[1]
