@@ -2,9 +2,7 @@ from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError
 
-from agntchat.core.limits import hold
 from workspaces.exceptions import LoginThrottled
 from workspaces.login import authenticate_person
 from workspaces.models import User
@@ -16,17 +14,6 @@ class SignupForm(UserCreationForm):
         fields = ["username", "display_name", "email"]
         labels = {"display_name": "Your name", "email": "Email"}
         help_texts = {"display_name": "How people and agents see you. Optional."}
-
-    def save(self, commit=True):
-        """In the caller's transaction. The form refused a name differing only in case from a
-        taken one, but sign-ups beside this one were checked before any saved (and the unique
-        index tells the case apart): asked again here, under a lock of the name held to the
-        transaction's end. IntegrityError, as for a name taken exactly."""
-        name = self.cleaned_data["username"]
-        hold(f"signup:{name.upper()}")
-        if User.objects.filter(username__iexact=name).exists():
-            raise IntegrityError(f"username {name!r} is taken")
-        return super().save(commit)
 
 
 class WorkspaceForm(forms.Form):

@@ -3,6 +3,7 @@
 from django.contrib.auth.models import AbstractUser, UserManager
 from django.db import models, transaction
 from django.db.models import Q
+from django.db.models.functions import Lower
 
 from agntchat.core.models import BaseModel
 
@@ -26,6 +27,13 @@ class User(BaseModel, AbstractUser):
     verified_email = models.EmailField(blank=True)
 
     objects = UserManager()
+
+    class Meta(AbstractUser.Meta):
+        # "Alice" and "alice" are one name: sign-up refuses the second with a clear message
+        # (forms.SignupForm); this holds for every other way of creating a person too.
+        constraints = [
+            models.UniqueConstraint(Lower("username"), name="username_unique_ignoring_case")
+        ]
 
     @property
     def email_verified(self) -> bool:

@@ -2,6 +2,7 @@
 another or an account closed since must not get through."""
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from tests.concurrency import run_together
 from workspaces import actions
@@ -192,6 +193,13 @@ def test_names_differing_only_in_case_signed_up_at_once_make_one_account(db):
     assert sorted(r.status_code for r in responses) == [200, 200, 200, 302]
     assert all(b"already exists" in r.content for r in responses if r.status_code == 200)
     assert User.objects.filter(username__iexact="racer").count() == 1
+
+
+def test_no_path_makes_two_names_differing_only_in_case(alice):
+    """Not the sign-up form only: the admin, createsuperuser or a script are held to it too."""
+    with pytest.raises(IntegrityError), transaction.atomic():
+        User.objects.create_user("ALICE", "other@example.com", "pw-other-123456")
+    assert User.objects.filter(username__iexact="alice").count() == 1
 
 
 def test_a_workspace_keeps_a_bounded_number_of_links_waiting(alice, team_a, api, settings):
