@@ -42,6 +42,7 @@ from telegram.request import HTTPXRequest
 from agntchat.core import crypto
 from agntchat.core.exceptions import AppError, Conflict, NotFound
 from agntchat.core.ids import as_uuid
+from agntchat.core.limits import hold
 from conversations import relays
 from conversations.access import access_conversation, may_configure
 from conversations.actions import post_message, post_notice
@@ -64,6 +65,7 @@ TOKEN = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{20,100}$")
 MAX_ATTEMPTS = 8
 MAX_TEXT = 4096  # sendMessage's limit
 CALL_TIMEOUT = 10.0
+REPLAYED_WITHIN_HOURS = 24  # how long Telegram keeps an update it could send again
 
 
 class TelegramNotSetUp(Conflict):
@@ -86,6 +88,14 @@ class TelegramUnreachable(AppError):
 class TelegramAlreadyLinked(Conflict):
     code = "telegram_already_linked"
     default_message = "This conversation is already linked to a Telegram chat: unlink it first."
+
+
+class TelegramBotInUse(Conflict):
+    code = "telegram_bot_in_use"
+    default_message = (
+        "This bot already serves another workspace, and Telegram sends a bot's updates to one "
+        "place only: make a bot of its own for this workspace with BotFather."
+    )
 
 
 class TelegramBotNotFound(NotFound):
@@ -152,7 +162,8 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
     """Store (or replace) the workspace's bot token: admins only. The token is checked with
     ``getMe`` first: refused, nothing is stored. Then updates are routed: a webhook with a fresh
     secret when this server has a public URL, else ``deleteWebhook`` so that polling works. A
-    token of another bot than the one stored unlinks the old bot's chats."""
+    token of another bot than the one stored unlinks the old bot's chats; a bot another workspace
+    has is refused (TelegramBotInUse)."""
     membership = access_membership(user, workspace_id)
     require_manager(membership)
     token = token.strip()
@@ -163,6 +174,11 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
         )
     me = _checked(lambda bot: bot.get_me(), token)
     with transaction.atomic():
+        # Two workspaces saving one bot at once: the second waits here and sees the first's row.
+        hold(f"telegram-bot:{me.id}")
+        others = TelegramBot.objects.filter(telegram_id=me.id)
+        if others.exclude(workspace=membership.workspace).exists():
+            raise TelegramBotInUse()
         row = TelegramBot.objects.select_for_update().filter(workspace=membership.workspace).first()
         if row is not None and row.telegram_id != me.id:
             _forget_links(row)
@@ -183,8 +199,13 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
         # Inside the transaction: a webhook Telegram refused leaves the old settings as they were.
         if secret:
             _checked(
+                # One connection: Telegram posts the next update once this one is answered, so
+                # they come in order, as handle_update's offset expects (by default, 40 at once).
                 lambda bot: bot.set_webhook(
-                    webhook_url(row), secret_token=secret, allowed_updates=["message"]
+                    webhook_url(row),
+                    secret_token=secret,
+                    allowed_updates=["message"],
+                    max_connections=1,
                 ),
                 token,
             )
@@ -307,12 +328,16 @@ def webhook_bot(bot_id, secret: str) -> TelegramBot | None:
 
 def handle_update(bot: TelegramBot, update: Update) -> bool:
     """Handle one update, once: under the bot row's lock, an update below the stored offset is
-    skipped; the offset moves past it in the same transaction as what it posts. True if handled
-    (False: seen before)."""
+    skipped (unless a day has passed since the offset last moved: then Telegram has started its
+    ids again); the offset moves past it in the same transaction as what it posts. True if
+    handled (False: seen before)."""
     replies: list[tuple[int, str]] = []
     with transaction.atomic():
         row = TelegramBot.objects.select_for_update().get(pk=bot.pk)
-        if update.update_id < row.update_offset:
+        # Telegram keeps an update a day at most, and after a week without any it starts its
+        # ids again at a random one: a lower id that long after the last update is a new one.
+        quiet = row.updated_at <= timezone.now() - timedelta(hours=REPLAYED_WITHIN_HOURS)
+        if update.update_id < row.update_offset and not quiet:
             return False
         row.update_offset = update.update_id + 1
         row.save(update_fields=["update_offset", "updated_at"])
@@ -332,6 +357,13 @@ CODE = re.compile(r"^[A-Za-z0-9_-]{22}$")
 
 def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
     message = update.message
+    if message is not None and (message.migrate_to_chat_id or message.migrate_from_chat_id):
+        # A group became a supergroup, under a new id (said in both chats): the link follows.
+        if message.migrate_to_chat_id:
+            _migrate(bot, message.chat.id, message.migrate_to_chat_id)
+        else:
+            _migrate(bot, message.migrate_from_chat_id, message.chat.id)
+        return
     if message is None or message.text is None:
         return  # only text messages: edits, photos, joins … are not relayed (docs/telegram.md)
     chat_id, text = message.chat.id, message.text.strip()
@@ -368,6 +400,16 @@ def _handle(bot: TelegramBot, update: Update, replies: list) -> None:
         },
         client_ref=f"tg:{chat_id}:{message.message_id}",
     )
+
+
+def _migrate(bot: TelegramBot, old_chat_id: int, new_chat_id: int) -> None:
+    """The chat OLD_CHAT_ID is now NEW_CHAT_ID: its link, if any, is moved to it (unless the new
+    one is linked already)."""
+    link = TelegramLink.objects.select_for_update().filter(bot=bot, chat_id=old_chat_id).first()
+    if link is None or TelegramLink.objects.filter(bot=bot, chat_id=new_chat_id).exists():
+        return
+    link.chat_id = new_chat_id
+    link.save(update_fields=["chat_id", "updated_at"])
 
 
 def _readable_by_linker(link: TelegramLink) -> Conversation | None:
@@ -537,7 +579,8 @@ def deliver(send_id) -> bool:
     sent, show its edit (``editMessageText``) or its deletion (``deleteMessage``). The row is
     taken under a lock (another worker on the same row skips it) and marked done in the same
     transaction, so each is done once. A failure is tried again later (``retry_sends``), backing
-    off, up to MAX_ATTEMPTS. True if done now."""
+    off, up to MAX_ATTEMPTS; Telegram asking to slow down (429) is waited out, however often.
+    True if done now."""
     with transaction.atomic():
         send = (
             TelegramSend.objects.select_for_update(skip_locked=True, of=("self",))
@@ -565,9 +608,11 @@ def deliver(send_id) -> bool:
             text = outgoing_text(message)  # read here: the call runs on another thread's loop
             result = call(_token(link.bot), lambda b: _bring_up_to_date(b, send, text))
         except TelegramError as exc:
-            send.attempts += 1
+            wait = _retry_after(exc)
+            if wait is None:  # a 429 says when to try again: not a failure that gives it up
+                send.attempts += 1
+                wait = 30 * 2 ** (send.attempts - 1)
             send.problem = str(exc)[:500]
-            wait = _retry_after(exc) or 30 * 2 ** (send.attempts - 1)
             send.next_attempt_at = timezone.now() + timedelta(seconds=min(wait, 3600))
             if send.attempts >= MAX_ATTEMPTS:
                 send.status = TelegramSend.Status.FAILED
