@@ -446,6 +446,10 @@ QUEUED_TASKS_FROM_OTHERS = env_int("QUEUED_TASKS_FROM_OTHERS", 50)
 # Reactions a person toggles, each a live event to everyone reading the conversation.
 REACTIONS_PER_MINUTE = env_int("REACTIONS_PER_MINUTE", 60)
 REACTIONS_BURST = env_int("REACTIONS_BURST", 30)
+# Searches per person and per agent, whatever the way in (page, REST, workspace_search): each
+# ranks every match of its words, seconds for a common word in a big workspace.
+SEARCHES_PER_MINUTE = env_int("SEARCHES_PER_MINUTE", 30)
+SEARCHES_BURST = env_int("SEARCHES_BURST", 20)
 # Sign-ups per client address, and verification emails a person may ask for and an email
 # address may be sent, per hour.
 SIGNUPS_PER_HOUR_PER_ADDRESS = env_int("SIGNUPS_PER_HOUR_PER_ADDRESS", 20)

@@ -7,12 +7,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.postgres.search import SearchHeadline
 from django.db.models import F, Q, Value
 from django.db.models.functions import Replace
 
+from agents.access import workspaces_of_agent
 from agents.models import Agent
 from agntchat.core import search as fulltext
+from agntchat.core import throttle
+from agntchat.core.exceptions import RateLimited
 from artifacts.access import artifacts_visible_to
 from artifacts.models import Artifact, ArtifactVersion
 from conversations.access import messages_visible_to
@@ -204,8 +208,12 @@ def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
 
 
 def _tasks(actor, query, filters: Filters, limit) -> list[Hit]:
-    # An agent finds the tasks it runs and those it asked others for; a person those they see.
-    rows = own_tasks(actor) if isinstance(actor, Agent) else tasks_visible_to(actor)
+    # An agent finds the tasks it runs and those it asked others for, of the workspaces it still
+    # appears in (as its conversations are: not those its owner left); a person those they see.
+    if isinstance(actor, Agent):
+        rows = own_tasks(actor).filter(workspace__in=workspaces_of_agent(actor))
+    else:
+        rows = tasks_visible_to(actor)
     rows = _in_place(rows, filters, workspace="workspace_id")
     if filters.author_id is not None:
         rows = rows.filter(_by_author(filters.author_id, "created_by_user", "created_by_agent"))
@@ -237,7 +245,12 @@ def search(
 ) -> tuple[list[Hit], bool]:
     """ACTOR's (a person's or an agent's) messages, artifacts and tasks matching TEXT (web-search
     syntax: "quoted phrases", or, -excluded), best first: one page of LIMIT from OFFSET, and
-    whether more follow. Ranks of the three kinds are compared as they are (ts_rank of each)."""
+    whether more follow. Ranks of the three kinds are compared as they are (ts_rank of each).
+    Counted against ACTOR's rate of searches (RateLimited past it)."""
+    rate = throttle.Rate("searches", settings.SEARCHES_PER_MINUTE, burst=settings.SEARCHES_BURST)
+    wait = throttle.hit(rate, actor.pk)
+    if wait:
+        raise RateLimited(wait, "searches")
     filters = filters or Filters()
     query = fulltext.web_query(text)
     wanted = offset + limit + 1
@@ -245,7 +258,9 @@ def search(
     for kind in filters.kinds:
         found += SEARCHES[kind](actor, query, filters, wanted)
     found.sort(key=lambda h: (h.rank, h.time, str(h.id)), reverse=True)
-    return found[offset : offset + limit], len(found) > offset + limit
+    # The next page must start before MAX_OFFSET, where pages stop.
+    more = len(found) > offset + limit and offset + limit < MAX_OFFSET
+    return found[offset : offset + limit], more
 
 
 def author_data(author) -> dict | None:

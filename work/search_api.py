@@ -18,8 +18,6 @@ from work import search
 from workspaces.access import access_workspace
 from workspaces.exceptions import WorkspaceNotFound
 
-MAX_PAGE = search.MAX_OFFSET // 50
-
 
 class MomentField(serializers.DateTimeField):
     """An ISO 8601 time, or a date alone: the start of that day in the caller's time zone, or
@@ -57,12 +55,17 @@ class SearchQuery(serializers.Serializer):
     since = MomentField(required=False)
     until = MomentField(required=False, end_of_day=True)
     type = serializers.ChoiceField(choices=search.KINDS, required=False)
-    page = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, default=1)
+    page = serializers.IntegerField(
+        min_value=1, max_value=search.MAX_OFFSET, default=1, help_text="As deep as 1000 results."
+    )
     limit = serializers.IntegerField(min_value=1, max_value=50, default=20)
 
     def validate(self, data):
         if "since" in data and "until" in data and data["since"] >= data["until"]:
             raise serializers.ValidationError({"until": "Must be after since."})
+        if (data["page"] - 1) * data["limit"] >= search.MAX_OFFSET:
+            last = -(-search.MAX_OFFSET // data["limit"])
+            raise serializers.ValidationError({"page": f"Results go {last} pages deep at most."})
         return data
 
 

@@ -184,6 +184,18 @@ class Notification(BaseModel):
             models.Index(
                 fields=["user"], condition=Q(read_at__isnull=True), name="notification_unread"
             ),
+            # A message edited or deleted, an approval decided: its notifications are found by
+            # these, not by reading every person's inbox.
+            models.Index(
+                fields=["message_id"],
+                condition=Q(message_id__isnull=False),
+                name="notification_by_message",
+            ),
+            models.Index(
+                fields=["target_id"],
+                condition=Q(target_id__isnull=False),
+                name="notification_by_target",
+            ),
         ]
 
 
@@ -222,4 +234,8 @@ class AuditEntry(BaseModel):
     address = models.GenericIPAddressField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["workspace", "-created_at"], name="audit_by_workspace")]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"], name="audit_by_workspace"),
+            # The audit page's filter by action, and its list of the actions there are.
+            models.Index(fields=["workspace", "action", "-created_at"], name="audit_by_action"),
+        ]

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
@@ -29,6 +29,10 @@ MAX_TEXT = 300
 DIGEST_PERIODS = {"hourly": timedelta(hours=1), "daily": timedelta(days=1)}
 DIGEST_CHOICES = ("off", *DIGEST_PERIODS)
 DIGEST_MAX_ITEMS = 50
+# What a person's inbox keeps: their newest notifications, the oldest going past it. Every post
+# in a direct conversation adds one for each other person in it, read or not: without a bound,
+# the table, the unread count and marking all read (every id, in one event) grew for ever.
+MAX_KEPT = 1000
 
 
 def notification_data(notification: Notification) -> dict:
@@ -75,7 +79,8 @@ def notify_person(
     target_id=None,
 ) -> Notification | None:
     """Put one item in USER's inbox and tell their browsers after commit. Nothing when USER is
-    the ACTOR (nobody is notified of their own doing) or no longer a member of the workspace."""
+    the ACTOR (nobody is notified of their own doing) or no longer a member of the workspace.
+    Past MAX_KEPT of theirs, the oldest go."""
     if isinstance(actor, User) and actor.pk == user.pk:
         return None
     if not Membership.objects.filter(workspace_id=workspace_id, user=user).exists():
@@ -91,6 +96,17 @@ def notify_person(
             message_id=message_id,
             target_id=target_id,
         )
+        oldest_kept = (
+            Notification.objects.filter(user=user)
+            .order_by("-created_at")
+            .values("created_at")[MAX_KEPT - 1 : MAX_KEPT]
+        )
+        # Those another transaction holds (a post notifying the same people in another order,
+        # marking read) are left for the next time: waiting on them could deadlock.
+        past = Notification.objects.filter(user=user, created_at__lt=Subquery(oldest_kept))
+        past = list(past.select_for_update(skip_locked=True).values_list("pk", flat=True))
+        if past:
+            Notification.objects.filter(pk__in=past).delete()
         publish_live(
             [f"user.{user.pk}"],
             "notification.created",

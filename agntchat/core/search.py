@@ -37,8 +37,18 @@ def any_word_query(text: str, most: int = 12) -> SearchQuery | None:
     return raw_query(words) if words else None
 
 
+# A run of "-" that each negate what follows (only separators between them): PostgreSQL's parser
+# holds 32 of them at most ("tsquery stack too small", a 500 for "-" typed 33 times).
+NEGATIONS = re.compile(r"(?<![^\s!&()<|])-(?:[\s!&()<|]*-){2,}")
+
+
 def web_query(text: str) -> SearchQuery:
-    """TEXT in web-search syntax ("quoted phrases", or, -excluded)."""
+    """TEXT in web-search syntax ("quoted phrases", or, -excluded). A run of minus signs counts
+    as one, or two when even (the same query: not-not is yes); a NUL, which no PostgreSQL text
+    may hold, as a space."""
+    text = NEGATIONS.sub(
+        lambda run: "-" if run[0].count("-") % 2 else "--", text.replace("\0", " ")
+    )
     return SearchQuery(text, search_type="websearch", config=CONFIG)
 
 

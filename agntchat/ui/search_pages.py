@@ -8,6 +8,7 @@ from django.utils.http import urlencode
 from rest_framework.exceptions import ValidationError
 
 from agents.access import agents_visible_in
+from agntchat.core.exceptions import RateLimited
 from agntchat.ui.shell import conversation_label, listed_in_sidebar, shell, workspace_page
 from work import search
 from work.search_api import SearchQuery, filters_for
@@ -34,7 +35,7 @@ def _page_url(request, page: int) -> str:
 def search_page(request, membership):
     workspace = membership.workspace
     asked = {k: v for k, v in request.GET.items() if k in (*FILTERS, "page") and v != ""}
-    hits, has_more, errors, page = [], False, {}, 1
+    hits, has_more, errors, page, status = [], False, {}, 1, 400
     if asked.get("q", "").strip():
         form = SearchQuery(data=asked | {"workspace": str(workspace.id), "limit": PER_PAGE})
         try:
@@ -50,6 +51,8 @@ def search_page(request, membership):
             )
         except ValidationError as exc:
             errors = {k: " ".join(str(m) for m in v) for k, v in exc.detail.items()}
+        except RateLimited as exc:
+            errors, status = {"q": exc.message}, 429
     conversations = [h.conversation for h in hits if h.conversation is not None]
     prefetch_related_objects(conversations, "participants__user", "participants__agent")
     rows = [
@@ -83,4 +86,4 @@ def search_page(request, membership):
         agents=agents_visible_in(workspace.id).order_by("name"),
         kinds=search.KINDS,
     )
-    return render(request, "ui/search.html", context, status=400 if errors else 200)
+    return render(request, "ui/search.html", context, status=status if errors else 200)
