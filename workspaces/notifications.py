@@ -85,7 +85,9 @@ def notify_person(
         return None
     if not Membership.objects.filter(workspace_id=workspace_id, user=user).exists():
         return None
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction (a post's): two statements per person notified,
+    # and a failure here fails the caller anyway.
+    with transaction.atomic(savepoint=False):
         notification = Notification.objects.create(
             user=user,
             workspace_id=workspace_id,
@@ -104,9 +106,8 @@ def notify_person(
         # Those another transaction holds (a post notifying the same people in another order,
         # marking read) are left for the next time: waiting on them could deadlock.
         past = Notification.objects.filter(user=user, created_at__lt=Subquery(oldest_kept))
-        past = list(past.select_for_update(skip_locked=True).values_list("pk", flat=True))
-        if past:
-            Notification.objects.filter(pk__in=past).delete()
+        past = past.select_for_update(skip_locked=True).values("pk")
+        Notification.objects.filter(pk__in=Subquery(past)).delete()  # one statement
         publish_live(
             [f"user.{user.pk}"],
             "notification.created",
