@@ -25,6 +25,8 @@ PERSON_POSTS_PER_MINUTE = AGENT_POSTS_PER_MINUTE = 10**9  # noqa: F405
 AGENT_FRAMES_PER_MINUTE = BROWSER_FRAMES_PER_MINUTE = 10**9
 # The socket bench opens every browser socket as one person (1,000 of them): its cap, far past.
 BROWSER_MAX_CONNECTIONS = 10**9
+# And every idle agent belongs to one person (10,000 of them): no cap on a person's agents.
+AGENTS_PER_PERSON = 0
 # Its sockets start beating only once all are open (opening 10,000 takes minutes), where a real
 # bridge beats from the start: silent sockets are closed at three quarters of this (4408).
 PRESENCE_TTL_SECONDS = 1800

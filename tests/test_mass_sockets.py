@@ -32,6 +32,7 @@ PREFIX = PREFIX_GIVEN + os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 @transaction.atomic  # one commit: the cast is built in seconds
+@override_settings(AGENTS_PER_PERSON=0)  # one person's N agents, past the cap on a person's
 def build_cast(n: int):
     """N agents with a live session each, and N logged-in browser sessions of one person."""
     alice = make_person("alice")
