@@ -40,6 +40,8 @@ LEASE_SECONDS = 6
 # Daphne's keepalive: a socket whose peer stops answering pings is closed after about
 # interval + timeout (production: daphne's 20 + 30 s).
 PING_INTERVAL, PING_TIMEOUT = 2, 4
+# What a scrape of the stack's /metrics presents (Authorization: Bearer …).
+METRICS_TOKEN = "faults-metrics-token"
 
 
 def free_port() -> int:
@@ -255,6 +257,7 @@ class Stack:
             DEBUG="0",
             SECURE_SSL_REDIRECT="0",
             LOG_LEVEL="WARNING",
+            METRICS_TOKEN=METRICS_TOKEN,
             CLAIM_LEASE_SECONDS=str(LEASE_SECONDS),
             # A soak posts faster than a person may: limits out of reach.
             PERSON_POSTS_PER_MINUTE="1000000",
@@ -633,8 +636,39 @@ async def stall_bridge(stack: Stack, count: int, rate: float) -> Outcome:
     return result
 
 
+# Every connection of the server's to its database, cut from inside PostgreSQL: a statement in
+# flight (a claim, a post, an ack) fails or is rolled back, whichever it was doing.
+TERMINATE = """
+SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND backend_type = 'client backend'
+"""
+
+
+@scenario
+async def terminate_backends(
+    stack: Stack, count: int, rate: float, times: int = 8, every: float = 0.5
+) -> Outcome:
+    """pg_terminate_backend on every connection of the server, TIMES times EVERY seconds apart
+    mid-flow (a pooler or a failover cutting connections; the database itself stays up)."""
+    terminated = 0
+
+    async def outage():
+        nonlocal terminated
+        for _ in range(times):
+            terminated += (await in_thread(stack.psql, TERMINATE))[0][0]
+            await asyncio.sleep(every)
+
+    lead = count / rate / 4
+    result = await through_outage(
+        stack, "terminate", "pg_terminate_backend", count, rate, lead, outage
+    )
+    result.notes["connections cut"] = terminated
+    return result
+
+
 # Each scenario's scene, seeded together before the first runs.
-SCENES = ["killbridges", "restartdaphne", "restartpg", "stopredis", "stall"]
+SCENES = ["killbridges", "restartdaphne", "restartpg", "stopredis", "stall", "terminate"]
 
 SCENARIOS = {
     "kill": kill_bridges,
@@ -642,4 +676,5 @@ SCENARIOS = {
     "postgres": restart_postgres,
     "redis": stop_redis,
     "stall": stall_bridge,
+    "terminate": terminate_backends,
 }

@@ -16,6 +16,7 @@ from agntchat.core import claims, metrics
 from agntchat.core.compiled import compiled_read
 from agntchat.core.events import wire
 from agntchat.core.exceptions import AppError
+from agntchat.core.logs import traced
 from conversations import tasks, turns
 from conversations.actions import post_notice
 from conversations.models import Delivery, Message, Task
@@ -222,9 +223,13 @@ def _give_up_message(agent: Agent, delivery: Delivery, connection_id: str) -> bo
     conversation told why; True if so."""
     if delivery.attempts <= settings.WORK_MAX_ATTEMPTS:
         return False
-    log.warning("message item given up", extra={"item": str(delivery.id), "agent": str(agent.id)})
+    trace = str(delivery.message_id)  # the notice below is logged on the message's path too
+    log.warning(
+        "message item given up",
+        extra={"trace": trace, "item": str(delivery.id), "agent": str(agent.id)},
+    )
     if ack_work(delivery.id, connection_id):
-        with suppress(AppError):  # archived since: nowhere to say it
+        with suppress(AppError), traced(trace):  # archived since: nowhere to say it
             post_notice(
                 delivery.message.conversation,
                 f"{agent.name} could not answer a message: its bridge failed on it "
@@ -238,7 +243,10 @@ def _give_up_task(agent: Agent, task: Task, connection_id: str) -> bool:
     """Past WORK_MAX_ATTEMPTS claims, a task fails, saying why; True if so."""
     if task.attempts <= settings.WORK_MAX_ATTEMPTS:
         return False
-    log.warning("task given up", extra={"item": str(task.id), "agent": str(agent.id)})
+    log.warning(
+        "task given up",
+        extra={"trace": str(task.id), "item": str(task.id), "agent": str(agent.id)},
+    )
     with suppress(AppError):  # finished or taken meanwhile: nothing to give up
         tasks.record_result(
             task.id,

@@ -13,6 +13,7 @@ Two sorts, on purpose:
 
 import hmac
 import ipaddress
+import logging
 import time
 
 from django.conf import settings
@@ -24,6 +25,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from agntchat.core import presence
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
@@ -111,15 +114,27 @@ class DeploymentCollector:
         )
 
     def collect(self):
-        depth = self.depth_family()
-        for kind, (queued, in_flight, waiting) in queue_depths().items():
-            depth.add_metric([kind, "queued"], queued)
-            depth.add_metric([kind, "in_flight"], in_flight)
-            depth.add_metric([kind, "waiting"], waiting)
-        yield depth
-        online = self.online_family()
-        online.add_metric([], presence.online_count())
-        yield online
+        # A store out of reach leaves its figures out, not the scrape: the process's own
+        # figures matter most during an outage (a 500 would lose them all).
+        try:
+            depths = queue_depths()
+        except Exception as exc:
+            log.warning("metrics: queue depth unavailable: %r", exc)
+        else:
+            depth = self.depth_family()
+            for kind, (queued, in_flight, waiting) in depths.items():
+                depth.add_metric([kind, "queued"], queued)
+                depth.add_metric([kind, "in_flight"], in_flight)
+                depth.add_metric([kind, "waiting"], waiting)
+            yield depth
+        try:
+            count = presence.online_count()
+        except Exception as exc:
+            log.warning("metrics: agents online unavailable: %r", exc)
+        else:
+            online = self.online_family()
+            online.add_metric([], count)
+            yield online
 
 
 _collector = DeploymentCollector()
@@ -143,6 +158,8 @@ def allowed(request) -> bool:
         address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:
         return False
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # an IPv4 client of a server bound to "::"
     for entry in settings.METRICS_ALLOWED_ADDRESSES:
         try:
             if address in ipaddress.ip_network(entry, strict=False):

@@ -133,14 +133,16 @@ def check_bridges(now) -> Part:
     part = Part("Bridges")
     agents = list(Agent.objects.order_by("name", "id").values_list("id", "name")[:AGENTS_SHOWN])
     total = Agent.objects.count()
+    shown = [agent_id for agent_id, _ in agents]
     waiting = set(
-        Delivery.objects.filter(acked_at__isnull=True, claimed_by__isnull=True)
+        Delivery.objects.filter(agent_id__in=shown, acked_at__isnull=True, claimed_by__isnull=True)
         .values_list("agent_id", flat=True)
         .distinct()
     )
     try:
-        online = presence.online([agent_id for agent_id, _ in agents])
-        seen = presence.last_seen([agent_id for agent_id, _ in agents])
+        online = presence.online(shown)
+        seen = presence.last_seen(shown)
+        count = presence.online_count()  # every agent's, not only those listed
     except Exception as exc:
         part.ok, part.reason = False, f"presence unknown (Redis: {type(exc).__name__})"
         return part
@@ -153,7 +155,6 @@ def check_bridges(now) -> Part:
             state += ", messages waiting"
             stranded.append(name)
         part.rows.append((name, f"{state} · last seen {_ago(moment, now)}"))
-    count = sum(online.values())
     part.reason = f"{count} of {total} agents online"
     if stranded:
         # Shown, not a fault: an agent whose owner switched its bridge off (a laptop asleep) is

@@ -1,6 +1,6 @@
-"""Faults (issue 27): bridges killed, daphne restarted, PostgreSQL restarted, Redis stopped, a
-bridge's network stalled, each while messages flow through the REST API: no message is lost,
-none is answered twice, and the system recovers by itself.
+"""Faults (issue 27): bridges killed, daphne restarted, PostgreSQL restarted, its connections
+cut, Redis stopped, a bridge's network stalled, each while messages flow through the REST API:
+no message is lost, none is answered twice, and the system recovers by itself.
 
 Every scenario runs on a private PostgreSQL and Redis (the embedded servers, in a temp folder):
 the machine's shared ones are never stopped. bench/faults.py is the harness; bench/soak.py runs
@@ -75,6 +75,17 @@ def test_redis_stopped_for_ten_seconds_loses_nothing(stack):
     assert set(result.refused) == {"503"}, result.refused
 
 
+def test_database_connections_cut_mid_flow_lose_nothing(stack):
+    # pg_terminate_backend on every server connection, again and again, while posts, claims,
+    # replies and acks run on them: a claim cut off after its commit leaves its items leased
+    # to a connection that never sends them; they must come back, once.
+    result = asyncio.run(faults.terminate_backends(stack, MESSAGES, RATE))
+    check(result)
+    assert result.notes["connections cut"] > 0, result.line()
+    # A post whose connection was cut got a 503 to retry; none got a 500.
+    assert set(result.refused) <= {"503"}, result.refused
+
+
 def test_a_stalled_bridge_is_dropped_and_its_work_comes_back(stack):
     result = asyncio.run(faults.stall_bridge(stack, MESSAGES, RATE))
     check(result)
@@ -123,3 +134,22 @@ def test_a_post_while_the_database_is_down_gets_a_clear_503_and_goes_through_aft
         (scene.conversation_id, "outbox-1"),
     )
     assert rows == [(1,)]
+
+
+def test_while_the_database_is_down_metrics_still_answer_and_healthz_says_why(stack):
+    # The process's own figures are what an operator reads during an outage: a scrape must not
+    # fail with the database (the deployment figures it cannot read are left out).
+    client = httpx.Client(base_url=stack.url, timeout=30, trust_env=False)
+    bearer = {"Authorization": f"Bearer {faults.METRICS_TOKEN}"}
+    assert "agntchat_queue_depth" in client.get("/metrics", headers=bearer).text
+    stack.stop_postgres()
+    try:
+        scraped = client.get("/metrics", headers=bearer)
+        health = client.get("/healthz")
+    finally:
+        stack.start_postgres()
+    assert scraped.status_code == 200, scraped.text[:300]
+    assert "agntchat_open_sockets" in scraped.text
+    assert "agntchat_queue_depth" not in scraped.text
+    assert health.status_code == 503
+    assert health.json()["db"].startswith("error") and health.json()["redis"] == "ok"
