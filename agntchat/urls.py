@@ -5,7 +5,7 @@ from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from agntchat.core.api import error_response
-from agntchat.core.health import healthz
+from agntchat.core.health import healthz, livez
 from agntchat.core.metrics import metrics_view
 from agntchat.ui.health import health_page
 from integrations.telegram_api import webhook_urlpatterns
@@ -43,6 +43,7 @@ api = [
 
 urlpatterns = [
     path("healthz", healthz),
+    path("livez", livez),  # the load balancer's check
     path("metrics", metrics_view),  # Prometheus; token or allowed addresses only
     path("staff/health/", health_page, name="staff-health"),
     path("admin/", admin.site.urls),

@@ -110,9 +110,9 @@ frontend web
 
 backend nodes
   balance roundrobin
-  # A node is in while its /healthz answers 200 (database and Redis reachable).
+  # A node is in while it answers /livez (a store down for every node is said by their 503s).
   option httpchk
-  http-check send meth GET uri /healthz hdr Host 127.0.0.1
+  http-check send meth GET uri /livez hdr Host 127.0.0.1
 {servers}
 """
 

@@ -1,4 +1,5 @@
-"""GET /healthz: is the database reachable, is Redis reachable (503 when either is not)."""
+"""GET /healthz: is the database reachable, is Redis reachable (503 when either is not).
+GET /livez: does this process answer (the load balancer's check)."""
 
 from django.db import connection
 from django.http import JsonResponse
@@ -23,3 +24,10 @@ def healthz(request):
     return JsonResponse(
         {"status": "ok" if healthy else "error", **checks}, status=200 if healthy else 503
     )
+
+
+def livez(request):
+    """The node answers. The balancer checks this, not /healthz: PostgreSQL or Redis out of reach
+    is out of reach for every node alike, and taking them all out would answer each request
+    with the balancer's bare page instead of the API's 503 that says what is down."""
+    return JsonResponse({"status": "ok"})

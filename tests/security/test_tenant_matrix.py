@@ -24,7 +24,8 @@ pytestmark = pytest.mark.django_db
 # Public by design or guarded by something other than a workspace: answered to anyone, each for
 # a reason. Everything else is in the matrix.
 EXEMPT = {
-    "healthz": "load balancer's probe: no tenant data",
+    "healthz": "monitoring's probe: no tenant data",
+    "livez": "load balancer's probe: no tenant data",
     "metrics": "Prometheus; its own token or allowed addresses (tests/test_observability.py)",
     "staff/health/": "staff only (tests/ui/test_health_page.py)",
     "api/v1/auth/token/": "the password sign-in itself, throttled (tests/workspaces)",
