@@ -23,6 +23,8 @@ SIGNED_IN_CHECK_SECONDS = 300
 # A socket that has not checked in for 2 * SIGNED_IN_CHECK_SECONDS and this long more is closed,
 # and its place in its person's count lasts as long again: it never stays open uncounted.
 CHECK_IN_SLACK_SECONDS = 30
+# How long a socket that left a topic waits for its fence (LiveSocket.fence_off) to come back.
+FENCE_SECONDS = 10
 
 
 def _counted_seconds() -> int:
@@ -98,6 +100,11 @@ class LiveSocket(JsonSocket):
     handlers = {"ping": "on_ping", "typing": ("on_typing", TypingFrame)}
     frame_rate = ("BROWSER_FRAMES_PER_MINUTE", "BROWSER_FRAMES_BURST")
     quiet_when_limited = frozenset({"typing"})
+    # The fence this socket sent itself on leaving a topic, not back yet (live_regroup), and
+    # whether it dropped a live event meanwhile.
+    fence: str | None = None
+    fenced_at = 0.0
+    dropped = False
 
     async def connect(self):
         if not origin_allowed(self.scope):
@@ -124,19 +131,37 @@ class LiveSocket(JsonSocket):
         self.groups_joined: set[str] = set()
         await self.accept()
         self.watch_check_ins()
-        await self.sync_groups()
-        await self.send_json(wire({"type": "hello", "user_id": user.id}))
+        if await self.sync_groups():
+            await self.fence_off()
+        await self.say_hello()
 
-    async def sync_groups(self) -> None:
-        """Follow membership changes: join new workspaces' topics, leave old ones."""
-        wanted = {group_name(f"user.{self.user.id}")} | {
-            group_name(f"workspace.{w}") for w in await _workspace_ids(self.user)
-        }
-        for group in wanted - self.groups_joined:
+    async def say_hello(self) -> None:
+        """The first frame of a socket, and again after it dropped events (live_fence): the page
+        reloads what it shows."""
+        await self.send_json(wire({"type": "hello", "user_id": self.user.id}))
+
+    async def sync_groups(self) -> bool:
+        """Follow membership changes: join new workspaces' topics, leave old ones; whether it
+        left any."""
+        wanted = await self.topics_now()
+        joining = wanted - self.groups_joined
+        for group in joining:
             await self.channel_layer.group_add(group, self.channel_name)
-        for group in self.groups_joined - wanted:
+        if joining:
+            # A membership ended after the read, before the socket heard the topic, was
+            # announced where it did not hear yet: read again, now that it hears.
+            wanted &= await self.topics_now()
+        left = (self.groups_joined | joining) - wanted
+        for group in left:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.groups_joined = wanted
+        return bool(left)
+
+    async def topics_now(self) -> set[str]:
+        """The groups of the person's own topic and of their workspaces', read now."""
+        return {group_name(f"user.{self.user.id}")} | {
+            group_name(f"workspace.{w}") for w in await _workspace_ids(self.user)
+        }
 
     def unchecked_seconds(self) -> int:
         return _unchecked_seconds()
@@ -171,8 +196,43 @@ class LiveSocket(JsonSocket):
         await _announce_typing(self.user, data["conversation_id"])
 
     async def live_event(self, event):
-        await self.send_json(event["event"])
+        if self.fence is None:
+            await self.send_json(event["event"])
+        else:
+            await self.drop()
 
     async def live_regroup(self, event):
-        await self.sync_groups()
-        await self.send_json(event["event"])
+        if await self.sync_groups():
+            await self.fence_off()
+            await self.send_json(event["event"])
+        elif self.fence is None:
+            await self.send_json(event["event"])
+        else:
+            await self.drop()
+
+    async def drop(self) -> None:
+        """An event come in behind a fence not back yet: dropped. A fence lost on its way (the
+        channel layer is at-most-once) must not leave the socket deaf: past FENCE_SECONDS it
+        hangs up as one that fell behind, and the page reconnects and reloads."""
+        self.dropped = True
+        if time.monotonic() - self.fenced_at > FENCE_SECONDS:
+            await self.channel_overflow({})  # an error frame, then 4503
+
+    async def fence_off(self) -> None:
+        """The socket left a topic (a workspace it was removed from, or that is gone): events of
+        that topic that came in before it left wait for it still, and nothing tells them apart
+        from others. Every live event is dropped until a fence sent now comes back, behind them."""
+        self.fence, self.fenced_at = uuid.uuid4().hex, time.monotonic()
+        await self.channel_layer.send(
+            self.channel_name, {"type": "live.fence", "fence": self.fence}
+        )
+
+    async def live_fence(self, event):
+        if event["fence"] != self.fence:
+            return  # an earlier fence: a later one is on its way
+        self.fence = None
+        if self.dropped:
+            # What it dropped may have been for the person: a hello makes the page reload it,
+            # as after a reconnect.
+            self.dropped = False
+            await self.say_hello()

@@ -90,7 +90,7 @@ def task_topics(task: Task) -> list[str]:
     """Who follows a task live: whoever may read it (tasks_visible_to)."""
     if task.conversation is not None:
         return live.audience_topics(task.conversation)
-    if task.created_by_user_id is None and task.created_by_agent_id is None:
+    if task.private:  # nobody gave it, or a private task did: its agent's owner's only
         return [f"user.{task.agent.owner_id}"]
     return [f"workspace.{task.workspace_id}"]
 

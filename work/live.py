@@ -1,13 +1,17 @@
 """What browsers hear of agents' tool calls and permission requests, and the one shape of a
 call as REST, pages and live events show it."""
 
-from agntchat.core.events import Verbatim, publish_live
+from agntchat.core.events import Verbatim, json_bytes, publish_live
+from agntchat.core.text import clipped
 from conversations import tasks
 from conversations.live import audience_topics
 from work.models import PermissionRequest, ToolCall
 
 # What a page or a live event shows of a call's output; REST's detail has it all.
 OUTPUT_PREVIEW = 4000
+# Arguments longer than this (bytes of JSON) are left out the same way: a call's live event goes
+# to every browser that may read its conversation, each time the call changes.
+ARGUMENTS_PREVIEW = 16_000
 
 
 def request_data(request: PermissionRequest | None) -> dict | None:
@@ -33,6 +37,7 @@ def tool_call_data(call: ToolCall, full_output: bool = False) -> dict:
     except PermissionRequest.DoesNotExist:
         request = None
     output = call.output if full_output else call.output[:OUTPUT_PREVIEW]
+    arguments_cut = not full_output and len(json_bytes(call.arguments)) > ARGUMENTS_PREVIEW
     return {
         "id": call.id,
         "call_id": call.call_id,
@@ -41,13 +46,15 @@ def tool_call_data(call: ToolCall, full_output: bool = False) -> dict:
         "message_id": call.message_id,
         "task_id": call.task_id,
         "tool": call.tool,
-        "arguments": Verbatim(call.arguments),
+        "arguments": None if arguments_cut else Verbatim(call.arguments),
+        "arguments_truncated": arguments_cut,
         "risk": call.risk,
         "status": call.status,
         "output": output,
         "output_truncated": len(output) < len(call.output),
         "error_code": call.error_code,
-        "error": call.error,
+        # A schema's words may quote the arguments whole ("'…' is too long").
+        "error": call.error if full_output else clipped(call.error, OUTPUT_PREVIEW),
         "request": request_data(request),
         "created_at": call.created_at,
         "finished_at": call.finished_at,

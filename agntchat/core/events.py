@@ -141,8 +141,10 @@ class LiveEvent:
     """What a live event to browsers carries besides its type (keys in snake_case, as built)."""
 
     carries: tuple[str, ...]
-    # Membership may have changed: the browser socket follows its topics again before passing
-    # the event on (conversations.consumers.LiveSocket.live_regroup).
+    # A membership may have ended: the browser socket follows its topics again before passing
+    # the event on (conversations.consumers.LiveSocket.live_regroup). Not for news that ends
+    # none: every socket of the workspace hears it, and its topics stay as they are (one who
+    # joins hears nothing on the workspace's topic yet).
     regroups: bool = False
 
 
@@ -166,10 +168,10 @@ LIVE_EVENTS: dict[str, LiveEvent] = {
     "artifact.commented": LiveEvent(("conversation_id", "artifact", "comment_id")),
     "agent.presence": LiveEvent(("agent_id", "online")),
     "tool.updated": LiveEvent(("call",)),
-    "workspace.renamed": LiveEvent(("workspace_id",), regroups=True),
+    "workspace.renamed": LiveEvent(("workspace_id",)),
     "workspace.deleted": LiveEvent(("workspace_id",), regroups=True),
-    "member.joined": LiveEvent(("workspace_id",), regroups=True),
-    "member.role_changed": LiveEvent(("workspace_id",), regroups=True),
+    "member.joined": LiveEvent(("workspace_id",)),
+    "member.role_changed": LiveEvent(("workspace_id",)),
     "member.removed": LiveEvent(("workspace_id",), regroups=True),
     "member.left": LiveEvent(("workspace_id",), regroups=True),
     # The person's inbox (workspaces.notifications), on their own topic only.
