@@ -23,7 +23,8 @@ from agntchat.core.claims import NotHeld
 from agntchat.core.events import publish, publish_live, wake_agent
 from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.core.ids import as_uuid
-from agntchat.core.text import clipped
+from agntchat.core.limits import count_held
+from agntchat.core.text import clipped, counted
 from conversations import actions, live
 from conversations.access import conversations_visible_to
 from conversations.models import Conversation, Participant, Task, TaskEvent
@@ -66,14 +67,23 @@ def tasks_visible_to(actor):
     """A task is visible exactly where the conversation it was asked in is. One asked outside any
     conversation: by a person or an agent (REST without one), to every member of its workspace;
     a private one (nobody gave it, or a private task did), to its agent's owner only, as the
-    loops and pulses it comes from are. An agent sees the tasks it works on."""
+    loops and pulses it comes from are. An agent sees the tasks it works on, in the workspaces its
+    owner is still a member of (a pinned-away agent finishes its tasks there: PRO-2)."""
     if isinstance(actor, Agent):
-        return Task.objects.filter(agent=actor)
+        return Task.objects.filter(owner_is_member(actor), agent=actor)
     user = actor
     member = Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user=user)
     return Task.objects.filter(Exists(member)).filter(
         Q(conversation__in=conversations_visible_to(user))
         | (Q(conversation__isnull=True) & (Q(private=False) | Q(agent__owner=user)))
+    )
+
+
+def owner_is_member(agent: Agent) -> Exists:
+    """A condition on tasks: AGENT's owner is a member of the task's workspace. Once they leave,
+    the workspace's tasks (cancelled then) are no longer their agent's to read."""
+    return Exists(
+        Membership.objects.filter(workspace_id=OuterRef("workspace_id"), user_id=agent.owner_id)
     )
 
 
@@ -234,18 +244,20 @@ def _check_queue_room(agent: Agent) -> None:
     """Refuse a task for AGENT from someone other than its owner when QUEUED_TASKS_FROM_OTHERS
     (a setting; 0: no cap) of those already wait: tasks are taken oldest first, so a flood from
     others would hold up the owner's own work. The owner's tasks are never refused. Counted
-    under the agent's row lock: two tasks at once cannot both be the last one."""
+    under a lock (core.limits): two tasks at once cannot both be the last one."""
     if settings.QUEUED_TASKS_FROM_OTHERS <= 0:
         return
-    Agent.objects.select_for_update().filter(pk=agent.pk).first()
     others = (Q(created_by_user__isnull=False) & ~Q(created_by_user=agent.owner_id)) | (
         Q(created_by_agent__isnull=False) & ~Q(created_by_agent__owner=agent.owner_id)
     )
-    waiting = Task.objects.filter(others, agent=agent, status=Task.Status.QUEUED).count()
+    waiting = count_held(
+        f"tasks-from-others:{agent.pk}",
+        Task.objects.filter(others, agent=agent, status=Task.Status.QUEUED),
+    )
     if waiting >= settings.QUEUED_TASKS_FROM_OTHERS:
         raise QueueFull(
-            f"{agent.name} has {waiting} task{'s' if waiting != 1 else ''} from others waiting "
-            "already, the most it takes: try again once some have started."
+            f"{agent.name} has {counted(waiting, 'task')} from others waiting already, the most "
+            "it takes: try again once some have started."
         )
 
 

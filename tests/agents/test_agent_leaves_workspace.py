@@ -14,10 +14,11 @@ from asgiref.sync import sync_to_async
 from agents import actions as agent_actions
 from conversations.actions import add_agent_to_conversation, post_message
 from conversations.models import Delivery, Task, TurnDecision
-from conversations.tasks import create_task
+from conversations.tasks import TaskNotFound, access_task, create_task
 from tests.conftest import agent_session
 from tests.socket_helpers import agent_communicator, frames_until, next_frame
 from work.gateway import ack_work, claim_work
+from work.tools.platform import own_tasks
 from workspaces import actions as workspace_actions
 
 pytestmark = pytest.mark.django_db
@@ -132,6 +133,26 @@ def test_its_tasks_there_go_on_when_pinned_away_and_end_when_its_owner_leaves(
     assert work["id"] == str(at_home.id)
     at_home.refresh_from_db()
     assert at_home.status == Task.Status.RUNNING
+
+
+def test_once_its_owner_left_the_workspaces_tasks_are_no_longer_its_to_read(
+    alice, bob, team_a, budget_room
+):
+    conversation, rex, gus = budget_room
+    given = create_task(alice, team_a, rex, "Check the Q3 budget", conversation=conversation)
+    asked = create_task(rex, team_a, gus, "Add up the receipts")
+    at_home = create_task(bob, personal(bob), rex, "Sort my receipts")
+    agent_actions.set_agent_pins(rex, [personal(bob).id])
+    # Pinned away, it still reads what it was given there and finishes it (PRO-2).
+    assert access_task(rex, given.id) == given
+    assert set(own_tasks(rex)) == {given, asked, at_home}
+
+    workspace_actions.leave_workspace(team_a.memberships.get(user=bob))
+
+    # Cancelled, and no longer Bob's to read through Rex's session.
+    with pytest.raises(TaskNotFound):
+        access_task(rex, given.id)
+    assert list(own_tasks(rex)) == [at_home]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,6 +9,8 @@ This module holds the conversation, personality and task tools; artifacts and ca
 (history, search) and the web have modules of their own beside it (``platform_*.py``).
 """
 
+from django.db.models import Q
+
 from agents import actions as agent_actions
 from agents.access import agents_visible_in
 from agents.models import Agent
@@ -209,7 +211,9 @@ def task_create(context: ToolContext, arguments: dict):
 
 def own_tasks(agent: Agent):
     """Tasks AGENT runs (tasks_visible_to) or created for others."""
-    return tasks.tasks_visible_to(agent) | Task.objects.filter(created_by_agent=agent)
+    return Task.objects.filter(
+        tasks.owner_is_member(agent), Q(agent=agent) | Q(created_by_agent=agent)
+    )
 
 
 @tool(
