@@ -646,7 +646,10 @@ function connectLive() {
       liveState = ["Reconnecting…", "offline"];
       showLiveState();
       attempt += 1;
-      setTimeout(open, Math.min(15000, 400 * 2 ** attempt));
+      // Spread at random (half to all of the backoff): every tab of a restarted node would
+      // otherwise come back at the same instants.
+      const backoff = Math.min(15000, 400 * 2 ** attempt);
+      setTimeout(open, backoff * (0.5 + Math.random() / 2));
     });
   };
   open();
