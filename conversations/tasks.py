@@ -20,7 +20,7 @@ from agents.exceptions import AgentNotFound, TaskNotFound
 from agents.models import Agent
 from agntchat.core import throttle
 from agntchat.core.claims import NotHeld
-from agntchat.core.events import publish, publish_live, wake_agent
+from agntchat.core.events import json_bytes, publish, publish_live, wake_agent
 from agntchat.core.exceptions import AppError, RateLimited
 from agntchat.core.ids import as_uuid
 from agntchat.core.limits import count_held
@@ -128,8 +128,16 @@ def task_data(task: Task) -> dict:
     }
 
 
+# What a live event shows of a result: every browser that may read the task hears it, and pages
+# fetch what they show; REST has it whole.
+RESULT_PREVIEW_BYTES = 16_000
+
+
 def _announce(task: Task, event_type: str) -> None:
-    publish_live(task_topics(task), event_type, task=task_data(task))
+    data = task_data(task)
+    if len(json_bytes(task.result)) > RESULT_PREVIEW_BYTES:
+        data["result"], data["result_truncated"] = None, True
+    publish_live(task_topics(task), event_type, task=data)
 
 
 def create_task(

@@ -165,3 +165,24 @@ def test_an_agent_giving_tasks_is_held_to_the_task_rate(alice, team_a, channel, 
     refused = held.error("task_create", {"agent": "nova", "instructions": "Part 3."})
     assert refused["code"] == "rate_limited"
     assert Task.objects.filter(created_by_agent=nova).count() == 2
+
+
+def test_a_long_result_is_not_sent_whole_to_every_browser(
+    alice, team_a, nova, api, django_capture_on_commit_callbacks
+):
+    """task.finished goes to every browser that may read the task, and pages fetch what they
+    show: a result of a megabyte was sent whole to each. REST has it whole."""
+    from tests.socket_helpers import TopicInbox
+
+    task = tasks.create_task(alice, team_a, nova, "Write the long report")
+    Task.objects.filter(pk=task.pk).update(claimed_by="conn-1", status=Task.Status.RUNNING)
+    inbox = TopicInbox(f"workspace.{team_a.id}")
+    long = "word " * 20_000
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.record_result(task.id, "completed", connection_id="conn-1", result={"text": long})
+    (finished,) = [
+        e["event"] for e in inbox.all(quiet=0.5) if e["event"]["type"] == "task.finished"
+    ]
+    assert finished["task"]["result"] is None and finished["task"]["resultTruncated"] is True
+    detail = api(alice).get(f"/api/v1/tasks/{task.id}/").json()
+    assert detail["result"]["text"] == long and "resultTruncated" not in detail
