@@ -12,10 +12,11 @@ import json
 
 from django.utils import timezone
 
+from agntchat.core.text import clipped
 from conversations.models import Message
 from work.access import tool_calls_visible_to
 from work.approvals import may_decide
-from work.live import tool_call_data
+from work.live import OUTPUT_PREVIEW, tool_call_data
 from work.models import PermissionRequest, ToolCall
 
 # What a call's outcome reads as, by its error code (a plain "failed" otherwise).
@@ -77,7 +78,10 @@ class _Rows:
         row["state"], row["state_label"] = _state(call)
         row["agent_name"] = call.agent.name
         row["owner_name"] = call.agent.owner.label
-        row["arguments_json"] = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        # The start of it, as of its output: a page may list 200 calls, each of megabytes.
+        arguments = json.dumps(call.arguments, indent=2, ensure_ascii=False)
+        row["arguments_json"] = clipped(arguments, OUTPUT_PREVIEW)
+        row["arguments_cut"] = len(arguments) > OUTPUT_PREVIEW
         row["output"] = _readable(row["output"])
         row["pending"] = row["request"] is not None and row["request"]["status"] == "pending"
         if row["pending"]:

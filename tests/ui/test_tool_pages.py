@@ -48,6 +48,18 @@ def test_a_call_shows_under_the_agents_reply_with_its_input_and_output(
     assert "data-tool-calls" not in html.split(f'id="msg-{reply.id}"')[0]
 
 
+def test_a_calls_huge_input_shows_its_start(client, alice, channel, nova):
+    """A page may list 200 calls: each call's input was shown whole, megabytes of them."""
+    held = held_message(nova, channel, alice, "Write the plan.")
+    long = "x" * 300_000
+    held.output("artifact_publish", {**PLAN, "content": long})
+    question = channel.messages.get(body="Write the plan.")
+    client.force_login(alice)
+    html = fragment(client, question)
+    assert 'Input <span class="muted">(the start of it)</span>' in html
+    assert len(html) < 50_000 and "x" * 3000 in html
+
+
 def test_a_call_before_the_reply_shows_under_the_message_answered(client, alice, channel, nova):
     held = held_message(nova, channel, alice, "Write the plan.")
     held.error("artifact_publish", {"title": "x"})  # does not fit the schema
