@@ -2,10 +2,20 @@
 through the channel layer while a front waits for a task to end or an agent to answer."""
 
 import asyncio
+import time
+import uuid
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from agntchat.core.events import group_name
+from agntchat.core.presence import client as redis
+
+# Answers one person waits on at once through the fronts (OpenAI completions, MCP tool calls),
+# on every node: each holds a live-event subscription and reads the database every few seconds,
+# and a retried request may post nothing, so no post or task rate bounds them.
+WAITS_PER_PERSON = 20
+WAITS_TTL = 2 * 24 * 3600  # of the list of them: past the longest turn time limit (a day)
 
 
 class ClientGone(Exception):
@@ -65,3 +75,29 @@ class Following:
         if gone.is_set():
             raise ClientGone()
         return following.result()
+
+
+def _waits_key(person_id) -> str:
+    # The answers the person waits on, scored by when each must have ended (Unix seconds): a
+    # node that stops while one waits leaves a member that expires by itself.
+    return f"{settings.REDIS_PREFIX}:front:waits:{person_id}"
+
+
+def begin_wait(person_id, seconds: float) -> str | None:
+    """A place for one more answer PERSON_ID waits on, for SECONDS at most: its id, or None
+    when WAITS_PER_PERSON are taken (two asking for the last place at once may both be refused,
+    never both let in)."""
+    wait_id, key, now = uuid.uuid4().hex, _waits_key(person_id), time.time()
+    pipe = redis().pipeline()
+    pipe.zremrangebyscore(key, "-inf", now)
+    pipe.zadd(key, {wait_id: now + seconds})
+    pipe.expire(key, WAITS_TTL)
+    pipe.zcard(key)
+    if pipe.execute()[-1] <= WAITS_PER_PERSON:
+        return wait_id
+    end_wait(person_id, wait_id)
+    return None
+
+
+def end_wait(person_id, wait_id: str) -> None:
+    redis().zrem(_waits_key(person_id), wait_id)

@@ -49,6 +49,7 @@ from agntchat.core.presence import client as redis
 from artifacts.models import Artifact
 from conversations import tasks
 from conversations.models import Message, Task, TaskEvent
+from fronts import live
 from fronts.http import BadBody, Exchange
 from fronts.jobs import give_up_unstarted, schedule_give_up
 from fronts.live import ClientGone, Following
@@ -60,6 +61,7 @@ MODERN_VERSIONS = ("2026-07-28",)
 SUPPORTED_VERSIONS = (*LEGACY_VERSIONS, *MODERN_VERSIONS)
 SESSION_TTL = 24 * 3600  # seconds a session lives after its last use
 WAIT_SLICE = 15.0  # seconds: a waiting call reads its task again and keeps its stream alive
+WAIT_RETRY_SECONDS = 5  # a call refused for the answers its person waits on: try again then
 LIST_TTL_MS = 10_000  # how long a modern client may cache the tool list (its own: private)
 SESSION_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
 # A request id is kept in Redis while its call runs (to cancel it by): a longer one is refused.
@@ -287,10 +289,11 @@ def tool_error(text: str) -> types.CallToolResult:
 
 
 def start_task(person, name: str, arguments, session_id: str | None, request_id):
-    """The task a call of tool NAME gives and the live topics it is followed on, or the error
-    result to answer with (bad arguments, no workspace fits, the task refused). Nothing is
-    created when PERSON calls too often (RateLimited), calls an agent they cannot see
-    (UnknownTool) or a name more than one visible agent goes by (Ambiguous)."""
+    """The task a call of tool NAME gives, the live topics it is followed on and PERSON's place
+    among the answers they wait on (``fronts.live.begin_wait``: end it), or the error result to
+    answer with (bad arguments, no workspace fits, the task refused). Nothing is created when
+    PERSON calls too often or waits on too many answers already (RateLimited), calls an agent
+    they cannot see (UnknownTool) or a name more than one visible agent goes by (Ambiguous)."""
     named = agent_named(person, name)
     if named is None:
         raise UnknownTool(name)
@@ -304,6 +307,10 @@ def start_task(person, name: str, arguments, session_id: str | None, request_id)
         return tool_error(
             "Invalid arguments: " + "; ".join(f"{where(e)}: {e.message}" for e in problems)
         )
+    longest = settings.FRONT_START_SECONDS + named.agent.turn_time_limit_seconds + 60
+    wait_id = live.begin_wait(person.id, longest)
+    if wait_id is None:
+        raise RateLimited(WAIT_RETRY_SECONDS, "answers waited on at once")
     try:
         workspace = workspace_for(person, named.agent, arguments.get("workspace"))
         with transaction.atomic():
@@ -311,15 +318,16 @@ def start_task(person, name: str, arguments, session_id: str | None, request_id)
                 person, workspace, named.agent, arguments["instructions"], own_conversation=True
             )
             schedule_give_up(task)
-    except NoWorkspace as exc:
-        return tool_error(str(exc))
-    except RateLimited:
+    except BaseException as exc:
+        live.end_wait(person.id, wait_id)
+        if isinstance(exc, NoWorkspace):
+            return tool_error(str(exc))
+        if isinstance(exc, AppError) and not isinstance(exc, RateLimited):
+            return tool_error(exc.message)
         raise  # the person's task rate (tasks.create_task): an HTTP 429, not a tool's error
-    except AppError as exc:
-        return tool_error(exc.message)
     if session_id is not None:
         remember_call(session_id, request_id, task.id)
-    return task, tasks.task_topics(task)
+    return task, tasks.task_topics(task), wait_id
 
 
 def task_state(task_id, after_seq: int, session_id: str | None, request_id):
@@ -648,9 +656,11 @@ class Endpoint:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {exc}") from None
         if isinstance(started, types.CallToolResult):
             return await self.reply(request_id, started)
+        task, topics, wait_id = started
         try:
-            await self.answer_call(request_id, token, *started)
+            await self.answer_call(request_id, token, task, topics)
         finally:
+            live.end_wait(self.person.id, wait_id)  # one quick Redis call: no hop to skip
             await self.forget(request_id)  # again if the answer never went (the client left)
 
     async def forget(self, request_id) -> None:

@@ -9,8 +9,6 @@ supported, and how sessions work: docs/openai-front.md."""
 
 import asyncio
 import math
-import time
-import uuid
 from dataclasses import dataclass
 
 import orjson
@@ -19,10 +17,9 @@ from django.conf import settings
 
 from agents.models import Agent
 from agntchat.core.exceptions import AppError, RateLimited
-from agntchat.core.presence import client as redis
 from conversations.live import audience_topics
 from conversations.models import Delivery, Message, TurnUsage
-from fronts import actions
+from fronts import actions, live
 from fronts.http import BadBody, Exchange
 from fronts.live import ClientGone, Following
 from fronts.targets import Ambiguous, Named, agent_named, named_agents
@@ -40,11 +37,6 @@ USAGE_WAIT_SECONDS = 3.0
 # Streamed replies are cut into content chunks of about this many characters.
 CHUNK_CHARS = 200
 MAX_SESSION_KEY = 200
-# Completions one person waits on at once, on every node: each holds a live-event subscription
-# and reads the database every few seconds, and a retry of the same request posts nothing, so
-# no post limit bounds them.
-WAITS_PER_PERSON = 20
-WAITS_TTL = 2 * 24 * 3600  # of the list of them: past the longest turn time limit (a day)
 SESSION_HEADER = "x-agntchat-session"
 
 ROLES = {"system", "developer", "user", "assistant"}
@@ -288,48 +280,22 @@ class Turn:
     deadline: float  # loop time
 
 
-def _waits_key(person_id) -> str:
-    # The person's waiting completions, scored by when each must have ended (Unix seconds): a
-    # node that stops while one waits leaves a member that expires by itself.
-    return f"{settings.REDIS_PREFIX}:front:waits:{person_id}"
-
-
-def begin_wait(person_id, seconds: float) -> str | None:
-    """A place for one more completion PERSON_ID waits on, for SECONDS at most: its id, or None
-    when WAITS_PER_PERSON are taken (two asking for the last place at once may both be refused,
-    never both let in)."""
-    wait_id, key, now = uuid.uuid4().hex, _waits_key(person_id), time.time()
-    pipe = redis().pipeline()
-    pipe.zremrangebyscore(key, "-inf", now)
-    pipe.zadd(key, {wait_id: now + seconds})
-    pipe.expire(key, WAITS_TTL)
-    pipe.zcard(key)
-    if pipe.execute()[-1] <= WAITS_PER_PERSON:
-        return wait_id
-    end_wait(person_id, wait_id)
-    return None
-
-
-def end_wait(person_id, wait_id: str) -> None:
-    redis().zrem(_waits_key(person_id), wait_id)
-
-
 def start_turn(person, completion: Completion, headers: dict):
     """Find the agent, take a place among the person's waits (``begin_wait``; 429 when none is
     left), the session, and post the person's text: (agent, post, live topics, wait id)."""
     agent = find_model(person, completion.model).agent
-    wait_id = begin_wait(person.id, agent.turn_time_limit_seconds + GRACE_SECONDS + 60)
+    wait_id = live.begin_wait(person.id, agent.turn_time_limit_seconds + GRACE_SECONDS + 60)
     if wait_id is None:
         raise OpenAIError(
             429,
-            f"You already wait on {WAITS_PER_PERSON} completions: try again once one has ended.",
+            f"You already wait on {live.WAITS_PER_PERSON} answers: try again once one has ended.",
             code="rate_limit_exceeded",
             headers=[("retry-after", str(int(RECHECK_SECONDS)))],
         )
     try:
         return (*_post_turn(person, agent, completion, headers), wait_id)
     except BaseException:
-        end_wait(person.id, wait_id)
+        live.end_wait(person.id, wait_id)
         raise
 
 
@@ -628,7 +594,7 @@ async def chat_completion(exchange: Exchange, person) -> None:
     try:
         await answer_completion(exchange, completion, agent, post, topics)
     finally:
-        end_wait(person.id, wait_id)  # one quick Redis call: no hop a cancel could skip
+        live.end_wait(person.id, wait_id)  # one quick Redis call: no hop a cancel could skip
 
 
 async def answer_completion(exchange: Exchange, completion: Completion, agent, post, topics):

@@ -13,7 +13,7 @@ from openai import OpenAI
 from agntchat.asgi import application
 from agntchat.core.presence import client as redis
 from conversations.models import Message
-from fronts import openai as front
+from fronts import live
 from tests.fronts.test_openai_refusals import ask, error_of
 from tests.waiting import wait_until
 from workspaces import actions as workspace_actions
@@ -47,7 +47,7 @@ def test_a_person_waits_on_a_bounded_number_of_completions_at_once(
     seconds for up to the agent's turn limit. A retry (X-Stainless-Retry-Count) of the same
     messages posts nothing, so no post limit held them back: one token could keep any number
     waiting. Past WAITS_PER_PERSON, a 429 the client library waits on, and nothing posted."""
-    monkeypatch.setattr(front, "WAITS_PER_PERSON", 2)
+    monkeypatch.setattr(live, "WAITS_PER_PERSON", 2)
     settings.FRONT_START_SECONDS = 2  # no bridge runs: each wait ends with a 503 after that
     token = workspace_actions.issue_api_token(alice)[1]
     retry = {"x-stainless-retry-count": "1"}

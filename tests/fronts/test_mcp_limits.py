@@ -18,7 +18,7 @@ from agntchat.asgi import application
 from agntchat.core.presence import client as redis
 from conversations import tasks
 from conversations.models import Task
-from fronts import mcp
+from fronts import live, mcp
 from tests.fronts.test_mcp_refusals import INIT, post
 from tests.waiting import until
 from workspaces.actions import issue_api_token
@@ -94,6 +94,33 @@ async def test_a_call_counts_under_the_person_s_task_rate(alice, team_a, nova, t
     assert error["data"]["code"] == "rate_limited"
     assert error["data"]["retryAfter"] == int(answer["headers"]["retry-after"]) >= 1
     assert await sync_to_async(Task.objects.count)() == 1
+
+
+async def test_a_person_waits_on_a_bounded_number_of_calls_at_once(alice, token, monkeypatch):
+    """Each waiting call holds a live subscription and reads its task every few seconds, up to
+    the agent's turn limit (a day at most); the task rate let hundreds wait at once. Past
+    WAITS_PER_PERSON (shared with the OpenAI front), a 429 and no task; a call that ends frees
+    its place."""
+    monkeypatch.setattr(live, "WAITS_PER_PERSON", 1)
+    session = await open_session(token)
+    headers = [
+        (b"host", b"localhost"),
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"authorization", f"Bearer {token}".encode()),
+    ] + [(k.encode(), v.encode()) for k, v in in_session(session)]
+    waiting = HttpCommunicator(application, "POST", "/mcp", headers=headers)
+    await waiting.send_input({"type": "http.request", "body": json.dumps(calling()).encode()})
+    await until(sync_to_async(lambda: Task.objects.exists()), what="the first call's task")
+
+    refused = await post(calling(8), token, in_session(session) + [("accept", "application/json")])
+    assert refused["status"] == 429
+    assert refused["json"]["error"]["message"].startswith("Too many answers waited on at once")
+    assert await sync_to_async(Task.objects.count)() == 1
+
+    await waiting.send_input({"type": "http.disconnect"})
+    await waiting.wait(timeout=10)
+    await until(lambda: not redis().zcard(live._waits_key(alice.id)), what="its place")
 
 
 async def test_an_overlong_id_is_refused_and_a_call_s_id_is_forgotten_once_it_ends(token, settings):
