@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from agents.access import agent_appears_in
 from agents.models import Agent
 from agntchat.core import presence
+from agntchat.core.exceptions import AppError
 from conversations import actions as conversation_actions
 from conversations import turns
 from conversations.access import access_conversation
@@ -125,6 +126,14 @@ def post_api_turn(
     if system and system_digest != session.system_digest:
         quoted = "\n".join(f"> {line}" if line else ">" for line in system.splitlines())
         body = f"System instructions from the API client:\n{quoted}\n\n{text}"
+        if len(body) > conversation_actions.MAX_BODY >= len(text):
+            raise AppError(
+                f"The system and developer messages ({len(system):,} characters) and the last "
+                f"user message do not fit the {conversation_actions.MAX_BODY:,} characters a "
+                "message holds: shorten the system text.",
+                code="context_length_exceeded",
+                fields={"messages": "System text too long."},
+            )
     if turns.delegation(body, conversation, person) is not None:
         raise DelegationRefused()
     ref = f"api:{digest(idempotency_key)[:40]}" if idempotency_key else ""

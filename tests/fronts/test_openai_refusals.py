@@ -280,3 +280,15 @@ def test_a_rate_limited_completion_is_a_429_with_retry_after_and_writes_nothing(
     assert Message.objects.count() == 1
     assert not Conversation.objects.filter(kind="api").exists()
     assert not ApiSession.objects.exists()
+
+
+def test_a_system_text_too_long_for_a_message_says_so(alice, nova):
+    """The client's system text is quoted at the head of the post: past what a message holds,
+    every request was refused as if the user's message were too long."""
+    secret = workspace_actions.issue_api_token(alice)[1]
+    system = {"role": "system", "content": "Answer in French. " * 1200}
+    body = ask(messages=[system, {"role": "user", "content": "hi"}])
+    error = error_of(call("POST", "/v1/chat/completions", secret, json=body), 400)
+    assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
+    assert error["message"].startswith("The system and developer messages (21,599 characters)")
+    assert nothing_written()
