@@ -31,3 +31,22 @@ async def test_a_burst_arrives_whole_in_order_and_a_bad_event_spoils_nothing(cap
     assert "could not serialize burst" in caplog.text
     layer.discard_channel(first)
     layer.discard_channel(second)
+
+
+def test_events_past_the_bound_are_dropped_not_kept(monkeypatch):
+    """A Redis that hangs rather than refuses holds the publisher's round trips while events
+    keep coming: they piled up in memory without bound, to go out stale."""
+    import threading
+
+    publisher = events.Publisher()
+    monkeypatch.setattr(publisher, "MAX_QUEUED", 5)
+    stuck = threading.Event()
+    publisher.thread = threading.Thread(target=stuck.wait, daemon=True)  # a send that never ends
+    publisher.thread.start()
+    try:
+        for n in range(8):
+            publisher.submit(["workspace.x"], {"type": "n", "n": n})
+        assert publisher.queue.qsize() == 5 and publisher.dropped == 3
+        assert [publisher.queue.get_nowait()[1]["n"] for _ in range(5)] == [0, 1, 2, 3, 4]
+    finally:
+        stuck.set()

@@ -87,17 +87,28 @@ class Publisher:
     queued while one round trip to Redis was under way goes out together in the next."""
 
     BATCH = 200  # events per round trip at most
+    # Events waiting at most. A Redis that hangs rather than refuses holds each round trip for
+    # its timeout while events keep coming: past this, new ones are dropped (events are at most
+    # once: pages catch up on their next hello, agents on their next heartbeat), not kept in
+    # memory to go out stale.
+    MAX_QUEUED = 20_000
 
     def __init__(self):
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
+        self.dropped = 0
 
     def submit(self, topics: list[str], event: dict) -> None:
         with self.lock:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self.run, name="event-publisher", daemon=True)
                 self.thread.start()
+        if self.queue.qsize() >= self.MAX_QUEUED:
+            self.dropped += 1
+            if self.dropped % 1000 == 1:
+                log.warning("event queue full: %d events dropped so far", self.dropped)
+            return
         self.queue.put((topics, event))
 
     def run(self) -> None:
