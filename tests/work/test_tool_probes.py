@@ -34,3 +34,12 @@ def test_an_outside_schemas_regular_expressions_are_not_run_on_the_arguments():
     # The rest of the schema still holds.
     assert "'q' is a required property" in schema_problem(tool, {})
     assert "is not of type 'string'" in schema_problem(tool, {"q": 1})
+
+
+def test_a_refusal_quotes_a_huge_value_only_in_part():
+    """jsonschema's words quote the value ("'xxx…' is too long"): a 500 KB argument made a
+    500 KB error, stored with the call, told to the model and shown on its pages."""
+    tool = outside_tool({"type": "object", "properties": {"q": {"type": "string", "maxLength": 5}}})
+    problem = schema_problem(tool, {"q": "x" * 500_000})
+    assert problem.startswith("The arguments for search__find do not fit its input schema: q: '")
+    assert problem.endswith("…") and len(problem) < 700

@@ -25,6 +25,7 @@ from agents.access import owner_belongs_to
 from agents.models import Agent
 from agntchat.core.claims import NotHeld
 from agntchat.core.exceptions import AppError
+from agntchat.core.text import clipped
 from conversations.access import access_conversation
 from conversations.exceptions import ConversationNotFound
 from conversations.models import Delivery, Task
@@ -210,7 +211,9 @@ def schema_problem(tool: Tool, arguments) -> str | None:
     parts = []
     for error in errors[:5]:
         where = "/".join(str(p) for p in error.absolute_path) or "arguments"
-        parts.append(f"{where}: {error.message}")
+        # A message may quote the value whole ("'…' is too long"): the model and every page
+        # that shows the call need its gist, not megabytes.
+        parts.append(clipped(f"{where}: {error.message}", 500))
     return f"The arguments for {tool.name} do not fit its input schema: " + "; ".join(parts)
 
 
