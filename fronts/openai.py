@@ -10,6 +10,7 @@ supported, and how sessions work: docs/openai-front.md."""
 import asyncio
 import math
 from dataclasses import dataclass
+from datetime import timedelta
 
 import orjson
 from channels.db import database_sync_to_async
@@ -34,6 +35,7 @@ RECHECK_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
 # After the reply, how long to wait for the turn's ack, which records its usage.
 USAGE_WAIT_SECONDS = 3.0
+USAGE_WINDOW = timedelta(seconds=5)  # a turn's usage is written this soon after its ack at most
 # Streamed replies are cut into content chunks of about this many characters.
 CHUNK_CHARS = 200
 MAX_SESSION_KEY = 200
@@ -437,8 +439,13 @@ def usage_of(agent: Agent, post: Message, reply: Message | None) -> dict:
     recorded = None
     if acked_at is not None:
         recorded = (
+            # Written with the ack, in its transaction: moments after it. A later turn's usage
+            # (this one recorded none) is not this turn's.
             TurnUsage.objects.filter(
-                agent=agent, conversation_id=post.conversation_id, created_at__gte=acked_at
+                agent=agent,
+                conversation_id=post.conversation_id,
+                created_at__gte=acked_at,
+                created_at__lt=acked_at + USAGE_WINDOW,
             )
             .order_by("created_at")
             .first()

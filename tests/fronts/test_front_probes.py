@@ -8,12 +8,14 @@ import openai
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
+from django.utils import timezone
 from openai import OpenAI
 
 from agntchat.asgi import application
 from agntchat.core.presence import client as redis
 from conversations.models import Message
 from fronts import live
+from fronts import openai as front
 from tests.fronts.test_openai_refusals import ask, error_of
 from tests.waiting import wait_until
 from workspaces import actions as workspace_actions
@@ -99,3 +101,24 @@ def test_a_client_that_hangs_up_ends_its_wait_at_once(alice, nova, server):
         )
     wait_until(lambda: redis().zcard(waits) == 0, what="the request's wait to end", timeout=10)
     assert Message.objects.filter(conversation__kind="api").count() == 2  # both kept
+
+
+def test_a_turn_that_recorded_no_usage_is_not_given_a_later_ones(alice, nova):
+    """usage_of took the first usage of the conversation after the ack: a turn that recorded
+    none was given whatever turn came next, minutes later."""
+    from datetime import timedelta
+
+    from conversations.actions import create_conversation, post_message
+    from conversations.models import Delivery, TurnUsage
+
+    room = create_conversation(alice, alice.owned_workspaces.first(), kind="direct",
+                               agent_ids=[nova.id])  # fmt: skip
+    post = post_message(alice, room, "hello there")
+    acked = timezone.now()
+    Delivery.objects.filter(message=post, agent=nova).update(acked_at=acked)
+    later = TurnUsage.objects.create(agent=nova, workspace=room.workspace, conversation=room,
+                                     input_tokens=999, output_tokens=999)  # fmt: skip
+    TurnUsage.objects.filter(pk=later.pk).update(created_at=acked + timedelta(minutes=3))
+    usage = front.usage_of(nova, post, None)
+    assert usage["prompt_tokens"] == front.estimate_tokens("hello there")
+    assert usage["completion_tokens"] == 0
