@@ -346,6 +346,8 @@ def handle_update(bot: TelegramBot, update: Update) -> bool:
                 _handle(row, update, replies)
         except AppError as exc:  # refused by an action: dropped, never retried forever
             log.info("Telegram update %s not posted: %s", update.update_id, exc.message)
+            if update.message is not None:  # the chat is told, not left to think it went
+                replies.append((update.message.chat.id, f"Not posted in agntchat: {exc.message}"))
     for chat_id, text in replies:
         _reply(row, chat_id, text)
     return True

@@ -133,3 +133,22 @@ def test_telegram_asking_to_slow_down_is_waited_out_however_often(linked, tg, no
     clock.advance(6)
     assert telegram.retry_sends() == 1
     assert [m["text"] for m in tg.sent(TOKEN, GROUP)] == ["Nova: Patience."]
+
+
+def test_a_message_agntchat_refuses_is_answered_in_the_chat(
+    webhook_mode, tg, api, alice, team_a, channel
+):
+    """A refused post (the channel archived, the linking person over their post rate) was
+    logged and dropped: the chat's people never knew their message went nowhere."""
+    from conversations.actions import update_channel
+
+    assert set_bot(api, alice, team_a).status_code == 200
+    code = make_link(api, alice, channel)["code"]
+    assert post_update(*tg.webhook_request(TOKEN, tg.say(TOKEN, GROUP, DANA, f"/start {code}")))
+    update_channel(alice, channel, archived=True)
+    said = tg.say(TOKEN, GROUP, DANA, "Anyone there?")
+    assert post_update(*tg.webhook_request(TOKEN, said)).status_code == 200
+    assert not channel.messages.filter(body="Anyone there?").exists()
+    answer = tg.calls_of("sendMessage")[-1].params
+    assert str(answer["chat_id"]) == str(GROUP)
+    assert answer["text"].startswith("Not posted in agntchat: This channel is archived")
