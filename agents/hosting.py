@@ -18,6 +18,7 @@ from agents.access import hosts_for
 from agents.actions import count_session, session_topic
 from agents.exceptions import AgentRule, HostNotFound
 from agents.models import Agent, AgentSession, Host, HostToken
+from agents.signals import agent_evicted
 from agntchat.core import crypto
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import AppError
@@ -84,8 +85,11 @@ def create_host(*, workspace=None, ssh_key: str, by=None, **fields) -> Host:
 
 
 # Where and how the server reaches a host: whoever changes them decides where the next
-# provisioning writes the placement tokens of every agent on it.
-CONNECTION_FIELDS = ("address", "port", "ssh_user")
+# provisioning writes the placement tokens of every agent on it. And how it runs them: the
+# Python the provisioning runs as the SSH user and the bridges as each agent's user, and the
+# root it lives under (its venv included), may be a file or a directory an agent on the host
+# wrote (a co-admin's: its own directory is its user's).
+CONNECTION_FIELDS = ("address", "port", "ssh_user", "root", "python")
 
 
 def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) -> Host:
@@ -100,6 +104,8 @@ def update_host(host: Host, *, ssh_key: str | None = None, by=None, **fields) ->
             name in fields and fields[name] != getattr(locked, name) for name in CONNECTION_FIELDS
         )
         moved = moved or bool(ssh_key and ssh_key.strip() != ssh_key_of(locked).strip())
+        # No longer multi-tenant: every bridge runs as one user, able to read the others' tokens.
+        moved = moved or (locked.multi_tenant and fields.get("multi_tenant") is False)
         workspace = fields.get("workspace", locked.workspace)
         rehomed = getattr(workspace, "pk", None) != locked.workspace_id
         for name, value in fields.items():
@@ -377,15 +383,20 @@ def open_hosted_session(secret: str) -> tuple[AgentSession, str] | None:
 
 
 def evict_agents(agents) -> None:
-    """Take AGENTS off their hosts (each made local, as its owner would)."""
+    """Take AGENTS off their hosts (each made local, as its owner would; its host told to
+    forget it: agents.signals.agent_evicted)."""
     for agent in agents.select_related("host"):
+        host_id = agent.host_id
         make_agent_local(agent)
+        agent_evicted.send(sender=Agent, agent=agent, host_id=host_id)
 
 
 def host_going(sender, instance: Host, **kwargs) -> None:
-    """pre_delete of a host (staff deleting one in the admin): its agents are made local, not
-    left hosted on nothing."""
+    """pre_delete of a host (staff deleting one in the admin, or its workspace deleted): its
+    agents are made local, not left hosted on nothing, and its supervisor's socket is closed
+    (its token goes with it, unrevoked: the socket would stay open on nothing)."""
     evict_agents(Agent.objects.filter(host=instance))
+    _end_supervisor(instance)
 
 
 def workspace_closing(sender, workspace, **kwargs) -> None:

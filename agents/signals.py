@@ -12,6 +12,11 @@ from workspaces.models import Membership
 # above drop the work it still had queued there (conversations.apps).
 agent_left_workspaces = Signal()
 
+# Sent in the changing transaction once AGENT was taken off the host HOST_ID without its owner
+# asking (they stopped managing the host's workspace; the host or its workspace going): the
+# apps above have the host forget it, as when its owner makes it local (work.apps).
+agent_evicted = Signal()
+
 
 def owner_left(sender, instance: Membership, origin=None, **kwargs) -> None:
     """post_delete of a membership: its person's agents no longer appear in that workspace. Not

@@ -9,8 +9,13 @@ class WorkConfig(AppConfig):
     name = "work"
 
     def ready(self):
+        from agents.signals import agent_evicted
         from agntchat.core import metrics
+        from work import hosting
         from work.gateway import WORK_KINDS
+
+        # An agent taken off a host without its owner asking is forgotten there too.
+        agent_evicted.connect(hosting.agent_evicted, dispatch_uid="host-forgets-evicted")
 
         # /metrics counts each kind's queue (agntchat_queue_depth).
         metrics.QUEUES.update({kind: model for kind, (model, *_) in WORK_KINDS.items()})

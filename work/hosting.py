@@ -489,13 +489,17 @@ def provision_agent(agent: Agent) -> None:
 
 
 def forget_agent(host: Host, agent_id) -> None:
-    """Remove a former agent's directory (and system user) from HOST."""
+    """Remove a former agent's directory (and system user) from HOST, unless it is placed there
+    again (seen under the host's lock: its set-up may have run just before)."""
     q = shlex.quote
-    with host_lock(host), Session(host) as ssh:
-        home = f"{layout(host)['agents']}/{agent_id}"
-        ssh.run(f"rm -rf {q(home)}")
-        if host.multi_tenant:
-            ssh.run(f"userdel {system_user(agent_id)} 2>/dev/null || true")
+    with host_lock(host):
+        if Agent.objects.filter(pk=agent_id, host_id=host.pk).exists():
+            return
+        with Session(host) as ssh:
+            home = f"{layout(host)['agents']}/{agent_id}"
+            ssh.run(f"rm -rf {q(home)}")
+            if host.multi_tenant:
+                ssh.run(f"userdel {system_user(agent_id)} 2>/dev/null || true")
 
 
 def set_runtime(agent: Agent, runtime: str, host: Host | None = None) -> Agent:
@@ -505,13 +509,23 @@ def set_runtime(agent: Agent, runtime: str, host: Host | None = None) -> Agent:
         former = agent.host_id
         agent = hosting.make_agent_local(agent)
         if former is not None:
-            transaction.on_commit(
-                lambda: enqueue("work.jobs.forget_hosted_agent", str(former), str(agent.id))
-            )
+            forget_after_commit(agent, former)
         return agent
     agent = hosting.place_agent(agent, host)
     transaction.on_commit(lambda: enqueue("work.jobs.provision_hosted_agent", str(agent.id)))
     return agent
+
+
+def forget_after_commit(agent: Agent, host_id) -> None:
+    """AGENT's directory and system user on the host HOST_ID go, on the worker."""
+    # The ids now: an agent deleted in the same transaction has no id by commit (None).
+    args = (str(host_id), str(agent.id))
+    transaction.on_commit(lambda: enqueue("work.jobs.forget_hosted_agent", *args))
+
+
+def agent_evicted(sender, agent: Agent, host_id, **kwargs) -> None:
+    """agents.signals.agent_evicted: the host forgets it, as when its owner makes it local."""
+    forget_after_commit(agent, host_id)
 
 
 def enqueue(job: str, *args) -> None:
@@ -530,28 +544,54 @@ def supervisor_online(host_id) -> bool:
     return presence.is_online(supervisor_id(host_id))
 
 
+# How long one restart job waits on bridges, below the job timeout (Q_CLUSTER): a host with
+# more agents than that allows is restarted over several jobs, each going on where the last
+# stopped (killed by the timeout, a job would leave its report "running" for ever).
+RESTART_JOB_SECONDS = COMMAND_TIMEOUT
+
+
 def restart_host_bridges(
     restart: HostRestart, *, timeout: float | None = None, poll: float = 0.2
 ) -> HostRestart:
     """Restart HOST's bridges one at a time, each waited for until it is present again (a new
     connection) before the next: they share one CLI login session (AGT-6). A bridge not back
     within TIMEOUT, or the host's supervisor gone, stops the restart; the report says what
-    became of each."""
+    became of each. Past RESTART_JOB_SECONDS, the rest is left to another job (queued, the host
+    kept busy); a restart already ended is left as it is."""
+    going_on = False
     try:
-        return _restart_host_bridges(restart, timeout, poll)
+        if restart.status != HostRestart.Status.RUNNING:
+            return restart
+        restart = _restart_host_bridges(restart, timeout, poll)
+        going_on = restart.status == HostRestart.Status.RUNNING
+        return restart
     finally:
-        _queue_done("restart", restart.host_id)
+        if not going_on:
+            _queue_done("restart", restart.host_id)
 
 
 def _restart_host_bridges(restart: HostRestart, timeout: float | None, poll: float):
     timeout = settings.HOST_RESTART_TIMEOUT_SECONDS if timeout is None else timeout
+    timeout = min(timeout, RESTART_JOB_SECONDS)  # each wait fits in a job
     host = restart.host
     agents = list(Agent.objects.filter(host=host).order_by("name", "id"))
-    report, failed = [], False
+    # Those restarted by an earlier job of this restart are not restarted again.
+    report = [r for r in restart.report if r.get("outcome") == "restarted"]
+    done, failed = {r["agent"] for r in report}, False
+    job_started = time.monotonic()
     for agent in agents:
+        if str(agent.id) in done:
+            continue
         if failed:
             report.append({"agent": str(agent.id), "name": agent.name, "outcome": "not reached"})
             continue
+        waited = len(report) > len(done)  # on one bridge at least, in this job
+        if waited and time.monotonic() - job_started + timeout > RESTART_JOB_SECONDS:
+            # No time left in this job to wait on another bridge: the next job goes on.
+            HostRestart.objects.filter(pk=restart.pk).update(report=report)
+            restart.report = report
+            _enqueue_claimed("restart", host.pk, "work.jobs.restart_host", str(restart.pk))
+            return restart
         started = time.monotonic()
         before = set(presence.connections(agent.id))
         outcome = "timed out"

@@ -1,6 +1,8 @@
 """REST for a workspace's own hosts (WS-2, AGT-6): members read them, admins and the owner add,
 change, provision, restart and remove them. The SSH key goes in and never comes out."""
 
+import posixpath
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count
@@ -46,6 +48,12 @@ class HostInput(StrictSerializer):
             return value
         if private and not settings.HOSTS_ALLOW_PRIVATE:
             raise serializers.ValidationError(work_hosting.private_address_refusal(value))
+        return value
+
+    def validate_root(self, value):
+        # Under / itself, its layout would be /agents, /host.json, /venv… (and `chmod 755 ''`).
+        if posixpath.normpath(value) in ("/", "//"):
+            raise serializers.ValidationError("A directory under /, not / itself.")
         return value
 
     def validate_ssh_key(self, value):

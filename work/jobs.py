@@ -45,5 +45,8 @@ def provision_host(host_id) -> None:
 
 
 def restart_host(restart_id) -> None:
-    """A rolling restart requested in the admin (AGT-6)."""
-    hosting.restart_host_bridges(HostRestart.objects.select_related("host").get(pk=restart_id))
+    """A rolling restart requested in the admin or the API (AGT-6), or its next part; none
+    when it is gone with its host."""
+    restart = HostRestart.objects.select_related("host").filter(pk=restart_id).first()
+    if restart is not None:
+        hosting.restart_host_bridges(restart)

@@ -116,18 +116,27 @@ class Supervisor:
         if entry is None:
             log.warning("asked to start agent %s, which is not set up on this machine", agent_id)
             return
-        Path(entry["workdir"]).mkdir(parents=True, exist_ok=True)
-        for name in ("claude", "codex"):
-            (Path(self.config["cliHome"]) / name).mkdir(parents=True, exist_ok=True)
         # As the agent's own user, files it writes in the shared CLI login stay the group's.
         extra = {"user": entry["user"], "umask": 0o007} if entry.get("user") else {}
-        process = await asyncio.create_subprocess_exec(
-            *self.bridge_command(entry),
-            env=self.bridge_environment(entry),
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-            **extra,
-        )
+        try:
+            Path(entry["workdir"]).mkdir(parents=True, exist_ok=True)
+            for name in ("claude", "codex"):
+                (Path(self.config["cliHome"]) / name).mkdir(parents=True, exist_ok=True)
+            process = await asyncio.create_subprocess_exec(
+                *self.bridge_command(entry),
+                env=self.bridge_environment(entry),
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                **extra,
+            )
+        except (OSError, KeyError, ValueError) as exc:
+            # One agent's problem (its user gone, its Python missing, its directory not
+            # writable), said in the state file: not the end of the socket serving the others
+            # (an OSError there reconnected it at once, again at each wake-up; KeyError, an
+            # unknown user, ended the supervisor).
+            log.error("cannot start the bridge of %s: %s", entry.get("name") or agent_id, exc)
+            self.record(agent_id, "failed", error=str(exc)[:500])
+            return
         self.processes[agent_id] = process
         self.record(agent_id, "running", pid=process.pid)
         log.info("started the bridge of %s (pid %s)", entry.get("name") or agent_id, process.pid)
@@ -200,7 +209,6 @@ class Supervisor:
                     self.ws_url, additional_headers={"Authorization": f"Bearer {token}"}
                 ) as ws:
                     self.ws = ws
-                    backoff = 1.0
                     await self.serve(ws)
             except (OSError, TimeoutError, websockets.WebSocketException) as exc:
                 log.warning(
@@ -209,6 +217,10 @@ class Supervisor:
             finally:
                 self.ws = None
                 if self.connected:
+                    # Served (the server said hello): the next wait starts short again. A
+                    # socket accepted and then refused (a token revoked, the address locked
+                    # out) does not reset it, or a stale supervisor would knock every second.
+                    backoff = 1.0
                     self.connected = False
                     self.save_state()
             if not self.stopping.is_set():
@@ -399,6 +411,8 @@ def status_lines(config: dict) -> list[str]:
         )
         if agent.get("state") == "exited":
             detail = f" (exit code {agent.get('code')})"
+        if agent.get("state") == "failed":
+            detail = f" to start: {agent.get('error')}"
         lines.append(f"  {agent.get('name') or agent_id}: {agent.get('state')}{detail}")
     return lines
 
