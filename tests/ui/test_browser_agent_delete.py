@@ -37,8 +37,12 @@ def test_delete_an_agent_from_its_page(orm, story, browser):
     shot(alice, "agent-delete-zone")
     alice.once("dialog", lambda dialog: dialog.accept())
     button.click()
-    alice.wait_for_url(f"**/w/{home.id}/agents/", timeout=WAIT)
-    expect(alice.locator("main")).not_to_contain_text("Scout")
+    alice.wait_for_url(f"**/w/{home.id}/agents/?deleted=Scout", timeout=WAIT)
+    expect(alice.locator(".banner--success")).to_have_text(
+        "Scout is deleted. What it said stays in its conversations."
+    )
+    expect(alice.locator("[data-region=agents] table")).to_have_count(0)
+    shot(alice, "agent-deleted-banner")
     assert not orm(lambda: Agent.objects.filter(pk=scout.pk).exists())
 
     alice.goto(f"/w/{home.id}/c/{room.id}/")
