@@ -30,7 +30,15 @@ from conversations.exceptions import (
     MessageNotEditable,
     NotYourMessage,
 )
-from conversations.models import Attachment, Conversation, Delivery, Message, Participant, Task
+from conversations.models import (
+    Attachment,
+    Conversation,
+    Delivery,
+    Message,
+    Participant,
+    Task,
+    TurnDecision,
+)
 from conversations.refs import posted_under_ref
 from workspaces.access import access_membership
 from workspaces.exceptions import NotAllowed
@@ -838,6 +846,14 @@ def regenerate_reply(user, reply: Message) -> None:
     conversation = reply.conversation
     if is_archived(conversation):
         raise ConversationArchived()
+    # An agent taken out of the conversation (or gone from its workspace) is not handed its
+    # messages and history again.
+    if (
+        not agents_visible_in(conversation.workspace_id)
+        .filter(pk=reply.author_agent_id, participations__conversation=conversation)
+        .exists()
+    ):
+        raise CannotRegenerate("That agent no longer takes part in this conversation.")
     # Forgotten before the new turn can start: its reply is marked stopped only after a Stop of
     # its own (turn_stopped).
     redis().delete(_stop_key(reply.author_agent_id, reply.reply_to_id))
@@ -849,11 +865,17 @@ def regenerate_reply(user, reply: Message) -> None:
         )
         if delivery is None or delivery.acked_at is None:
             raise CannotRegenerate("The agent is still answering that message.")
+        prompt = Message.objects.select_for_update().get(pk=reply.reply_to_id)
+        if prompt.deleted_at is not None:
+            raise CannotRegenerate("The message it answered was deleted.")
+        # A new turn of the agent, as a post wakes one: it counts as one against the same rate.
+        count_post(user)
+        # A new turn: its attempts count from none (past WORK_MAX_ATTEMPTS a claim gives an item
+        # up as one its bridge fails on, which a turn asked for again is not).
         Delivery.objects.filter(pk=delivery.pk).update(
             acked_at=None, claimed_by=None, claimed_at=None, lease_expires_at=None,
-            answered_at=None, holds_turn=False, updated_at=timezone.now(),
+            answered_at=None, holds_turn=False, attempts=0, updated_at=timezone.now(),
         )  # fmt: skip
-        prompt = Message.objects.select_for_update().get(pk=reply.reply_to_id)
         regenerated = prompt.payload.setdefault("regenerated", {})
         regenerated[str(reply.author_agent_id)] = str(reply.id)
         prompt.save(update_fields=["payload", "updated_at"])
@@ -892,7 +914,7 @@ def _own_text_message(user, message: Message) -> Message:
 def edit_message(user, message: Message, body: str) -> Message:
     """A person changes the text of their own message: shown "(edited)" to everyone, live. The
     agents' next turns read the new text (their history is read fresh each turn), and each agent
-    that already answered the old text is told of the change by a notice queued for it alone,
+    that answered the old text, or is answering it, is told of the change by a notice queued for it alone,
     through the normal pipeline (``post_message`` with WAKE), so it may correct itself."""
     body = (body or "").strip()
     with transaction.atomic():
@@ -920,8 +942,15 @@ def edit_message(user, message: Message, body: str) -> Message:
         update_message_notifications(
             message.pk, old_body, body, f"{user.label} edited this message."
         )
+        # Those that answered or are answering the old text (a turn under way read it), still
+        # taking part: one taken out since is not handed the conversation again.
         answered = list(
-            message.deliveries.filter(Q(acked_at__isnull=False) | Q(answered_at__isnull=False))
+            message.deliveries.filter(
+                Q(acked_at__isnull=False)
+                | Q(answered_at__isnull=False)
+                | Q(claimed_by__isnull=False)
+            )
+            .filter(agent__participations__conversation=message.conversation)
             .order_by("agent_id")
             .values_list("agent_id", flat=True)
         )
@@ -958,15 +987,42 @@ def delete_message(user, message: Message) -> Message:
         # The text must not live on in the notices of its edits, nor in inboxes (probe F7).
         _clear_edit_notices(message, f"{user.label} edited their message.")
         redact_message_notifications(message.pk, f"{user.label} deleted this message.")
+    _drop_work_on(message)
     return message
+
+
+def _drop_work_on(message: Message) -> None:
+    """MESSAGE was deleted: the agents that had yet to take it up do not answer it (they would
+    be handed a blank "deleted" message): their deliveries are acked unanswered and its turn
+    queue ends, so none is handed on. A turn a bridge holds goes on (a Stop ends it). After the
+    deletion's transaction, in the order locks are taken as a turn is handed on (the
+    conversation's first) and as an ack ends one (the delivery's, then its turn's)."""
+    with transaction.atomic():
+        turns.lock(message.conversation)
+        now = timezone.now()
+        Delivery.objects.filter(message=message, acked_at__isnull=True).filter(
+            Q(claimed_by__isnull=True) | Q(lease_expires_at__lt=now)
+        ).update(acked_at=now, updated_at=now)
+        TurnDecision.objects.filter(message=message, finished_at__isnull=True).update(
+            finished_at=now, updated_at=now
+        )
 
 
 def _clear_edit_notices(message: Message, body: str) -> None:
     """The notices of edits to MESSAGE (locked by the caller) that still quote a text get BODY
     instead, live: at most one, as each edit clears the one before."""
-    notices = Message.objects.filter(
-        reply_to=message, kind=Message.Kind.NOTICE, payload__edit_of=str(message.id)
-    ).exclude(body=body)
+    notices = list(
+        Message.objects.filter(
+            reply_to=message, kind=Message.Kind.NOTICE, payload__edit_of=str(message.id)
+        ).exclude(body=body)
+    )
+    # An agent that has not taken one up yet is not woken for it: without its text, a turn on
+    # it is spent on nothing (the next edit's notice, if any, has the text). Notices hold no turn.
+    if notices:
+        now = timezone.now()
+        Delivery.objects.filter(message__in=notices, acked_at__isnull=True).filter(
+            Q(claimed_by__isnull=True) | Q(lease_expires_at__lt=now)
+        ).update(acked_at=now, updated_at=now)
     for notice in notices:
         notice.body = body
         notice.conversation = message.conversation
@@ -1031,11 +1087,18 @@ def reply_in_thread(
         raise ConversationArchived()
     with transaction.atomic():
         # The message row's lock: two first replies at once open one thread, not two.
-        Message.objects.select_for_update().filter(pk=message.pk).first()
+        locked = Message.objects.select_for_update().only("deleted_at").get(pk=message.pk)
         thread = Conversation.objects.filter(
             parent_message=message, kind=Conversation.Kind.THREAD, thread_status=""
         ).first()
+        # A resend of a reply already made (its files are that reply's now) is that reply.
+        earlier = posted_under_ref(user, thread, client_ref) if thread and client_ref else None
+        if earlier is not None:
+            return earlier
         if thread is None:
+            # A deleted message keeps the thread it had, and gets none under its placeholder.
+            if locked.deleted_at is not None:
+                raise MessageNotEditable("This message was deleted.")
             thread = Conversation.objects.create(
                 workspace_id=origin.workspace_id,
                 kind=Conversation.Kind.THREAD,

@@ -36,7 +36,13 @@ def drop_draft(conversation_id, work_id) -> None:
 def drafts_in(conversation_id) -> list[dict]:
     """The latest draft of each turn under way in the conversation, as the live events that
     brought them (camelCase), oldest first. The caller has checked the reader may read it."""
-    # The hash lives as long as its newest draft: an older turn's entry is skipped by its age.
+    # The hash lives as long as its newest draft: an older turn's entry (its node died before
+    # the turn's end dropped it) is skipped by its age, and forgotten here.
     since = time.time() - DRAFT_TTL_SECONDS
-    rows = [json.loads(raw) for raw in client().hvals(_key(conversation_id))]
-    return [row["event"] for row in sorted(rows, key=lambda r: r["at"]) if row["at"] > since]
+    key = _key(conversation_id)
+    rows = {work: json.loads(raw) for work, raw in client().hgetall(key).items()}
+    stale = [work for work, row in rows.items() if row["at"] <= since]
+    if stale:
+        client().hdel(key, *stale)
+    kept = sorted((row for row in rows.values() if row["at"] > since), key=lambda r: r["at"])
+    return [row["event"] for row in kept]
