@@ -283,3 +283,15 @@ def server(django_db_setup):
     daphne = Daphne()
     yield daphne
     daphne.stop()
+
+
+@pytest.fixture
+def staff(alice):
+    """A test client signed in as Alice, made staff."""
+    from django.test import Client
+
+    alice.is_staff = True
+    alice.save(update_fields=["is_staff"])
+    client = Client()
+    client.force_login(alice)
+    return client

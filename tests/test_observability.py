@@ -272,15 +272,6 @@ def test_server_errors_are_counted():
 # --- the staff health page -------------------------------------------------------------------
 
 
-@pytest.fixture
-def staff(alice):
-    alice.is_staff = True
-    alice.save(update_fields=["is_staff"])
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
 def parts(response) -> dict:
     """{part name: "ok" or "down"} from the page."""
     import re

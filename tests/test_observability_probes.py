@@ -34,15 +34,6 @@ def test_metrics_still_answer_with_this_process_figures_while_redis_is_down(redi
 
 
 @pytest.fixture
-def staff(alice):
-    alice.is_staff = True
-    alice.save(update_fields=["is_staff"])
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def no_presence():
     clear_presence()
     yield

@@ -54,6 +54,19 @@ async def listing_status(token: str, session: str) -> int:
     return (await post(listing, token, in_session(session)))["status"]
 
 
+async def call_streaming(token: str, session: str) -> HttpCommunicator:
+    """A tools/call sent in SESSION, its answer taken as a stream, not waited for here."""
+    headers = [
+        (b"host", b"localhost"),
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"authorization", f"Bearer {token}".encode()),
+    ] + [(k.encode(), v.encode()) for k, v in in_session(session)]
+    client = HttpCommunicator(application, "POST", "/mcp", headers=headers)
+    await client.send_input({"type": "http.request", "body": json.dumps(calling()).encode()})
+    return client
+
+
 async def test_a_session_keeps_only_a_short_line_of_the_client_s_info(token):
     """The client chooses the size of its clientInfo (the body limit is megabytes), and a
     session lives a day in the Redis everyone shares."""
@@ -103,14 +116,7 @@ async def test_a_person_waits_on_a_bounded_number_of_calls_at_once(alice, token,
     its place."""
     monkeypatch.setattr(live, "WAITS_PER_PERSON", 1)
     session = await open_session(token)
-    headers = [
-        (b"host", b"localhost"),
-        (b"content-type", b"application/json"),
-        (b"accept", b"application/json, text/event-stream"),
-        (b"authorization", f"Bearer {token}".encode()),
-    ] + [(k.encode(), v.encode()) for k, v in in_session(session)]
-    waiting = HttpCommunicator(application, "POST", "/mcp", headers=headers)
-    await waiting.send_input({"type": "http.request", "body": json.dumps(calling()).encode()})
+    waiting = await call_streaming(token, session)
     await until(sync_to_async(lambda: Task.objects.exists()), what="the first call's task")
 
     refused = await post(calling(8), token, in_session(session) + [("accept", "application/json")])
@@ -143,14 +149,7 @@ async def test_a_call_whose_client_left_is_given_up_all_the_same(token):
     while nobody waits on it any more; FRONT_START_SECONDS after the call, the worker cancels
     it if no bridge has taken it, saying why. Nothing runs later behind the caller's back."""
     session = await open_session(token)
-    headers = [
-        (b"host", b"localhost"),
-        (b"content-type", b"application/json"),
-        (b"accept", b"application/json, text/event-stream"),
-        (b"authorization", f"Bearer {token}".encode()),
-    ] + [(k.encode(), v.encode()) for k, v in in_session(session)]
-    client = HttpCommunicator(application, "POST", "/mcp", headers=headers)
-    await client.send_input({"type": "http.request", "body": json.dumps(calling()).encode()})
+    client = await call_streaming(token, session)
     task = await until(sync_to_async(lambda: Task.objects.first()), what="the task")
     await client.send_input({"type": "http.disconnect"})
     await client.wait(timeout=10)

@@ -119,14 +119,13 @@ def test_pages_go_as_deep_for_every_page_size_and_never_promise_one_past_the_las
 # ---- the inbox --------------------------------------------------------------------------------
 
 
-def test_an_inbox_keeps_the_newest_and_drops_the_oldest_past_its_bound(alice, bob, team_a):
-    """Each post of a direct conversation adds one item for each other person in it: a year of
-    them grew the inbox (and what marking all read sends in one event) without end."""
+def fill_inbox(person, workspace) -> None:
+    """PERSON's inbox full: MAX_KEPT old items, "old 0" the oldest."""
     start = timezone.now() - timedelta(days=30)
     Notification.objects.bulk_create(
         Notification(
-            user=bob,
-            workspace=team_a,
+            user=person,
+            workspace=workspace,
             kind="direct",
             text=f"old {n}",
             link="/",
@@ -134,6 +133,12 @@ def test_an_inbox_keeps_the_newest_and_drops_the_oldest_past_its_bound(alice, bo
         )
         for n in range(notifications.MAX_KEPT)
     )
+
+
+def test_an_inbox_keeps_the_newest_and_drops_the_oldest_past_its_bound(alice, bob, team_a):
+    """Each post of a direct conversation adds one item for each other person in it: a year of
+    them grew the inbox (and what marking all read sends in one event) without end."""
+    fill_inbox(bob, team_a)
     post_message(alice, create_conversation(alice, team_a, kind="channel", title="x"), "@bob hi")
     kept = Notification.objects.filter(user=bob)
     assert kept.count() == notifications.MAX_KEPT
@@ -149,18 +154,7 @@ def test_an_inbox_keeps_the_newest_and_drops_the_oldest_past_its_bound(alice, bo
 def test_dropping_the_oldest_never_waits_on_a_row_another_transaction_holds(alice, bob, team_a):
     """Two posts notifying the same two people in opposite orders would each wait on the row the
     other is dropping: a deadlock. A held row is left for the next time instead."""
-    start = timezone.now() - timedelta(days=30)
-    Notification.objects.bulk_create(
-        Notification(
-            user=bob,
-            workspace=team_a,
-            kind="direct",
-            text=f"old {n}",
-            link="/",
-            created_at=start + timedelta(seconds=n),
-        )
-        for n in range(notifications.MAX_KEPT)
-    )
+    fill_inbox(bob, team_a)
     oldest = Notification.objects.get(user=bob, text="old 0")
     held, done = threading.Event(), threading.Event()
 
