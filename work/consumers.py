@@ -13,7 +13,7 @@ import uuid
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -49,14 +49,14 @@ from work.tools import calls
 log = logging.getLogger(__name__)
 
 
-# SOCKET_THREADS of them, not asyncio's default pool (CPUs + 4, up to 32): each holds a pooled
-# database connection while it works, and the pool is sized for that many (settings).
-_socket_threads = ThreadPoolExecutor(settings.SOCKET_THREADS, thread_name_prefix="sockets")
+# The event loops whose default pool is sized already (in_pool).
+_sized_loops: WeakSet = WeakSet()
 
 
 def in_pool(func):
     """Claims and acks of many connections run side by side in the thread pool, not queued on
-    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL."""
+    Django's one sync thread: each is short, self-contained, and mostly waits on PostgreSQL.
+    The pool is the loop's default one, sized to SOCKET_THREADS (sized_pool)."""
 
     def run(*args, **kwargs):
         try:
@@ -67,7 +67,24 @@ def in_pool(func):
             # and the connection stayed out of the pool for good.
             close_old_connections()
 
-    return database_sync_to_async(run, thread_sensitive=False, executor=_socket_threads)
+    threaded = database_sync_to_async(run, thread_sensitive=False)
+
+    async def call(*args, **kwargs):
+        sized_pool(asyncio.get_running_loop())
+        return await threaded(*args, **kwargs)
+
+    return call
+
+
+def sized_pool(loop) -> None:
+    """LOOP's default thread pool holds SOCKET_THREADS threads: asyncio's own grows with the
+    machine (CPUs + 4, up to 32), each thread holding a pooled database connection while it
+    works, past the pool's size (settings). The loop's, so that closing the loop waits for them."""
+    if loop not in _sized_loops:
+        _sized_loops.add(loop)
+        loop.set_default_executor(
+            ThreadPoolExecutor(settings.SOCKET_THREADS, thread_name_prefix="sockets")
+        )
 
 
 # A tool handler may wait on the network for its whole time (web_fetch, 20 s): in the pool that

@@ -20,6 +20,7 @@ from tests.socket_helpers import (
     next_frame,
     settled,
 )
+from tests.waiting import until
 from work.models import ToolCall, ToolGrant
 from work.tools.calls import MAX_SAME_FAILURES
 from work.tools.registry import REGISTRY, Tool, register
@@ -201,6 +202,12 @@ async def test_other_frames_are_answered_while_a_tool_runs(alice, channel, nova,
     assert first["type"] == "extended"  # not queued behind the tool
     result = await next_frame(comm, timeout=5)
     assert result["type"] == "tool.result" and result["callId"] == "c-6"
+    # Its handler goes on in its thread (past its time: its writes are rolled back then), in a
+    # transaction holding the conversation's row: ended before the test's database is emptied.
+    await until(
+        lambda: ToolCall.objects.filter(call_id="c-6", status="failed").aexists(),
+        what="the slow handler's end",
+    )
     await comm.disconnect()
 
 
