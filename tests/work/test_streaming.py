@@ -344,7 +344,8 @@ async def test_regenerate_queues_the_same_agent_again_and_marks_both_replies(
         lambda: Delivery.objects.filter(pk=first_work["id"], acked_at__isnull=False).aexists(),
         what="the second ack",
     )
-    assert (await Delivery.objects.aget(pk=first_work["id"])).attempts == 2
+    # A new turn: its attempts count afresh (protocol §13), one claim so far.
+    assert (await Delivery.objects.aget(pk=first_work["id"])).attempts == 1
     # The earlier answer is not regenerated again: the newer one is.
     assert (await call(alice, url)).status_code == 409
     assert await comm.receive_nothing(timeout=0.3)
