@@ -21,7 +21,6 @@ from agents.models import (
 from agents.signals import agent_left_workspaces
 from agntchat.core import crypto, throttle
 from agntchat.core.events import publish, publish_many
-from agntchat.core.exceptions import RateLimited
 from agntchat.core.limits import LimitReached, count_held
 from agntchat.core.text import counted
 from workspaces.access import require_manager
@@ -204,9 +203,7 @@ def count_session(agent_id) -> None:
     rate = throttle.Rate(
         "sessions:agent", settings.AGENT_SESSIONS_PER_MINUTE, burst=settings.AGENT_SESSIONS_BURST
     )
-    wait = throttle.hit(rate, agent_id)
-    if wait:
-        raise RateLimited(wait, "session requests")
+    throttle.limit(rate, agent_id, "session requests")
 
 
 def open_agent_session(key_secret: str) -> tuple[AgentSession, str] | None:

@@ -446,6 +446,9 @@ QUEUED_TASKS_FROM_OTHERS = env_int("QUEUED_TASKS_FROM_OTHERS", 50)
 # Reactions a person toggles, each a live event to everyone reading the conversation.
 REACTIONS_PER_MINUTE = env_int("REACTIONS_PER_MINUTE", 60)
 REACTIONS_BURST = env_int("REACTIONS_BURST", 30)
+# Stops a person presses (each a read, a Redis write and a publish to the agent's sockets).
+STOPS_PER_MINUTE = env_int("STOPS_PER_MINUTE", 60)
+STOPS_BURST = env_int("STOPS_BURST", 30)
 # Searches per person and per agent, whatever the way in (page, REST, workspace_search): each
 # ranks every match of its words, seconds for a common word in a big workspace.
 SEARCHES_PER_MINUTE = env_int("SEARCHES_PER_MINUTE", 30)

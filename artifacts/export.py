@@ -19,7 +19,6 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agntchat.core import throttle
-from agntchat.core.exceptions import RateLimited
 from artifacts.access import artifacts_visible_to
 from artifacts.models import Artifact, ArtifactVersion
 from conversations.access import (
@@ -219,9 +218,7 @@ def write_export(membership: Membership, archive) -> dict:
     rate = throttle.Rate(
         "exports", settings.EXPORTS_PER_HOUR, window=3600, burst=settings.EXPORTS_BURST
     )
-    wait = throttle.hit(rate, owner.pk)
-    if wait:
-        raise RateLimited(wait, "exports")
+    throttle.limit(rate, owner.pk, "exports")
     conversations = list(
         conversations_visible_to(owner).filter(workspace=workspace).order_by("created_at", "id")
     )

@@ -16,7 +16,7 @@ from agents.models import Agent
 from agntchat.core import throttle
 from agntchat.core.compiled import compiled_insert
 from agntchat.core.events import publish, publish_live, wake_agent
-from agntchat.core.exceptions import Conflict, RateLimited
+from agntchat.core.exceptions import Conflict
 from agntchat.core.ids import as_uuid
 from agntchat.core.logs import TRACE
 from agntchat.core.presence import client as redis
@@ -70,9 +70,7 @@ def count_stored_bytes(actor, size: int, what: str) -> None:
     limit = throttle.Rate(
         "stored", settings.UPLOAD_MB_PER_HOUR, window=3600, burst=settings.UPLOAD_MB_BURST
     )
-    wait = throttle.hit(limit, person, math.ceil(size / (1024 * 1024)))
-    if wait:
-        raise RateLimited(wait, what)
+    throttle.limit(limit, person, what, math.ceil(size / (1024 * 1024)))
 
 
 def is_archived(conversation: Conversation) -> bool:
@@ -100,9 +98,7 @@ def count_post(actor) -> None:
         rate = throttle.Rate(
             "posts:person", settings.PERSON_POSTS_PER_MINUTE, burst=settings.PERSON_POSTS_BURST
         )
-    wait = throttle.hit(rate, actor.pk)
-    if wait:
-        raise RateLimited(wait, "messages")
+    throttle.limit(rate, actor.pk, "messages")
 
 
 def _participants(creator, workspace, user_ids, agent_ids) -> tuple[list[str], list[str]]:
@@ -811,6 +807,8 @@ def stop_turn(user, conversation: Conversation, work_id) -> None:
     delivery): the agent's sockets are told; the one holding it stops the bridge, which posts
     what was written so far, marked stopped, and acks. Only the Stop itself is stored, in
     Redis for STOP_SECONDS: a reply is marked stopped only if one was pressed (turn_stopped)."""
+    rate = throttle.Rate("stops", settings.STOPS_PER_MINUTE, burst=settings.STOPS_BURST)
+    throttle.limit(rate, user.pk, "stops")
     delivery = (
         Delivery.objects.filter(pk=as_uuid(work_id), message__conversation=conversation)
         .values("agent_id", "message_id", "acked_at")
@@ -1042,9 +1040,7 @@ def react_message(user, message: Message, emoji: str, *, on: bool = True) -> Mes
         )
     # Each reaction is a live event to everyone who reads the conversation: limited per person.
     rate = throttle.Rate("reactions", settings.REACTIONS_PER_MINUTE, burst=settings.REACTIONS_BURST)
-    wait = throttle.hit(rate, user.pk)
-    if wait:
-        raise RateLimited(wait, "reactions")
+    throttle.limit(rate, user.pk, "reactions")
     with transaction.atomic():
         message = (
             Message.objects.select_for_update().select_related("conversation").get(pk=message.pk)

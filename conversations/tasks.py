@@ -21,7 +21,7 @@ from agents.models import Agent
 from agntchat.core import throttle
 from agntchat.core.claims import NotHeld
 from agntchat.core.events import json_bytes, publish, publish_live, wake_agent
-from agntchat.core.exceptions import AppError, RateLimited
+from agntchat.core.exceptions import AppError
 from agntchat.core.ids import as_uuid
 from agntchat.core.limits import count_held
 from agntchat.core.text import clipped, counted
@@ -234,9 +234,7 @@ def _count_task(creator) -> None:
         return
     who = "agent" if isinstance(creator, Agent) else "person"
     rate = throttle.Rate(f"tasks:{who}", settings.TASKS_PER_MINUTE, burst=settings.TASKS_BURST)
-    wait = throttle.hit(rate, creator.pk)
-    if wait:
-        raise RateLimited(wait, "tasks")
+    throttle.limit(rate, creator.pk, "tasks")
 
 
 def _given_by_another(creator, agent: Agent) -> bool:

@@ -295,3 +295,17 @@ def test_a_real_server_closes_an_agents_extra_connection_4429(nova):
         server.stop()
     assert refused["code"] == "too_many_connections"
     assert close.code == 4429 and "connection" in refused["message"]
+
+
+@override_settings(STOPS_PER_MINUTE=60, STOPS_BURST=2)
+def test_stops_over_the_rate_get_429_before_anything_is_read(alice, channel):
+    client = client_for(alice)
+    url = f"/api/v1/conversations/{channel.id}/stop/"
+    work = "00000000-0000-4000-8000-000000000001"  # no turn: each press is a 409 until the rate
+    first = [client.post(url, {"work": work}, format="json").status_code for _ in range(2)]
+    assert first == [409, 409]
+    with CaptureQueriesContext(connection) as queries:
+        refused = client.post(url, {"work": work}, format="json")
+    assert refused.status_code == 429
+    assert refused.json()["error"]["message"] == "Too many stops: try again in 1 second."
+    assert not [q for q in queries if "delivery" in q["sql"]]

@@ -16,7 +16,6 @@ from agents.access import workspaces_of_agent
 from agents.models import Agent
 from agntchat.core import search as fulltext
 from agntchat.core import throttle
-from agntchat.core.exceptions import RateLimited
 from artifacts.access import artifacts_visible_to
 from artifacts.models import Artifact, ArtifactVersion
 from conversations.access import messages_visible_to
@@ -248,9 +247,7 @@ def search(
     whether more follow. Ranks of the three kinds are compared as they are (ts_rank of each).
     Counted against ACTOR's rate of searches (RateLimited past it)."""
     rate = throttle.Rate("searches", settings.SEARCHES_PER_MINUTE, burst=settings.SEARCHES_BURST)
-    wait = throttle.hit(rate, actor.pk)
-    if wait:
-        raise RateLimited(wait, "searches")
+    throttle.limit(rate, actor.pk, "searches")
     filters = filters or Filters()
     query = fulltext.web_query(text)
     wanted = offset + limit + 1

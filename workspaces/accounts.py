@@ -14,7 +14,7 @@ from django.urls import reverse
 from django_q.tasks import async_task
 
 from agntchat.core import throttle
-from agntchat.core.exceptions import AppError, RateLimited
+from agntchat.core.exceptions import AppError
 from workspaces.audit import record_audit
 from workspaces.models import User
 
@@ -61,16 +61,12 @@ def request_verification(user: User) -> None:
     if not user.email:
         raise VerificationInvalid("Set an email address first.")
     person = throttle.Rate("verify:person", settings.VERIFICATION_EMAILS_PER_HOUR, window=3600)
-    wait = throttle.hit(person, user.pk)
-    if wait:
-        raise RateLimited(wait, "verification emails")
+    throttle.limit(person, user.pk, "verification emails")
     # After the person's own limit, so someone past theirs uses up nothing of the address's.
     recipient = throttle.Rate(
         "verify:recipient", settings.VERIFICATION_EMAILS_PER_HOUR_PER_RECIPIENT, window=3600
     )
-    wait = throttle.hit(recipient, user.email.strip().casefold())
-    if wait:
-        raise RateLimited(wait, "verification emails to this address")
+    throttle.limit(recipient, user.email.strip().casefold(), "verification emails to this address")
     async_task("workspaces.accounts.send_verification", str(user.pk), user.email)
 
 
@@ -96,6 +92,4 @@ def send_verification(user_id: str, email: str) -> bool:
 def count_signup(address: str) -> None:
     """One sign-up more from ADDRESS: RateLimited past SIGNUPS_PER_HOUR_PER_ADDRESS."""
     rate = throttle.Rate("signups:address", settings.SIGNUPS_PER_HOUR_PER_ADDRESS, window=3600)
-    wait = throttle.hit(rate, address)
-    if wait:
-        raise RateLimited(wait, "sign-ups from your address")
+    throttle.limit(rate, address, "sign-ups from your address")

@@ -9,7 +9,6 @@ from django.contrib.auth import authenticate
 
 from agntchat.core import throttle
 from agntchat.core.events import publish, publish_many
-from agntchat.core.exceptions import RateLimited
 from workspaces.exceptions import LoginThrottled
 from workspaces.models import ApiToken
 
@@ -101,9 +100,7 @@ def count_token_issued(request, user) -> None:
         ),
     )
     for rate, key in checks:
-        wait = throttle.hit(rate, key)
-        if wait:
-            raise RateLimited(wait, "token requests")
+        throttle.limit(rate, key, "token requests")
 
 
 # ---- a browser's live socket ends with the sign-in it was opened under ----

@@ -7,7 +7,7 @@ failure count (expires with the window), the number of locks so far (a day) and 
 checked and uncounted if it succeeds (begin_attempt, end_attempt), so attempts sent together
 cannot all pass the lock before the first of them fails.
 
-Beside it, rate limits (Rate, hit) for what succeeds too: posts, token and session exchanges,
+Beside it, rate limits (Rate, hit, limit) for what succeeds too: posts, token and session exchanges,
 socket frames (Bucket, per connection).
 """
 
@@ -20,6 +20,7 @@ from functools import cache
 
 from django.conf import settings
 
+from agntchat.core.exceptions import RateLimited
 from agntchat.core.presence import client
 
 STRIKES_TTL = 24 * 3600
@@ -207,6 +208,13 @@ def hit(rate: Rate, key, cost: int = 1) -> int:
         keys=[_rate_key(rate, key)], args=[rate.interval_ms, rate.burst_size, cost]
     )
     return math.ceil(int(wait_ms) / 1000) if wait_ms else 0
+
+
+def limit(rate: Rate, key, what: str, cost: int = 1) -> None:
+    """hit, refused: RateLimited ("Too many WHAT: try again in …") when KEY is past RATE."""
+    wait = hit(rate, key, cost)
+    if wait:
+        raise RateLimited(wait, what)
 
 
 class Bucket:
