@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from agents.access import agent_appears_in, agents_visible_in
@@ -985,6 +986,8 @@ def delete_message(user, message: Message) -> Message:
         # The text must not live on in the notices of its edits, nor in inboxes (probe F7).
         _clear_edit_notices(message, f"{user.label} edited their message.")
         redact_message_notifications(message.pk, f"{user.label} deleted this message.")
+        if message.conversation.is_reply_thread:
+            _count_reply(message, -1)
     _drop_work_on(message)
     return message
 
@@ -1124,12 +1127,13 @@ def agents_in(conversation: Conversation) -> list:
     )
 
 
-def _count_reply(message: Message) -> None:
-    """One more reply in the reply thread MESSAGE (a thread's post) is in: its origin counts it
-    and shows the new count, live. Inside the post's transaction."""
+def _count_reply(message: Message, by: int = 1) -> None:
+    """One more reply (BY: -1, one fewer) in the reply thread MESSAGE (a thread's post, or one
+    deleted) is in: its origin counts it and shows the new count, live. Inside the post's (the
+    deletion's) transaction."""
     thread = message.conversation
     Message.objects.filter(pk=thread.parent_message_id).update(
-        reply_count=F("reply_count") + 1, updated_at=timezone.now()
+        reply_count=Greatest(F("reply_count") + by, 0), updated_at=timezone.now()
     )
     origin = Message.objects.select_related("conversation", "author_user", "author_agent").get(
         pk=thread.parent_message_id

@@ -149,6 +149,14 @@ def test_deleting_a_message_keeps_its_reply_thread(alice, bob, said):
     assert thread.messages.get().body == "Tuesday works" and fresh(said).reply_count == 1
 
 
+def test_deleting_a_reply_takes_it_off_its_threads_count(alice, bob, said):
+    first = actions.reply_in_thread(bob, said, "Tuesday works")
+    actions.reply_in_thread(alice, said, "Great")
+    assert fresh(said).reply_count == 2
+    actions.delete_message(bob, first)
+    assert fresh(said).reply_count == 1
+
+
 # ---- reactions ------------------------------------------------------------------------------
 
 
