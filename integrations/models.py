@@ -211,6 +211,8 @@ class TelegramSend(BaseModel):
     next_attempt_at = models.DateTimeField()
     sent_at = models.DateTimeField(null=True, blank=True)
     telegram_message_id = models.BigIntegerField(null=True, blank=True)
+    # A text past Telegram's limit goes in parts: the ids of those after the first, in order.
+    part_message_ids = models.JSONField(default=list, blank=True)
     problem = models.TextField(blank=True)
 
     class Meta:

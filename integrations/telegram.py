@@ -32,7 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_q.tasks import async_task
 from telegram import Bot, Update
@@ -329,8 +330,9 @@ def webhook_bot(bot_id, secret: str) -> TelegramBot | None:
 def handle_update(bot: TelegramBot, update: Update) -> bool:
     """Handle one update, once: under the bot row's lock, an update below the stored offset is
     skipped (unless a day has passed since the offset last moved: then Telegram has started its
-    ids again); the offset moves past it in the same transaction as what it posts. True if
-    handled (False: seen before)."""
+    ids again); the offset moves past it in the same transaction as what it posts. One refused
+    (AppError) or failing on our side is passed, not tried again: it would come back before every
+    later update. True if handled (False: seen before)."""
     replies: list[tuple[int, str]] = []
     with transaction.atomic():
         row = TelegramBot.objects.select_for_update().get(pk=bot.pk)
@@ -348,6 +350,12 @@ def handle_update(bot: TelegramBot, update: Update) -> bool:
             log.info("Telegram update %s not posted: %s", update.update_id, exc.message)
             if update.message is not None:  # the chat is told, not left to think it went
                 replies.append((update.message.chat.id, f"Not posted in agntchat: {exc.message}"))
+        except (OperationalError, InterfaceError):
+            raise  # passing (a deadlock, a lost connection): handled when it comes again
+        except Exception:
+            # A fault of ours with this update would fail again each time it came back, and it
+            # comes back first: every later update of the bot would wait behind it for good.
+            log.exception("Telegram update %s could not be handled", update.update_id)
     for chat_id, text in replies:
         _reply(row, chat_id, text)
     return True
@@ -571,19 +579,88 @@ def outgoing_text(message: Message) -> str:
     files = [a["name"] for a in (message.payload or {}).get("attachments", ())]
     if files:
         text += "\n" + "\n".join(f"📎 {name}" for name in files)
-    if len(text) > MAX_TEXT:
-        text = text[: MAX_TEXT - 1] + "…"
     return text
 
 
+def utf16_len(text: str) -> int:
+    """TEXT's length as Telegram counts it: in UTF-16 code units (two for a character past
+    U+FFFF, an emoji most often)."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
+def _fitting(text: str, limit: int) -> int:
+    """How many characters of TEXT's start fit in LIMIT UTF-16 code units."""
+    units = 0
+    for index, char in enumerate(text):
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > limit:
+            return index
+    return len(text)
+
+
+def split_text(text: str, limit: int = MAX_TEXT) -> list[str]:
+    """TEXT as the messages a chat reads, in order, each at most LIMIT UTF-16 code units: cut at
+    the last paragraph break that fits, else line break, else space (in the second half of what
+    fits, so that no part is tiny), else between two characters (a Python str holds characters,
+    not UTF-16 units: no surrogate pair is cut in two). Telegram trims each message: so do we."""
+    parts, text = [], text.strip()
+    while utf16_len(text) > limit:
+        cut = _fitting(text, limit)
+        for separator in ("\n\n", "\n", " "):
+            at = text.rfind(separator, cut // 2, cut)
+            if at > 0:
+                cut = at
+                break
+        parts.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return [*parts, text]
+
+
+# Why a send waits, not yet tried: an earlier message to its chat is not there yet.
+WAITING = "Waiting for an earlier message to this chat to be sent."
+
+
 def deliver(send_id) -> bool:
-    """Bring one pending send's chat up to date: send the message (``sendMessage``), or, once
-    sent, show its edit (``editMessageText``) or its deletion (``deleteMessage``). The row is
-    taken under a lock (another worker on the same row skips it) and marked done in the same
-    transaction, so each is done once. A failure is tried again later (``retry_sends``), backing
-    off, up to MAX_ATTEMPTS; Telegram asking to slow down (429) is waited out, however often.
-    True if done now."""
+    """Bring one pending send's chat up to date: send the message (``sendMessage``, in several
+    parts past Telegram's limit), or, once sent, show its edit (``editMessageText``) or its
+    deletion (``deleteMessage``). The row is taken under a lock (another worker on the same row
+    skips it) and marked done in the same transaction, so each is done once. A failure is tried
+    again later (``retry_sends``), backing off, up to MAX_ATTEMPTS; Telegram asking to slow down
+    (429) is waited out, however often. Sends to one chat go in the order of their messages: one
+    behind an earlier one not sent yet waits (WAITING), and goes right after it, here. True if
+    done now."""
+    done, link_id = _deliver(send_id)
+    follows = done
+    while follows:
+        waiting = _unsent(link_id).filter(problem=WAITING).values_list("id", flat=True).first()
+        if waiting is None:
+            break
+        # On while each goes (or is done with: deleted meanwhile); a send still behind another,
+        # or in another worker's hands, ends it.
+        follows = _deliver(waiting)[0] or not _unsent(link_id).filter(pk=waiting).exists()
+    return done
+
+
+def _unsent(link_id):
+    """The sends to a chat whose message is not (wholly) there yet, in the messages' order."""
+    return TelegramSend.objects.filter(
+        link_id=link_id, status=TelegramSend.Status.PENDING, sent_at__isnull=True
+    ).order_by("message__created_at", "message_id")
+
+
+def _deliver(send_id) -> tuple[bool, object]:
+    """``deliver`` of one send: (done now, its link's id)."""
     with transaction.atomic():
+        link_id = (
+            TelegramSend.objects.filter(pk=send_id, status=TelegramSend.Status.PENDING)
+            .values_list("link_id", flat=True)
+            .first()
+        )
+        # One send to a chat at a time, so that an earlier one in flight is waited for and seen:
+        # the link's row is locked first (the send's lock after it is never waited for).
+        locked = TelegramLink.objects.select_for_update().filter(pk=link_id)
+        if link_id is None or not list(locked.values_list("pk", flat=True)):
+            return False, None
         send = (
             TelegramSend.objects.select_for_update(skip_locked=True, of=("self",))
             .select_related(
@@ -593,23 +670,39 @@ def deliver(send_id) -> bool:
             .first()
         )
         if send is None or send.link.chat_id is None:
-            return False  # sent, given up, unlinked, or in another worker's hands
+            return False, None  # sent, given up, unlinked, or in another worker's hands
         link, message = send.link, send.message
         if message.deleted_at is not None and send.telegram_message_id is None:
             send.status = TelegramSend.Status.DELETED  # deleted before it was sent: never is
             send.save()
-            return False
+            return False, None
         if message.deleted_at is None and _readable_by_linker(link) is None:
             # Queued before its linker lost access: neither the text nor an edit goes out (a
             # deletion still does: it takes away, and shows nothing).
             send.status = TelegramSend.Status.FAILED
             send.problem = "The person who linked this chat can no longer read the conversation."
             send.save()
-            return False
+            return False, None
+        if send.sent_at is None:
+            earlier = _unsent(link.id).filter(
+                Q(message__created_at__lt=message.created_at)
+                | Q(message__created_at=message.created_at, message_id__lt=message.id)
+            )
+            last = earlier.order_by("-next_attempt_at").values_list("next_attempt_at", flat=True)
+            due = last.first()
+            if due is not None:  # not a failure: its attempts are not counted
+                send.problem, send.next_attempt_at = WAITING, due
+                send.save(update_fields=["problem", "next_attempt_at", "updated_at"])
+                return False, None
+        ids = [send.telegram_message_id, *send.part_message_ids] if send.telegram_message_id else []
         try:
-            text = outgoing_text(message)  # read here: the call runs on another thread's loop
-            result = call(_token(link.bot), lambda b: _bring_up_to_date(b, send, text))
-        except TelegramError as exc:
+            # Read here: the call runs on another thread's loop.
+            parts = None if message.deleted_at is not None else split_text(outgoing_text(message))
+            call(_token(link.bot), lambda b: _bring_up_to_date(b, link.chat_id, ids, parts))
+        except Exception as exc:
+            if not isinstance(exc, TelegramError):  # ours: counted too, or it would hold its chat
+                log.exception("Telegram send %s failed", send.id)
+            _keep_ids(send, ids)  # the parts that went: a retry goes on after them
             wait = _retry_after(exc)
             if wait is None:  # a 429 says when to try again: not a failure that gives it up
                 send.attempts += 1
@@ -619,39 +712,49 @@ def deliver(send_id) -> bool:
             if send.attempts >= MAX_ATTEMPTS:
                 send.status = TelegramSend.Status.FAILED
             send.save()
-            return False
+            return False, link.id
+        _keep_ids(send, ids)
         if message.deleted_at is not None:
             send.status = TelegramSend.Status.DELETED
         else:
             send.status = TelegramSend.Status.SENT
-        if send.telegram_message_id is None:
-            send.sent_at = timezone.now()
-            send.telegram_message_id = result.message_id
+        send.sent_at = send.sent_at or timezone.now()
         send.attempts += 1
         send.problem = ""
         send.save()
-    return True
+    return True, link.id
+
+
+def _keep_ids(send: TelegramSend, ids: list[int]) -> None:
+    send.telegram_message_id = ids[0] if ids else None
+    send.part_message_ids = ids[1:]
 
 
 # What Telegram answers when the chat already shows the change: nothing left to do.
 ALREADY_DONE = ("message is not modified", "message to delete not found")
 
 
-async def _bring_up_to_date(bot: Bot, send: TelegramSend, text: str):
-    """The one Bot API call that makes the chat show SEND's message as it is now (TEXT)."""
-    chat_id = send.link.chat_id
-    if send.telegram_message_id is None:
-        return await bot.send_message(chat_id, text)
+async def _bring_up_to_date(bot: Bot, chat_id: int, ids: list[int], parts: list[str] | None):
+    """Make the chat show PARTS (None: the message was deleted) where it shows the bot's messages
+    IDS: each part edited in place, sent after them if new, and those left over deleted. IDS
+    follows what is done, up to a failure part-way, so that a retry goes on from there."""
+    parts = parts or []
+    for index, part in enumerate(parts):
+        if index < len(ids):
+            await _unless_done(bot.edit_message_text(part, chat_id=chat_id, message_id=ids[index]))
+        else:
+            ids.append((await bot.send_message(chat_id, part)).message_id)
+    while len(ids) > len(parts):
+        await _unless_done(bot.delete_message(chat_id, ids[-1]))
+        ids.pop()
+
+
+async def _unless_done(change: Awaitable) -> None:
     try:
-        if send.message.deleted_at is not None:
-            return await bot.delete_message(chat_id, send.telegram_message_id)
-        return await bot.edit_message_text(
-            text, chat_id=chat_id, message_id=send.telegram_message_id
-        )
+        await change
     except BadRequest as exc:
         if not any(words in exc.message.lower() for words in ALREADY_DONE):
             raise
-        return None
 
 
 def _retry_after(exc: TelegramError) -> float | None:
@@ -665,7 +768,8 @@ def _retry_after(exc: TelegramError) -> float | None:
 def retry_sends() -> int:
     """Every minute (django-q2 schedule): the sends due again, or whose job never ran. Returns how
     many were sent."""
+    # In the messages' order: an earlier message's send first, then those that waited for it.
     due = TelegramSend.objects.filter(
         status=TelegramSend.Status.PENDING, next_attempt_at__lte=timezone.now()
-    ).order_by("next_attempt_at")
+    ).order_by("message__created_at", "message_id")
     return sum(deliver(send_id) for send_id in due.values_list("id", flat=True)[:200])

@@ -4,6 +4,7 @@ link to a chat (create: the code to send to the bot, shown once; list; delete); 
 Telegram posts updates to, checked by its secret header."""
 
 import json
+import logging
 
 from django.http import HttpResponse, JsonResponse
 from django.urls import path
@@ -16,7 +17,7 @@ from telegram import Update
 
 from agntchat.core.api import StrictSerializer, validated
 from agntchat.core.exceptions import AppError
-from agntchat.core.validation import check_json_text
+from agntchat.core.validation import check_json_text, json_value_problem
 from conversations.access import access_conversation
 from integrations import telegram
 from integrations.models import TelegramBot, TelegramLink
@@ -142,8 +143,16 @@ urlpatterns = [
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 
+MAX_UPDATE_BYTES = 1_000_000  # far past any update of Telegram's (a text is 4,096 at most)
+log = logging.getLogger(__name__)
+
+
 def _whole(value, bound: int = 2**62) -> bool:
     return type(value) is int and -bound < value < bound  # not a bool, and fits the database
+
+
+def _text(value) -> bool:
+    return value is None or isinstance(value, str)
 
 
 def is_update(data) -> bool:
@@ -154,35 +163,69 @@ def is_update(data) -> bool:
     message = data.get("message")
     if message is None:
         return True
-    sender = message.get("from") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
+        return False
+    chat, sender = message["chat"], message.get("from")
     return (
-        isinstance(message, dict)
-        and _whole(message.get("message_id"))
-        and isinstance(message.get("chat"), dict)
-        and _whole(message["chat"].get("id"))
-        and isinstance(message["chat"].get("type", ""), str)
-        and isinstance(message.get("text", ""), str)
-        and (sender is None or (isinstance(sender, dict) and _whole(sender.get("id"))))
+        _whole(message.get("message_id"))
+        and _whole(chat.get("id"))
+        and all(_text(chat.get(k)) for k in ("type", "title", "first_name", "last_name"))
+        and _text(message.get("text"))
+        and all(
+            message.get(k) is None or _whole(message[k])
+            for k in ("migrate_to_chat_id", "migrate_from_chat_id")
+        )
+        and (
+            sender is None
+            or (
+                isinstance(sender, dict)
+                and _whole(sender.get("id"))
+                and all(_text(sender.get(k)) for k in ("first_name", "last_name", "username"))
+            )
+        )
     )
+
+
+def _read_update(body: bytes) -> tuple[Update | None, int | None, str]:
+    """The update in BODY, or None, its id if it has one, and why not."""
+    if len(body) > MAX_UPDATE_BYTES:
+        return None, None, f"too big (over {MAX_UPDATE_BYTES} bytes)"
+    try:
+        check_json_text(body, max_bytes=MAX_UPDATE_BYTES)
+        data = json.loads(body)
+    except (AppError, ValueError) as exc:
+        return None, None, f"not JSON ({exc})"
+    update_id = data.get("update_id") if isinstance(data, dict) else None
+    update_id = update_id if _whole(update_id) else None
+    problem = json_value_problem(data)
+    if problem is not None:  # PostgreSQL stores no NUL: it failed as a 500, sent again
+        return None, update_id, problem
+    if not is_update(data):
+        return None, update_id, "not of an update's shape"
+    try:
+        return Update.de_json(data, None), update_id, ""
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return None, update_id, f"refused by python-telegram-bot ({exc!r})"
 
 
 @csrf_exempt
 @require_POST
 def webhook(request, bot_id):
     """An update from Telegram. Without the secret we gave Telegram for this bot: 404, nothing
-    done. Telegram retries what is not answered 2xx; an update seen before is answered 200 and
-    skipped."""
+    done, nothing read. Telegram retries what is not answered 2xx; an update seen before is
+    answered 200 and skipped."""
     bot = telegram.webhook_bot(bot_id, request.headers.get(SECRET_HEADER, ""))
     if bot is None:
         return HttpResponse(status=404)
-    try:
-        check_json_text(request.body, max_bytes=1_000_000)
-        data = json.loads(request.body)
-        update = Update.de_json(data, None) if is_update(data) else None
-    except (AppError, ValueError, TypeError, KeyError, AttributeError):
-        update = None
+    # Read no further than the bound: past it, this is no update.
+    update, update_id, problem = _read_update(request.read(MAX_UPDATE_BYTES + 1))
     if update is None:
-        return JsonResponse({"ok": False, "description": "Not an update."}, status=400)
+        # Telegram posts one update at a time (max_connections=1) and sends again one refused:
+        # refused, one we can never read would hold back every later one until Telegram gives
+        # up on it. It is taken, and logged.
+        shown = "(no id)" if update_id is None else update_id
+        log.warning("Telegram update %s for bot %s not read: %s", shown, bot.id, problem)
+        return JsonResponse({"ok": True})
     telegram.handle_update(bot, update)
     return JsonResponse({"ok": True})
 

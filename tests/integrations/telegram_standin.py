@@ -28,6 +28,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from tests.standin_server import LocalServer
 
 
+def utf16_len(text: str) -> int:
+    """A text's length as Telegram counts it: in UTF-16 code units (an emoji outside the BMP is
+    two)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
 @dataclass
 class Seen:
     """One call the stand-in received."""
@@ -189,7 +195,7 @@ class TelegramStandin(LocalServer):
         text = params.get("text") or ""
         if not text.strip():
             raise Refused(400, "Bad Request: message text is empty")
-        if len(text) > 4096:
+        if utf16_len(text) > 4096:
             raise Refused(400, "Bad Request: message is too long")
         try:
             chat = self.chats[int(params.get("chat_id"))]
@@ -221,6 +227,8 @@ class TelegramStandin(LocalServer):
         text = params.get("text") or ""
         if not text.strip():
             raise Refused(400, "Bad Request: message text is empty")
+        if utf16_len(text) > 4096:
+            raise Refused(400, "Bad Request: MESSAGE_TOO_LONG")
         if text == message["text"]:
             raise Refused(
                 400,
