@@ -89,6 +89,19 @@ def _deciders(call: ToolCall):
     return User.objects.filter(Q(pk=call.agent.owner_id) | Q(pk__in=managers))
 
 
+def _sees(user, call: ToolCall) -> bool:
+    """Whether USER may read where CALL was made (where its approval prompt shows)."""
+    if not call.conversation_id:
+        return True
+    return conversations_visible_to(user).filter(pk=call.conversation_id).exists()
+
+
+def anyone_may_decide(call: ToolCall) -> bool:
+    """Whether someone who may decide CALL can read where it was made: if nobody can, a request
+    would only wait for its expiry (a person's direct conversation with someone else's agent)."""
+    return any(_sees(user, call) for user in _deciders(call))
+
+
 def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
     """Everyone who may decide (may_decide) and may read where the call was made."""
     deciders = _deciders(call)
@@ -99,9 +112,7 @@ def _notify_deciders(request: PermissionRequest, call: ToolCall) -> None:
     else:
         link = reverse("agent", args=[call.workspace_id, call.agent_id])
     for user in deciders:
-        if call.conversation_id and not (
-            conversations_visible_to(user).filter(pk=call.conversation_id).exists()
-        ):
+        if not _sees(user, call):
             continue
         notify_person(
             user,
@@ -211,6 +222,20 @@ def withdraw_stopped_requests(kind: str, item_id) -> int:
     if kind == "task":
         return _end_pending(Q(call__task_id=item_id), timezone.now(), "its task was cancelled")
     return _end_pending(Q(call__delivery_id=item_id), timezone.now(), "its turn was stopped")
+
+
+def agent_left_workspaces(sender, agent, workspace_ids, owner_left: bool, **kwargs) -> None:
+    """agents.signals.agent_left_workspaces, in the changing transaction (its pins changed, its
+    owner left, or it is being deleted): what it waited to have approved there can no longer run
+    (a message's call is out of reach; a task's, once its owner left), so it ends as expired and
+    its inbox items say why, instead of asking until the sweep."""
+    which = Q(agent=agent, workspace_id__in=workspace_ids)
+    if not owner_left:  # a task is worked where it was asked while its owner belongs (PRO-2)
+        which &= Q(call__task__isnull=True)
+    reason = "its agent's owner left this workspace" if owner_left else (
+        "its agent no longer works in this workspace"
+    )  # fmt: skip
+    _end_pending(which, timezone.now(), reason)
 
 
 def _end_pending(which: Q, now, reason: str | None = None) -> int:

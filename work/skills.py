@@ -110,6 +110,9 @@ def _tool_names(value, key: str) -> list[str]:
 def parse_skill_md(text: str, folder: str | None = None, files=None) -> Package:
     """The Package of a SKILL.md's TEXT (in FOLDER, whose name must be the skill's), or
     SkillInvalid saying what is wrong with it."""
+    # Text from REST is limited in characters, and a character can take four bytes.
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_PACKAGE_BYTES:
+        raise SkillInvalid(f"A SKILL.md may be at most {MAX_PACKAGE_BYTES // 1024} KB.")
     text = text.replace("\r\n", "\n").lstrip("\ufeff")
     if not text.startswith("---\n"):
         raise SkillInvalid("A SKILL.md starts with YAML front matter between two '---' lines.")
@@ -126,7 +129,8 @@ def parse_skill_md(text: str, folder: str | None = None, files=None) -> Package:
     if not isinstance(meta, dict):
         raise SkillInvalid("The front matter must be a mapping (name: …, description: …).")
     name, description = meta.get("name"), meta.get("description")
-    if not isinstance(name, str) or not (1 <= len(name) <= 64) or not NAME.match(name):
+    # fullmatch: NAME's "$" would let a trailing newline through.
+    if not isinstance(name, str) or not (1 <= len(name) <= 64) or not NAME.fullmatch(name):
         raise SkillInvalid(
             "name is required: 1 to 64 lowercase letters, digits and single hyphens "
             "(not at the start or end)."
@@ -406,7 +410,8 @@ def require_editable(user, skill: Skill) -> None:
 def update_skill(
     user, skill: Skill, package: Package | None = None, *, published: bool | None = None
 ) -> Skill:
-    """New contents (from a SKILL.md) and/or publishing in the marketplace, or taking it out."""
+    """New contents (from a SKILL.md: the files it came with stay) and/or publishing in the
+    marketplace, or taking it out."""
     require_editable(user, skill)
     if package is not None:
         count_stored_bytes(user, package_size(package), "skills")
@@ -414,7 +419,10 @@ def update_skill(
         skill.granted_tools = []
         if package is not None:
             _check_free(skill.owner, skill.agent, package.name, skill.layer, exclude=skill)
-            for name, value in _fields(package).items():
+            fields = _fields(package)
+            if not package.files:  # a new SKILL.md's text: the files it came with stay
+                del fields["files"]
+            for name, value in fields.items():
                 setattr(skill, name, value)
         if published is not None and published != (skill.published_at is not None):
             skill.published_at = timezone.now() if published else None

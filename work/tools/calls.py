@@ -6,7 +6,8 @@ still reads its conversation (a task: appears in its workspace); the call was ma
 (same ``call_id``: its stored outcome is the answer, so a redelivered turn never runs a call
 twice); the tool is granted, and (a workspace's own tool) belongs to the workspace the work is
 in; the arguments fit its schema; the same call has not failed too often in this turn; the
-standing permission (allow → run, deny → refused, ask → a permission request a person decides).
+standing permission (allow → run, deny → refused, ask → a permission request a person decides,
+refused at once if nobody who may decide can see where it was made).
 The handler runs in one transaction with the call's row: it is recorded with its effects or not
 at all, and a timeout rolls its effects back.
 """
@@ -26,6 +27,7 @@ from agents.models import Agent
 from agntchat.core.claims import NotHeld
 from agntchat.core.exceptions import AppError
 from agntchat.core.text import clipped
+from agntchat.core.validation import UNSTORABLE_TEXT
 from conversations.access import access_conversation
 from conversations.exceptions import ConversationNotFound
 from conversations.models import Delivery, Task
@@ -98,10 +100,11 @@ def arguments_hash(name: str, arguments: dict) -> str:
 
 
 def as_text(value) -> str:
-    """A handler's result as the model reads it: text as it is, data as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """A handler's result as the model reads it: text as it is, data as JSON. A NUL or a lone
+    surrogate (a fetched page's, an outside tool's) becomes U+FFFD: PostgreSQL cannot store
+    them, and the call would fail unrecorded after its handler ran (a retry would run it again)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return UNSTORABLE_TEXT.sub("\ufffd", text)
 
 
 def _error(call_id: str, code: str, message: str) -> Answer:
@@ -339,6 +342,13 @@ def _refuse(context, item, name, arguments, code, message, tool: Tool | None = N
 def _ask(context: ToolContext, item: Item, tool: Tool, arguments) -> Answer:
     """Park the call until a person decides: its row waits with a permission request."""
     call = _new_call(context, item, tool.name, arguments, tool.risk, status=ToolCall.Status.WAITING)
+    if not approvals.anyone_may_decide(call):
+        return _refuse(context, item, tool.name, arguments, "approval_unreachable", (
+            f"{tool.name} needs a person's approval here, and nobody who may give it (your "
+            "owner, an admin of this workspace, or the person whose account it would use) can "
+            "see this conversation, so nothing was done. Go on without it, or say what you would "
+            "need."
+        ), tool)  # fmt: skip
     with transaction.atomic():
         stored = _store(call)
         if stored is None:

@@ -2,7 +2,7 @@
 conversation is recalled only where everyone present could see that conversation."""
 
 from work import memory
-from work.access import access_own_memory
+from work.access import MemoryNotFound, access_own_memory
 from work.models import MemoryItem, Risk
 from work.tools.registry import ToolContext, tool
 
@@ -92,5 +92,8 @@ def memory_recall(context: ToolContext, arguments: dict):
 )
 def memory_forget(context: ToolContext, arguments: dict):
     item = access_own_memory(context.agent, arguments["memory_id"])
+    if item.workspace_id != context.workspace.id:
+        # Acting for one workspace, an agent in two never changes what it keeps for the other.
+        raise MemoryNotFound()
     memory.forget(item)
     return {"forgotten": str(item.id)}
