@@ -81,6 +81,10 @@ class ProviderNotConfigured(AppError):
     status = 409
 
 
+# Token endpoint errors that refuse this server's client (its id or secret), not a person's grant.
+CLIENT_REFUSED = {"invalid_client", "unauthorized_client", "incorrect_client_credentials"}
+
+
 class AuthorizationFailed(AppError):
     code = "authorization_failed"
     status = 400
@@ -252,6 +256,9 @@ def disconnect(user: User, connection: Connection) -> None:
         require_manager(access_membership(user, connection.workspace_id))
     found = settings.OAUTH_PROVIDERS.get(connection.provider) or {}
     token = crypto.decrypt(connection.access_ciphertext)
+    # Google ends the whole grant when given its refresh token; an access token that has expired
+    # (an hour after it was issued) revokes nothing there.
+    grant_token = crypto.decrypt(connection.refresh_ciphertext or connection.access_ciphertext)
     try:
         if not found.get("client_id"):  # the app is gone from this server: nothing to call
             raise ProviderNotConfigured()
@@ -265,7 +272,7 @@ def disconnect(user: User, connection: Connection) -> None:
                 timeout=TIMEOUT,
             )
         else:
-            _client(connection.provider).revoke_token(found["revoke_url"], token=token)
+            _client(connection.provider).revoke_token(found["revoke_url"], token=grant_token)
     except (*UNREACHABLE, AuthlibBaseError, ProviderNotConfigured):
         pass  # forgotten here all the same; the person can also revoke at the provider
     with transaction.atomic():
@@ -397,11 +404,25 @@ def api_request(connection: Connection, method: str, url: str, **options) -> htt
         options["headers"] = headers
         if response.status_code != 401:
             return response
-        if not connection.refresh_ciphertext:
+        if not connection.refresh_ciphertext and not _replaced(connection):
             break
-    _apart(_mark_reconnect, connection.pk, f"{label(connection.provider)} refused the stored token")
+    problem = f"{label(connection.provider)} refused the stored token"
+    _apart(_mark_reconnect, connection.pk, problem, connection.access_ciphertext)
     connection.refresh_from_db()
     raise reconnect_error(connection)
+
+
+def _replaced(connection: Connection) -> bool:
+    """Whether the stored token is no longer the one CONNECTION holds (reconnected while a call
+    held the old one); CONNECTION then holds the stored one."""
+    stored = Connection.objects.filter(pk=connection.pk).first()
+    if stored is None:
+        raise disconnected()
+    if stored.access_ciphertext == connection.access_ciphertext:
+        return False
+    for field in ("access_ciphertext", "refresh_ciphertext", "expires_at", "status", "problem"):
+        setattr(connection, field, getattr(stored, field))
+    return True
 
 
 def retry_note(response: httpx.Response) -> str:
@@ -416,7 +437,8 @@ def access_token(connection: Connection, force_refresh: bool = False) -> str:
         if not connection.refresh_ciphertext:
             if force_refresh:
                 return crypto.decrypt(connection.access_ciphertext)
-            _apart(_mark_reconnect, connection.pk, "the access expired and cannot be renewed")
+            problem = "the access expired and cannot be renewed"
+            _apart(_mark_reconnect, connection.pk, problem, connection.access_ciphertext)
             connection.refresh_from_db()
             raise reconnect_error(connection)
         fresh = _apart(_refresh, connection.pk, force_refresh and connection.access_ciphertext)
@@ -458,7 +480,16 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
             token = _client(row.provider).refresh_token(
                 found["token_url"], refresh_token=crypto.decrypt(row.refresh_ciphertext)
             )
+            if not token.get("access_token"):
+                raise ValueError("no access_token in the answer")
         except AuthlibBaseError as exc:
+            if exc.error in CLIENT_REFUSED:  # this server's app, not the person's grant
+                raise ProviderNotConfigured(
+                    f"{label(row.provider)} refused this server's app while renewing access "
+                    f"({exc.error}): its operator must check {row.provider.upper()}_CLIENT_ID "
+                    f"and {row.provider.upper()}_CLIENT_SECRET. The connection is kept; nothing "
+                    "was done."
+                ) from None
             row.status = Connection.Status.RECONNECT
             row.problem = (
                 f"{label(row.provider)} refused to renew access: {exc.description or exc.error}"
@@ -468,6 +499,11 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
             raise ProviderUnreachable(
                 f"Could not reach {label(row.provider)} to renew access ({exc}); nothing was done."
             ) from None
+        except ValueError as exc:  # a proxy's page, a form-encoded answer: not a token
+            raise ProviderUnreachable(
+                f"{label(row.provider)} did not answer with a token when asked to renew access "
+                f"({exc}); nothing was done. Try again later."
+            ) from None
         else:
             _keep_token(row, token)
             row.refreshed_at = timezone.now()
@@ -475,11 +511,15 @@ def _refresh(connection_id, stale_ciphertext) -> Connection:
         return row
 
 
-def _mark_reconnect(connection_id, problem: str) -> None:
+def _mark_reconnect(connection_id, problem: str, refused_ciphertext: str) -> None:
+    """Turn the connection to ``reconnect``, unless its token is no longer the one refused
+    (REFUSED_CIPHERTEXT): its owner connected it again meanwhile."""
     with transaction.atomic():
         row = Connection.objects.select_for_update().filter(pk=connection_id).first()
         if row is None:
             raise disconnected()
+        if row.access_ciphertext != refused_ciphertext:
+            return
         was_active = row.status == Connection.Status.ACTIVE
         row.status, row.problem = Connection.Status.RECONNECT, problem
         row.save(update_fields=["status", "problem", "updated_at"])

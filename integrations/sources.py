@@ -23,7 +23,10 @@ import asyncio
 import fnmatch
 import json
 import re
+import socket
+import threading
 import time
+import zlib
 from functools import partial
 from urllib.parse import unquote, urlsplit
 
@@ -58,7 +61,9 @@ MAX_PATTERNS = 50
 MAX_FUNCTIONS = 200  # imported from one MCP server at most
 MAX_LIST_PAGES = 20
 MAX_DESCRIPTION = 2000
+MAX_SCHEMA_CHARS = 20_000  # of one function's input schema, as JSON
 MAX_OUTPUT_CHARS = 50_000  # of one MCP call's text
+MAX_MCP_ANSWER_BYTES = 8 * 1024 * 1024  # read of one answer of an MCP server, inflated
 MAX_RESPONSE_BYTES = 1024 * 1024  # read of an HTTP API's response
 MAX_RESPONSE_CHARS = 20_000  # and returned of it
 MIN_TIMEOUT, MAX_TIMEOUT = 1, 120
@@ -400,7 +405,7 @@ async def _list_all(client: Client) -> list:
 
 def _functions(source: ToolSource, listed) -> tuple[list[dict], str]:
     """The functions stored of a server's listed tools, and what was left out (its problem)."""
-    functions, skipped, taken = [], [], set()
+    functions, skipped, too_large, taken = [], [], [], set()
     for tool in listed[:MAX_FUNCTIONS]:
         schema = tool.input_schema if isinstance(tool.input_schema, dict) else None
         try:
@@ -409,6 +414,10 @@ def _functions(source: ToolSource, listed) -> tuple[list[dict], str]:
             schema = None
         if not schema or schema.get("type") != "object":
             skipped.append(tool.name)
+            continue
+        # Every request of a granted agent's model carries the schema.
+        if len(json.dumps(schema, ensure_ascii=False)) > MAX_SCHEMA_CHARS:
+            too_large.append(tool.name)
             continue
         read_only = bool(tool.annotations and tool.annotations.read_only_hint)
         name = tool_name(source.name, tool.name, taken)
@@ -425,6 +434,11 @@ def _functions(source: ToolSource, listed) -> tuple[list[dict], str]:
     if skipped:
         problem = "Left out (their input schema is not a JSON Schema object): " + ", ".join(
             skipped[:20]
+        )
+    if too_large:
+        problem = (problem + " " if problem else "") + (
+            f"Left out (their input schema is too large, over {MAX_SCHEMA_CHARS} characters): "
+            + ", ".join(too_large[:20])
         )
     if len(listed) > MAX_FUNCTIONS:
         problem = (
@@ -502,17 +516,93 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+class _Guarded(httpx2.AsyncBaseTransport):
+    """Every request of the MCP client goes to the address checked for it at that moment: a name
+    that resolved to a public address when checked may resolve to the server's own network when
+    the client connects (DNS rebinding). No answer is read, inflated, past
+    MAX_MCP_ANSWER_BYTES. REFUSED keeps why a request was stopped, for the caller to say."""
+
+    def __init__(self, source: ToolSource):
+        self.source = source
+        self.refused: AppError | None = None
+        self.inner = httpx2.AsyncHTTPTransport(trust_env=False)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            pinned, host_header, server_name = await asyncio.to_thread(
+                _check_address, self.source, str(request.url)
+            )
+        except AppError as exc:
+            self.refused = exc
+            raise httpx2.ConnectError(exc.message, request=request) from None
+        headers = request.headers.copy()
+        headers["Host"] = host_header
+        sent = httpx2.Request(
+            request.method, pinned, headers=headers, stream=request.stream,
+            extensions={**request.extensions, "sni_hostname": server_name},
+        )  # fmt: skip
+        response = await self.inner.handle_async_request(sent)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            await response.aclose()
+            self.refused = SourceFailed(
+                f"The MCP server {self.source.name} answered in an encoding this server cannot "
+                f"read ({encoding}); nothing more was read."
+            )
+            raise httpx2.DecodingError(self.refused.message, request=request)
+        # Inflated here, within the limit (httpx would inflate a whole bomb): none left to undo.
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in (
+            "content-encoding", "content-length")]  # fmt: skip
+        return httpx2.Response(
+            response.status_code, headers=headers, extensions=response.extensions,
+            stream=_Capped(self, response.stream, encoding not in ("", "identity")),
+        )  # fmt: skip
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Capped(httpx2.AsyncByteStream):
+    """An answer's body, inflated when it came compressed, refused past MAX_MCP_ANSWER_BYTES."""
+
+    def __init__(self, guard: _Guarded, stream, compressed: bool):
+        self.guard, self.stream = guard, stream
+        self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if compressed else None
+
+    async def __aiter__(self):
+        read = 0
+        async for chunk in self.stream:
+            if self.inflate is not None:
+                try:
+                    chunk = self.inflate.decompress(chunk, MAX_MCP_ANSWER_BYTES + 1 - read)
+                except zlib.error:
+                    raise httpx2.DecodingError("damaged compressed answer") from None
+            read += len(chunk)
+            if read > MAX_MCP_ANSWER_BYTES:
+                self.guard.refused = SourceFailed(
+                    f"The MCP server {self.guard.source.name} answered with more than "
+                    f"{MAX_MCP_ANSWER_BYTES // (1024 * 1024)} MB; it was not read further."
+                )
+                raise httpx2.ReadError(self.guard.refused.message)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
 def _mcp(source: ToolSource, work):
     """WORK(client) with a client connected to SOURCE (initialized), within its timeout. Runs in
     a worker thread with no event loop (a tool's handler, or an admin's import)."""
     _check_address(source, source.url)
     timeout = source.timeout_seconds
+    guard = _Guarded(source)
 
     async def connected():
         # trust_env off: no proxy from the environment sees the credential or the checks.
         async with httpx2.AsyncClient(
-            headers=auth_headers(source), timeout=httpx2.Timeout(timeout), trust_env=False
-        ) as http:
+            headers={**auth_headers(source), "Accept-Encoding": "gzip, deflate"},
+            timeout=httpx2.Timeout(timeout), trust_env=False, transport=guard,
+        ) as http:  # fmt: skip
             client = Client(
                 streamable_http_client(source.url, http_client=http),
                 read_timeout_seconds=timeout,
@@ -529,6 +619,8 @@ def _mcp(source: ToolSource, work):
         exc = _leaf(raised)
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
+        if guard.refused is not None:  # stopped by the guard, however the client reported it
+            raise guard.refused from None
         if isinstance(exc, AppError):
             raise exc from None
         if isinstance(exc, MCPError):
@@ -616,6 +708,29 @@ def request_refusal(source: ToolSource, method: str, path: str) -> str | None:
     return None
 
 
+class _CutOff:
+    """Shuts a request's connection at its deadline. httpx's timeouts are per read: a server
+    sending its headers a byte at a time would otherwise hold the call, its worker and its
+    transaction for as long as it likes. Its ``trace`` hook (an httpcore extension) notes the
+    sockets as they are made."""
+
+    def __init__(self, seconds: float):
+        self.sockets: list[socket.socket] = []
+        self.timer = threading.Timer(seconds, self.cut)
+        self.timer.daemon = True
+
+    def trace(self, event: str, info: dict) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.sockets.append(info["return_value"].get_extra_info("socket"))
+
+    def cut(self) -> None:
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once
+            except OSError:
+                pass
+
+
 def call_http(source: ToolSource, arguments: dict) -> dict:
     method, path = arguments["method"].upper(), arguments["path"]
     refusal = request_refusal(source, method, path)
@@ -630,6 +745,7 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
     }
     options = {"json": arguments["body"]} if "body" in arguments else {}
     deadline = time.monotonic() + source.timeout_seconds
+    cut_off = _CutOff(source.timeout_seconds)
     try:
         # No redirects: a redirect could lead off the allowed paths; the model sees it.
         with httpx.Client(
@@ -637,8 +753,9 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
         ) as client:
             request = client.build_request(
                 method, pinned, params=arguments.get("query") or None, headers=headers,
-                extensions={"sni_hostname": server_name}, **options,
+                extensions={"sni_hostname": server_name, "trace": cut_off.trace}, **options,
             )  # fmt: skip
+            cut_off.timer.start()
             response = client.send(request, stream=True)
             try:
                 # Inflated no further than kept: a few KB of gzip can be gigabytes.
@@ -654,16 +771,18 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
             f"The HTTP API {source.name} did not finish answering within "
             f"{source.timeout_seconds} seconds; whether the request took effect is unknown."
         ) from None
-    except httpx.TimeoutException:
-        raise SourceUnreachable(
-            f"The HTTP API {source.name} did not answer within {source.timeout_seconds} "
-            "seconds; whether the request took effect is unknown."
-        ) from None
     except httpx.HTTPError as exc:
+        if isinstance(exc, httpx.TimeoutException) or time.monotonic() >= deadline:
+            raise SourceUnreachable(
+                f"The HTTP API {source.name} did not answer within {source.timeout_seconds} "
+                "seconds; whether the request took effect is unknown."
+            ) from None
         raise SourceUnreachable(
             f"The HTTP API {source.name} could not be reached ({type(exc).__name__}), so "
             "nothing was done."
         ) from None
+    finally:
+        cut_off.timer.cancel()
     text = platform_web.decoded(response, body)
     out = {
         "status": response.status_code,
