@@ -23,8 +23,6 @@ import asyncio
 import fnmatch
 import json
 import re
-import socket
-import threading
 import time
 import zlib
 from functools import partial
@@ -708,29 +706,6 @@ def request_refusal(source: ToolSource, method: str, path: str) -> str | None:
     return None
 
 
-class _CutOff:
-    """Shuts a request's connection at its deadline. httpx's timeouts are per read: a server
-    sending its headers a byte at a time would otherwise hold the call, its worker and its
-    transaction for as long as it likes. Its ``trace`` hook (an httpcore extension) notes the
-    sockets as they are made."""
-
-    def __init__(self, seconds: float):
-        self.sockets: list[socket.socket] = []
-        self.timer = threading.Timer(seconds, self.cut)
-        self.timer.daemon = True
-
-    def trace(self, event: str, info: dict) -> None:
-        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            self.sockets.append(info["return_value"].get_extra_info("socket"))
-
-    def cut(self) -> None:
-        for sock in self.sockets:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once
-            except OSError:
-                pass
-
-
 def call_http(source: ToolSource, arguments: dict) -> dict:
     method, path = arguments["method"].upper(), arguments["path"]
     refusal = request_refusal(source, method, path)
@@ -745,7 +720,7 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
     }
     options = {"json": arguments["body"]} if "body" in arguments else {}
     deadline = time.monotonic() + source.timeout_seconds
-    cut_off = _CutOff(source.timeout_seconds)
+    cut_off = platform_web.CutOff(source.timeout_seconds)
     try:
         # No redirects: a redirect could lead off the allowed paths; the model sees it.
         with httpx.Client(

@@ -21,6 +21,7 @@ from artifacts.models import Artifact, ArtifactVersion
 from conversations.actions import create_conversation, open_direct, post_message
 from conversations.models import Conversation, Message, Task
 from conversations.tasks import create_task
+from tests.integrations.test_probe_connections_sources import TricklingApi
 from tests.work.tooling import claimed, held_message, held_task
 from work import actions as work_actions
 from work.models import ToolCall
@@ -607,3 +608,19 @@ def test_web_fetch_reads_a_page_of_an_internationalised_name(fetching, site, set
     monkeypatch.setattr(platform_web.socket, "getaddrinfo", getaddrinfo)
     page = fetching.output("web_fetch", {"url": f"http://bücher.example:{port}/host"})
     assert page["text"] == f"xn--bcher-kva.example:{port}"
+
+
+def test_web_fetch_cuts_a_server_trickling_its_headers_at_its_time_limit(
+    fetching, settings, monkeypatch
+):
+    # httpx's timeouts are per read: one byte every 0.1 s never trips them.
+    settings.WEB_FETCH_ALLOW_PRIVATE = True
+    monkeypatch.setattr(platform_web, "FETCH_SECONDS", 1.0)
+    server = TricklingApi(seconds=8)
+    try:
+        started = time.monotonic()
+        error = fetching.error("web_fetch", {"url": server.url})
+    finally:
+        server.stop()
+    assert time.monotonic() - started < 3.0
+    assert error["code"] == "web_fetch_failed" and "took longer than" in error["message"]

@@ -10,6 +10,7 @@ for the check and a private one for the request.
 import ipaddress
 import re
 import socket
+import threading
 import time
 import zlib
 from html.parser import HTMLParser
@@ -255,10 +256,42 @@ def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
     raise FetchRefused(f"The page is not text (its content type is {kind}); nothing to read.")
 
 
+class CutOff:
+    """Shuts a request's connection at its deadline. httpx's timeouts are per read: a server
+    sending its headers a byte at a time would otherwise hold the call, its worker and its
+    transaction for as long as it likes. Its ``trace`` hook (an httpcore extension) notes the
+    sockets as they are made."""
+
+    def __init__(self, seconds: float):
+        self.sockets: list[socket.socket] = []
+        self.timer = threading.Timer(seconds, self.cut)
+        self.timer.daemon = True
+
+    def trace(self, event: str, info: dict) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.sockets.append(info["return_value"].get_extra_info("socket"))
+
+    def cut(self) -> None:
+        for sock in self.sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once
+            except OSError:
+                pass
+
+
 def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
     """READ(url, response, body, cut) of the response at URL, every hop checked (module
     docstring); at most MAX_BYTES of the body are read (CUT: there was more)."""
     deadline = time.monotonic() + FETCH_SECONDS
+    cut_off = CutOff(FETCH_SECONDS)
+    cut_off.timer.start()
+    try:
+        return _fetch(url, read, accept, max_bytes, deadline, cut_off)
+    finally:
+        cut_off.timer.cancel()
+
+
+def _fetch(url: str, read, accept: str, max_bytes: int, deadline: float, cut_off: CutOff):
     # trust_env off: no proxy from the environment sees (or bypasses) the checks.
     with httpx.Client(follow_redirects=False, trust_env=False) as client:
         for _hop in range(MAX_REDIRECTS + 1):
@@ -276,7 +309,7 @@ def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
                     "Accept": accept,
                     "Accept-Encoding": "gzip, deflate",  # what ``inflater`` undoes
                 },
-                extensions={"sni_hostname": server_name},
+                extensions={"sni_hostname": server_name, "trace": cut_off.trace},
                 timeout=httpx.Timeout(min(10.0, left), connect=min(5.0, left)),
             )
             try:
@@ -290,11 +323,11 @@ def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
                     return read(url, response, body, cut)
                 finally:
                     response.close()
-            except httpx.TimeoutException:
-                if time.monotonic() >= deadline:
-                    raise _too_slow() from None
-                raise FetchFailed("The server did not answer in time.") from None
             except httpx.HTTPError as exc:
+                if time.monotonic() >= deadline:  # a timeout, or cut off (CutOff)
+                    raise _too_slow() from None
+                if isinstance(exc, httpx.TimeoutException):
+                    raise FetchFailed("The server did not answer in time.") from None
                 raise FetchFailed(f"The page could not be fetched: {exc}.") from None
     raise FetchRefused(f"The page redirected more than {MAX_REDIRECTS} times; stopped.")
 
