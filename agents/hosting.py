@@ -19,7 +19,7 @@ from agents.actions import count_session, session_topic
 from agents.exceptions import AgentRule, HostNotFound
 from agents.models import Agent, AgentSession, Host, HostToken
 from agents.signals import agent_evicted
-from agntchat.core import crypto
+from agntchat.core import crypto, presence
 from agntchat.core.events import publish, publish_many
 from agntchat.core.exceptions import AppError
 from workspaces.audit import personal_workspace_id, record_audit
@@ -169,8 +169,7 @@ def delete_host(host: Host) -> None:
         Host.objects.select_for_update().filter(pk=host.pk).first()
         if Agent.objects.filter(host=host).exists():
             raise HostInUse()
-        _end_supervisor(host)
-        host.delete()
+        host.delete()  # its supervisor told it is gone: host_going
 
 
 def ssh_key_of(host: Host) -> str:
@@ -279,6 +278,9 @@ def _forget_placement(agent: Agent) -> None:
     the bridge (after commit)."""
     if agent.host_id is None:
         return
+    # Its row locked before the revocation: a placement token being issued meanwhile (under
+    # this lock) is committed first, and revoked here with the others.
+    Agent.objects.select_for_update().filter(pk=agent.pk).first()
     tokens = HostToken.objects.filter(agent=agent)
     sessions = AgentSession.objects.filter(host_token__in=tokens)
     topics = [session_topic(s) for s in sessions.values_list("id", flat=True)]
@@ -294,14 +296,20 @@ def _forget_placement(agent: Agent) -> None:
 
 def issue_host_token(host: Host, agent: Agent | None = None) -> str:
     """A new supervisor token (no AGENT) or placement token for HOST; earlier ones of the same
-    kind stop working. The secret is returned once and stored only as a hash."""
-    if agent is not None and agent.host_id != host.pk:
-        raise AgentRule("That agent is not placed on this host.")
+    kind stop working. The secret is returned once and stored only as a hash. AGENT is read
+    again, placed on HOST, under its row's lock (AgentRule if not): a caller's row may be stale
+    (provisioning reads them all at its start), and a move or delete committing meanwhile
+    waits, then revokes this token with the others."""
     secret = crypto.new_secret("aht")
     with transaction.atomic():
         if agent is None:
             _end_supervisor(host)
         else:
+            # The host's row first, as placements lock it before the agent's: never each
+            # holding one while waiting for the other.
+            Host.objects.select_for_update(no_key=True).filter(pk=host.pk).first()
+            if not Agent.objects.select_for_update().filter(pk=agent.pk, host=host).exists():
+                raise AgentRule("That agent is not placed on this host.")
             HostToken.objects.filter(host=host, agent=agent, revoked_at__isnull=True).update(
                 revoked_at=timezone.now()
             )
@@ -322,13 +330,50 @@ def issue_host_token(host: Host, agent: Agent | None = None) -> str:
     return secret
 
 
-def _end_supervisor(host: Host) -> None:
-    """Revoke HOST's supervisor token; the socket opened with it is closed after commit."""
+def _end_supervisor(host: Host, reason: str = "revoked") -> None:
+    """Revoke HOST's supervisor token; the socket opened with it is closed after commit (told
+    REASON: "host_gone", the supervisor exits)."""
     live = HostToken.objects.filter(host=host, agent=None, revoked_at__isnull=True)
     ended = [host_token_topic(pk) for pk in live.values_list("pk", flat=True)]
     live.update(revoked_at=timezone.now())
     if ended:
-        publish_many(ended, {"type": "session.ended", "reason": "revoked"})
+        publish_many(ended, {"type": "session.ended", "reason": reason})
+
+
+# How long a deleted host's supervisor tokens are known as such: a host switched off when it was
+# deleted may start its supervisor again much later. Its last few tokens: a provisioning that
+# failed half-way may have left the supervisor before the last on the older one.
+HOST_GONE_SECONDS = 90 * 24 * 3600
+HOST_GONE_TOKENS = 5
+
+
+def _gone_key(token_hash: str) -> str:
+    return f"{settings.REDIS_PREFIX}:hosts:gone:{token_hash}"
+
+
+def _remember_gone(host: Host) -> None:
+    """HOST's last supervisor tokens known, after commit, as those of a deleted host: their
+    rows go with it, and a supervisor still holding one is told so, not "unauthorized" (it
+    would retry for ever). Its SSH key goes too, so stopping it over SSH is no option."""
+    hashes = list(
+        HostToken.objects.filter(host=host, agent=None)
+        .order_by("-created_at")
+        .values_list("token_hash", flat=True)[:HOST_GONE_TOKENS]
+    )
+
+    def remember():
+        with presence.client().pipeline() as pipe:
+            for token_hash in hashes:
+                pipe.set(_gone_key(token_hash), 1, ex=HOST_GONE_SECONDS)
+            pipe.execute()
+
+    if hashes:
+        transaction.on_commit(remember)
+
+
+def host_gone(secret: str) -> bool:
+    """Whether SECRET was a supervisor token of a host since deleted."""
+    return bool(presence.client().exists(_gone_key(crypto.hash_secret(secret))))
 
 
 def _live_token(secret: str) -> HostToken | None:
@@ -396,7 +441,8 @@ def host_going(sender, instance: Host, **kwargs) -> None:
     agents are made local, not left hosted on nothing, and its supervisor's socket is closed
     (its token goes with it, unrevoked: the socket would stay open on nothing)."""
     evict_agents(Agent.objects.filter(host=instance))
-    _end_supervisor(instance)
+    _remember_gone(instance)
+    _end_supervisor(instance, "host_gone")
 
 
 def workspace_closing(sender, workspace, **kwargs) -> None:

@@ -9,6 +9,7 @@ is then claimed the normal way. Stops (the agent moved off the host) and restart
 restart) come through the host's topic. Frames are in docs/protocol.md §12.
 """
 
+import asyncio
 import time
 from types import SimpleNamespace
 
@@ -28,15 +29,24 @@ from workspaces.login import api_token_topic, client_address
 
 # A wake-up for an agent already woken this recently is not sent again (its bridge is starting).
 WAKE_AGAIN_SECONDS = 10
+# How long the agents changed are gathered before they are read again: the events of one bulk
+# move (a host's agents moved off together) arrive within it, and are read in one query.
+CHANGES_SETTLE_SECONDS = 0.1
+# A supervisor token of a deleted host: the supervisor is told so, and exits (4410, Gone).
+GONE = "gone"
+HOST_GONE = "This host was deleted from agntchat: its supervisor stops."
 
 
 def _principal(secret: str):
     """(host, None, token topic) for a supervisor token, (None, person, token topic) for a
-    person's API token: the topic where the socket hears that token end."""
+    person's API token: the topic where the socket hears that token end. GONE for a supervisor
+    token of a deleted host."""
     if secret.startswith("aht_"):
         token = hosting.supervisor_token(secret)
         if token is not None:
             return token.host, None, hosting.host_token_topic(token.pk)
+        if hosting.host_gone(secret):
+            return GONE
     if secret.startswith("apt_"):
         person = person_for_token(secret)
         if person is not None:
@@ -57,14 +67,23 @@ def _signed_in(secret: str, address: str):
     if wait:
         return wait, None
     principal = _principal(secret)
-    throttle.end_attempt(checks, failed=principal is None)
+    throttle.end_attempt(checks, failed=principal in (None, GONE))
     return 0, principal
 
 
-def _served_agents(host, person) -> list[Agent]:
+def _served(host, person):
     if host is not None:
-        return list(Agent.objects.filter(host=host).order_by("name"))
-    return list(Agent.objects.filter(owner=person, runtime=Agent.Runtime.LOCAL).order_by("name"))
+        return Agent.objects.filter(host=host)
+    return Agent.objects.filter(owner=person, runtime=Agent.Runtime.LOCAL)
+
+
+def _served_agents(host, person) -> list[Agent]:
+    return list(_served(host, person).order_by("name"))
+
+
+def _served_among(host, person, agent_ids) -> dict[str, Agent]:
+    """Those of AGENT_IDS served now, by id."""
+    return {str(a.id): a for a in _served(host, person).filter(pk__in=agent_ids)}
 
 
 class HostSocket(JsonSocket):
@@ -87,6 +106,9 @@ class HostSocket(JsonSocket):
                 4429,
             )
             return
+        if principal == GONE:
+            await self.refuse(HOST_GONE, "host_gone", 4410)
+            return
         if principal is None:
             await self.refuse(
                 "A host supervisor token (aht_…) or a person's API token (apt_…) is required."
@@ -108,6 +130,8 @@ class HostSocket(JsonSocket):
         self.presence_id = presence_id
         self.woken: dict[str, float] = {}
         self.agent_groups: set[str] = set()
+        self.changed: set[str] = set()  # agents to read again (moved on or off, set up again)
+        self.reading = None  # the task reading them
         self.host_group = group_name(
             hosting.host_topic(self.host.pk) if self.host else hosting.laptop_topic(self.person.pk)
         )
@@ -124,24 +148,45 @@ class HostSocket(JsonSocket):
         """Follow the topics of the agents served now; wake those with work and no bridge."""
         agents = await database_sync_to_async(_served_agents)(self.host, self.person)
         self.agents = {str(a.id): a for a in agents}
+        await self.served_changed(list(self.agents), "hello" if hello else "agents")
+
+    async def served_changed(self, check: list[str], frame: str = "agents") -> None:
+        """Follow the topics of the agents in self.agents (and no other), tell the supervisor
+        which they are, and wake those of CHECK with work and no bridge."""
         groups = {group_name(f"agent.{agent_id}") for agent_id in self.agents}
         for group in groups - self.agent_groups:
             await self.channel_layer.group_add(group, self.channel_name)
         for group in self.agent_groups - groups:
             await self.channel_layer.group_discard(group, self.channel_name)
         self.agent_groups = groups
+        agents = sorted(self.agents.values(), key=lambda a: (a.name, str(a.id)))
         await self.send_json(
             wire(
                 {
-                    "type": "hello" if hello else "agents",
+                    "type": frame,
                     "host_id": self.host.pk if self.host else None,
                     "agents": [{"id": a.id, "name": a.name} for a in agents],
                 }
             )
         )
-        waiting = await database_sync_to_async(gateway.agents_with_work)(list(self.agents))
-        for agent_id in waiting:
-            await self.wake(str(agent_id))
+        if check:
+            waiting = await database_sync_to_async(gateway.agents_with_work)(check)
+            for agent_id in waiting:
+                await self.wake(str(agent_id))
+
+    async def follow_changed(self) -> None:
+        """Read again the agents changed since the last look, and only those: a bulk move of N
+        agents is a few reads of a few rows, not N reads of all those served."""
+        await asyncio.sleep(CHANGES_SETTLE_SECONDS)
+        while self.changed:
+            changed, self.changed = self.changed, set()
+            now = await database_sync_to_async(_served_among)(self.host, self.person, changed)
+            for agent_id in changed:
+                self.agents.pop(agent_id, None)
+            self.agents.update(now)
+            # Those still served woken if their work waits: one set up again may have had a
+            # wake-up before it could be started.
+            await self.served_changed(list(now))
 
     async def wake(self, agent_id: str) -> None:
         if agent_id not in self.agents:
@@ -157,6 +202,8 @@ class HostSocket(JsonSocket):
     async def release(self):
         if getattr(self, "presence_id", None) is None:
             return
+        if self.reading is not None:
+            self.reading.cancel()
         for group in (self.host_group, *self.agent_groups, self.token_group):
             if group:
                 await self.channel_layer.group_discard(group, self.channel_name)
@@ -172,7 +219,12 @@ class HostSocket(JsonSocket):
     # Events from the channel layer.
     async def session_ended(self, event):
         """Its token was revoked (a host's supervisor token reissued, or its host deleted; a
-        laptop's API token revoked, or its person made inactive): closed at once (4401)."""
+        laptop's API token revoked, or its person made inactive): closed at once (4401). Its
+        host deleted: told so, and the supervisor exits (4410)."""
+        if event.get("reason") == "host_gone":
+            await self.send_error("host_gone", HOST_GONE)
+            await self.hang_up(4410)
+            return
         await self.send_error("unauthorized", "The token this socket signed in with ended.")
         await self.hang_up(4401)
 
@@ -180,10 +232,13 @@ class HostSocket(JsonSocket):
         await self.wake(event.get("agent") or "")
 
     async def host_bridge(self, event):
-        """Stop, restart or set up again one agent's bridge; the served list is re-read."""
+        """Stop, restart or set up again one agent's bridge; that agent is read again (with the
+        others changed meanwhile) and the served list sent."""
         agent_id, action = event["agent"], event["action"]
         if action in ("stop", "reload"):
-            await self.follow_agents()
+            self.changed.add(agent_id)
+            if self.reading is None or self.reading.done():
+                self.reading = asyncio.ensure_future(self.follow_changed())
         if action in ("stop", "restart"):
             await self.send_json({"type": action, "agent": agent_id})
 

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import io
 import json
+import logging
 import shlex
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from agents import hosting
+from agents.exceptions import AgentRule
 from agents.models import Agent, Host, HostRestart
 from agntchat.core import presence
 from agntchat.core.events import publish
@@ -40,11 +42,17 @@ from agntchat.core.exceptions import AppError
 from agntchat.core.presence import client as redis
 from work.tools import platform_web
 
+log = logging.getLogger(__name__)
+
 SSH_TIMEOUT = 15
 # The most one remote command (or one SFTP request) may take, all of it: a host is anyone's
 # machine, and one that drips output or never sends an exit status must not hold a job worker.
 # Below the job timeout (Q_CLUSTER), so the host is marked unreachable rather than the job killed.
 COMMAND_TIMEOUT = 240
+# All the SSH work of one job (provisioning a host, setting an agent up or forgetting it), from
+# the job's start: below the job timeout (Q_CLUSTER) by this margin, so a host that takes data
+# at a trickle fails the job with its reason recorded, not has it killed with nothing said.
+JOB_MARGIN_SECONDS = 30
 MAX_OUTPUT = 1_000_000  # of a command's output kept (the commands here print little)
 # Checking an RSA key (that its primes are primes) took 3-4 s at 8192 bits and 30-70 s at the
 # 14,000-20,000 bits that fit in the 20,000 characters a key may have (a busy 2-core machine):
@@ -144,11 +152,22 @@ def address_to_dial(host: Host) -> str:
     return found[0]
 
 
-class Session:
-    """One SSH connection to a host: commands checked for their exit status, files by SFTP."""
+def job_seconds() -> int:
+    return settings.Q_CLUSTER["timeout"] - JOB_MARGIN_SECONDS
 
-    def __init__(self, host: Host):
+
+def job_deadline() -> float:
+    """When the SSH work of a job starting now must be done by (time.monotonic())."""
+    return time.monotonic() + job_seconds()
+
+
+class Session:
+    """One SSH connection to a host: commands checked for their exit status, files by SFTP;
+    each within COMMAND_TIMEOUT, all of them before DEADLINE (the job's, by default)."""
+
+    def __init__(self, host: Host, deadline: float | None = None):
         self.host = host
+        self.deadline = job_deadline() if deadline is None else deadline
         self.client = paramiko.SSHClient()
         policy = _Pin()
         address = address_to_dial(host)
@@ -196,10 +215,22 @@ class Session:
         if policy.seen:
             hosting.pin_host_key(host, policy.seen)
 
+    def _late(self, doing: str) -> HostUnreachable:
+        return HostUnreachable(
+            f"On {self.host.name}, {doing} did not finish within the job's {job_seconds()} s."
+        )
+
+    def _time_left(self) -> float:
+        """What one step may take now: COMMAND_TIMEOUT, or less as the deadline nears."""
+        left = min(COMMAND_TIMEOUT, self.deadline - time.monotonic())
+        if left <= 0:
+            raise TimeoutError
+        return left
+
     def run(self, command: str) -> str:
         """COMMAND's output; HostUnreachable when it fails, or is not done (its output all read
-        and its exit status in) within COMMAND_TIMEOUT."""
-        deadline = time.monotonic() + COMMAND_TIMEOUT
+        and its exit status in) within COMMAND_TIMEOUT, or by the session's deadline."""
+        deadline = min(time.monotonic() + COMMAND_TIMEOUT, self.deadline)
         out, err = bytearray(), bytearray()
         try:
             channel = self.client.get_transport().open_session(timeout=SSH_TIMEOUT)
@@ -227,6 +258,8 @@ class Session:
             while channel.recv_stderr_ready():
                 err = (err + channel.recv_stderr(65536))[-4096:]
         except TimeoutError:
+            if time.monotonic() >= self.deadline:
+                raise self._late(f"`{command[:120]}`") from None
             raise HostUnreachable(
                 f"On {self.host.name}, `{command[:120]}` did not finish within {COMMAND_TIMEOUT} s."
             ) from None
@@ -242,19 +275,28 @@ class Session:
         return out.decode(errors="replace")
 
     def write(self, path: str, data: bytes, mode: int = 0o600) -> None:
-        """A file on the host, by SFTP; each SFTP request answered within COMMAND_TIMEOUT."""
+        """A file on the host, by SFTP; each SFTP request answered within COMMAND_TIMEOUT, and
+        all of it written by the session's deadline."""
         try:
             channel = self.client.get_transport().open_session(timeout=SSH_TIMEOUT)
         except (paramiko.SSHException, OSError) as exc:
             raise HostUnreachable(f"Lost {self.host.name} over SSH: {exc}") from None
         try:
-            channel.settimeout(COMMAND_TIMEOUT)
+            channel.settimeout(self._time_left())
             channel.invoke_subsystem("sftp")
             sftp = paramiko.SFTPClient(channel)
             with sftp.open(path, "wb") as remote:
-                remote.write(data)
+                # A request at a time, each given what is left: a host answering every one in
+                # time, but slowly, must not stretch the whole upload past the deadline.
+                for start in range(0, len(data), paramiko.SFTPFile.MAX_REQUEST_SIZE):
+                    channel.settimeout(self._time_left())
+                    remote.write(data[start : start + paramiko.SFTPFile.MAX_REQUEST_SIZE])
+                channel.settimeout(self._time_left())
+            channel.settimeout(self._time_left())
             sftp.chmod(path, mode)
         except (paramiko.SSHException, OSError, EOFError) as exc:
+            if time.monotonic() >= self.deadline:
+                raise self._late(f"writing {path}") from None
             raise HostUnreachable(
                 f"Cannot write {path} on {self.host.name}: {str(exc) or 'timed out'}"
             ) from None
@@ -326,6 +368,18 @@ def host_lock(host: Host):
         redis().eval(RELEASE, 1, key, mine)
 
 
+@contextmanager
+def unless_gone(host_id, job: str):
+    """JOB on the host HOST_ID, ended quietly (logged at info) if the host is deleted meanwhile:
+    whatever failed then (its row, its tokens gone under it) is nothing to fix."""
+    try:
+        yield
+    except Exception:
+        if Host.objects.filter(pk=host_id).exists():
+            raise
+        log.info("%s of host %s ended: the host was deleted meanwhile", job, host_id)
+
+
 @cache
 def bridge_wheel() -> Path:
     """The bridge package as a wheel: BRIDGE_WHEEL, or built once from this checkout."""
@@ -375,11 +429,13 @@ def _python(host: Host) -> str:
 def provision_host(host: Host) -> Host:
     """Install or update the bridge package and the supervisor on HOST, (re)start the
     supervisor with a fresh token, and set up every agent placed on it. Records the outcome."""
+    deadline = job_deadline()  # the lock waited for counts: it is the job's time
+    host_id = host.pk
     try:
-        with host_lock(host):
-            return _provision_host(host)
+        with unless_gone(host_id, "Provisioning"), host_lock(host):
+            return _provision_host(host, deadline)
     finally:
-        _queue_done("provision", host.pk)
+        _queue_done("provision", host_id)
 
 
 def request_provision(host: Host) -> None:
@@ -388,12 +444,12 @@ def request_provision(host: Host) -> None:
     _enqueue_claimed("provision", host.pk, "work.jobs.provision_host", str(host.pk))
 
 
-def _provision_host(host: Host) -> Host:
+def _provision_host(host: Host, deadline: float) -> Host:
     paths = layout(host)
     q = shlex.quote
     python = _python(host)
     try:
-        with Session(host) as ssh:
+        with Session(host, deadline) as ssh:
             ssh.run(
                 f"mkdir -p {q(paths['agents'])} && chmod 755 {q(paths['root'])} {q(paths['agents'])}"
             )
@@ -442,19 +498,27 @@ def _provision_host(host: Host) -> Host:
     return host
 
 
-def _set_up_agent(ssh: Session, host: Host, agent: Agent) -> None:
+def _set_up_agent(ssh: Session, host: Host, agent: Agent) -> bool:
     """AGENT's private directory on HOST with its placement token and entry for the supervisor;
-    on a multi-tenant host owned by (and readable only by) the agent's own system user."""
+    on a multi-tenant host owned by (and readable only by) the agent's own system user. Nothing
+    is written (False) for an agent no longer placed there: its token is issued first, refused
+    then. One moved off or deleted after that has its directory forgotten by the job its move
+    queued, which waits on the host's lock held here."""
     q = shlex.quote
     home = f"{layout(host)['agents']}/{agent.id}"
     user = system_user(agent.id) if host.multi_tenant else None
+    try:
+        token = hosting.issue_host_token(host, agent)
+    except AgentRule:
+        log.info("agent %s left host %s before its set-up there: skipped", agent.id, host.pk)
+        return False
     ssh.run(f"mkdir -p {q(home)}/work && chmod 700 {q(home)}")
     if user:
         ssh.run(
             f"id -u {user} >/dev/null 2>&1 || useradd --system --home-dir {q(home)} "
             f"--shell /usr/sbin/nologin --groups {AGENTS_GROUP} {user}"
         )
-    ssh.write(f"{home}/token", hosting.issue_host_token(host, agent).encode(), 0o600)
+    ssh.write(f"{home}/token", token.encode(), 0o600)
     entry = {
         "id": str(agent.id),
         "name": agent.name,
@@ -465,6 +529,7 @@ def _set_up_agent(ssh: Session, host: Host, agent: Agent) -> None:
     ssh.write(f"{home}/agent.json", json.dumps(entry).encode(), 0o644)
     if user:
         ssh.run(f"chown -R {user}: {q(home)} && chown root: {q(home)}/agent.json")
+    return True
 
 
 def provision_agent(agent: Agent) -> None:
@@ -472,30 +537,32 @@ def provision_agent(agent: Agent) -> None:
     host = agent.host
     if host is None:
         return
-    with host_lock(host):
+    deadline = job_deadline()
+    with unless_gone(host.pk, f"Setting agent {agent.id} up"), host_lock(host):
         agent.refresh_from_db(fields=["host", "runtime"])
         if agent.host_id != host.pk:
             return  # moved off meanwhile: its placement token is not issued again
         try:
-            with Session(host) as ssh:
+            with Session(host, deadline) as ssh:
                 _set_up_agent(ssh, host, agent)
         except HostUnreachable as exc:
             hosting.record_host_status(host, Host.Status.UNREACHABLE, exc.message)
             raise
-    publish(
-        hosting.host_topic(host.pk),
-        {"type": "host.bridge", "action": "reload", "agent": str(agent.id)},
-    )
+        publish(
+            hosting.host_topic(host.pk),
+            {"type": "host.bridge", "action": "reload", "agent": str(agent.id)},
+        )
 
 
 def forget_agent(host: Host, agent_id) -> None:
     """Remove a former agent's directory (and system user) from HOST, unless it is placed there
     again (seen under the host's lock: its set-up may have run just before)."""
     q = shlex.quote
-    with host_lock(host):
+    deadline = job_deadline()
+    with unless_gone(host.pk, f"Forgetting agent {agent_id}"), host_lock(host):
         if Agent.objects.filter(pk=agent_id, host_id=host.pk).exists():
             return
-        with Session(host) as ssh:
+        with Session(host, deadline) as ssh:
             home = f"{layout(host)['agents']}/{agent_id}"
             ssh.run(f"rm -rf {q(home)}")
             if host.multi_tenant:
@@ -562,8 +629,9 @@ def restart_host_bridges(
     try:
         if restart.status != HostRestart.Status.RUNNING:
             return restart
-        restart = _restart_host_bridges(restart, timeout, poll)
-        going_on = restart.status == HostRestart.Status.RUNNING
+        with unless_gone(restart.host_id, "A rolling restart"):
+            restart = _restart_host_bridges(restart, timeout, poll)
+            going_on = restart.status == HostRestart.Status.RUNNING
         return restart
     finally:
         if not going_on:

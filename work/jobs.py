@@ -41,7 +41,10 @@ def forget_hosted_agent(host_id, agent_id) -> None:
 
 
 def provision_host(host_id) -> None:
-    hosting.provision_host(Host.objects.get(pk=host_id))
+    """A host's provisioning; none when the host was deleted since it was queued."""
+    host = Host.objects.filter(pk=host_id).first()
+    if host is not None:
+        hosting.provision_host(host)
 
 
 def restart_host(restart_id) -> None:

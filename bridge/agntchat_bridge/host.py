@@ -312,6 +312,10 @@ class Supervisor:
             await self.stop(frame["agent"])
         elif kind == "restart":
             await self.restart(frame["agent"])
+        elif kind == "error" and frame.get("code") == "host_gone":
+            # For good: retrying would only be refused again. Its bridges are stopped on the way.
+            log.warning("the server says this host was deleted: stopping its bridges and exiting")
+            self.stopping.set()
         elif kind == "error":
             log.error("the server says: %s", frame.get("message"))
 

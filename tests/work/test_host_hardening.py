@@ -33,6 +33,7 @@ from tests.socket_helpers import free_port, next_frame
 from tests.work import sshd as loopback
 from tests.work.sshd import keygen
 from tests.work.test_host_socket_ends import closed_for_good, supervisor
+from tests.work.test_hosting_residue_gone import told_gone
 from work import hosting as work_hosting
 from work.host_socket import _principal
 from workspaces import actions as workspace_actions
@@ -344,7 +345,7 @@ FIRST: list = [None]
 class SlowFirstSession:
     """The SSH session to the host: the first job's token write is slow (a slower link)."""
 
-    def __init__(self, host):
+    def __init__(self, host, deadline=None):
         self.first = threading.current_thread().name == FIRST[0]
 
     def run(self, command):
@@ -614,7 +615,7 @@ async def test_a_supervisor_socket_ends_with_its_host(alice):
     host, secret = await sync_to_async(host_with_supervisor)()
     comm = await supervisor(secret)
     await sync_to_async(hosting.delete_host)(host)
-    assert await closed_for_good(comm)
+    assert await told_gone(comm)  # and its supervisor exits
     assert not await sync_to_async(HostToken.objects.filter(host_id=host.pk).exists)()
 
 

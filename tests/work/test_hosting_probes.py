@@ -19,7 +19,8 @@ from agntchat.core import presence
 from agntchat.core.presence import client as redis
 from tests.conftest import client_for
 from tests.work.sshd import keygen
-from tests.work.test_host_socket_ends import closed_for_good, supervisor
+from tests.work.test_host_socket_ends import supervisor
+from tests.work.test_hosting_residue_gone import told_gone
 from work import hosting as work_hosting
 from work import jobs
 from workspaces import actions as workspace_actions
@@ -135,7 +136,7 @@ async def test_a_supervisor_socket_ends_when_its_hosts_workspace_is_deleted(alic
     comm = await supervisor(secret)
     owner = await sync_to_async(Membership.objects.get)(workspace=team_a, user=alice)
     await sync_to_async(workspace_actions.delete_workspace)(owner)
-    assert await closed_for_good(comm)
+    assert await told_gone(comm)  # and its supervisor exits
     assert not await sync_to_async(HostToken.objects.filter(host_id=host.pk).exists)()
 
 
