@@ -174,27 +174,38 @@ def publish_artifact(
     count_stored_bytes(actor, len(content.encode()), "artifact versions")
     # Rendered (and sanitised) once, here, outside the transaction: reads serve the stored copy.
     rendered = render_artifact(kind, content, language or None)
-    with transaction.atomic():
-        artifact = Artifact.objects.create(
-            conversation=conversation,
-            title=title,
-            kind=kind,
-            language=language,
-            created_by_user=None if _is_agent(actor) else actor,
-            created_by_agent=actor if _is_agent(actor) else None,
-        )
-        ArtifactVersion.objects.create(
-            artifact=artifact, number=1, content=content, rendered=rendered, **_authors(actor)
-        )
-        artifact.message = post_message(
-            actor,
-            conversation,
-            f"📄 published “{title}”",
-            payload={"artifact_id": str(artifact.id), "artifact": artifact_ref(artifact)},
-            client_ref=client_ref,
-        )
-        artifact.save(update_fields=["message", "updated_at"])
+    try:
+        with transaction.atomic():
+            artifact = Artifact.objects.create(
+                conversation=conversation,
+                title=title,
+                kind=kind,
+                language=language,
+                created_by_user=None if _is_agent(actor) else actor,
+                created_by_agent=actor if _is_agent(actor) else None,
+            )
+            ArtifactVersion.objects.create(
+                artifact=artifact, number=1, content=content, rendered=rendered, **_authors(actor)
+            )
+            artifact.message = post_message(
+                actor,
+                conversation,
+                f"📄 published “{title}”",
+                payload={"artifact_id": str(artifact.id), "artifact": artifact_ref(artifact)},
+                client_ref=client_ref,
+            )
+            if (artifact.message.payload or {}).get("artifact_id") != str(artifact.id):
+                # The same ref was stored meanwhile by a send of this publish made at the same
+                # moment (post_message answers with that message): this one's rows go.
+                raise _RefTaken()
+            artifact.save(update_fields=["message", "updated_at"])
+    except _RefTaken:
+        return _published_under_ref(actor, conversation, client_ref)
     return artifact
+
+
+class _RefTaken(Exception):
+    pass
 
 
 def _published_under_ref(actor, conversation, client_ref) -> Artifact | None:
@@ -346,10 +357,11 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
         locked.save(update_fields=["payload", "updated_at"])
         work = None
         if not by_mail:
+            label, title = _one_line(action["label"]), _one_line(item["title"])
             click = post_message(
                 user,
                 locked.conversation,
-                f"{user.label} chose “{action['label']}” on “{item['title']}”",
+                f"{user.label} chose “{label}” on “{title}”",
                 kind=Message.Kind.ACTION,
                 payload={
                     "card_message_id": str(locked.id),
@@ -363,6 +375,12 @@ def use_card_action(user, message: Message, item_index, action_id) -> dict:
             work = {"type": "message", "id": click.id, "delivery": delivery}
         announce_message(locked, "message.updated")
     return {"outcome": outcome, "message": locked, "work": work}
+
+
+def _one_line(text: str) -> str:
+    """Text an agent wrote, quoted in a person's message: kept to one line, it cannot pass for
+    more lines of theirs."""
+    return " ".join(text.split())
 
 
 def _takes_part(agent, conversation: Conversation) -> bool:

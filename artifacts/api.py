@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from agntchat.core.api import StrictSerializer, page_of, validated
 from agntchat.core.exceptions import NotFound
 from artifacts import actions
-from artifacts.access import access_artifact, access_comment, access_version
+from artifacts.access import access_artifact, access_comment, access_version, comments_of
 from artifacts.cards_store import card_html, card_json
 from artifacts.exceptions import CardNotFound
 from artifacts.models import Artifact, ArtifactComment, ArtifactVersion, CardTemplate
@@ -50,6 +50,13 @@ class CommentQuery(serializers.Serializer):
 
     page = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=1000)
+
+
+class ArtifactQuery(serializers.Serializer):
+    """A page of a conversation's artifacts, newest first."""
+
+    page = serializers.IntegerField(min_value=1, max_value=10_000, default=1)
+    limit = serializers.IntegerField(min_value=1, max_value=200, default=200)
 
 
 class CommentInput(StrictSerializer):
@@ -168,13 +175,22 @@ def _detail(artifact: Artifact) -> dict:
 
 class ConversationArtifactsView(APIView):
     inputs = {"post": ArtifactInput}
+    queries = {"get": ArtifactQuery}
 
     def get(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
-        artifacts = conversation.artifacts.select_related(
-            "created_by_user", "created_by_agent"
-        ).order_by("-created_at")[:200]
-        return Response({"results": [artifact_data(a) for a in artifacts]})
+        query = validated(ArtifactQuery, request.query_params.dict())
+        artifacts = conversation.artifacts.select_related("created_by_user", "created_by_agent")
+        page, has_more = page_of(
+            artifacts.order_by("-created_at", "-id"), query["page"], query["limit"]
+        )
+        return Response(
+            {
+                "results": [artifact_data(a) for a in page],
+                "page": query["page"],
+                "has_more": has_more,
+            }
+        )
 
     def post(self, request, conversation_id):
         conversation = access_conversation(request.user, conversation_id)
@@ -245,9 +261,8 @@ class CommentListView(APIView):
     def get(self, request, artifact_id):
         artifact = access_artifact(request.user, artifact_id)
         query = validated(CommentQuery, request.query_params.dict())
-        comments = artifact.comments.select_related("version", "author_user", "author_agent")
         page, has_more = page_of(
-            comments.order_by("created_at", "id"), query["page"], query["limit"]
+            comments_of(artifact).order_by("created_at", "id"), query["page"], query["limit"]
         )
         return Response(
             {

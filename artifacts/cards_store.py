@@ -20,6 +20,8 @@ from artifacts.models import CardTemplate
 # Buttons of an email-draft card that stand for mailbox operations rather than a reply, with
 # the only labels they may carry: a button that sends mail says so.
 EMAIL_ACTIONS = {"send": "Send", "save_draft": "Save draft"}
+# The rows of an email-draft item that are its recipients (artifacts/mailbox.py, email_of).
+EMAIL_HEADERS = ("to", "cc", "bcc")
 
 
 def template_lookup(name: str) -> dict | None:
@@ -125,6 +127,28 @@ def _check_email_card(card: dict, sealed: dict) -> None:
     if relabelled:
         message = "Send and Save draft on an email draft must say so"
         raise CardInvalid(f"Invalid card: {message}.", fields={relabelled[0]: message})
+    split = _split_email_headers(card) if shows_email(sealed) else []
+    if split:
+        message = "the subject and each To, Cc and Bcc row of an email must be one line"
+        raise CardInvalid(f"Invalid card: {message}.", fields={split[0]: message})
+
+
+def _split_email_headers(card: dict) -> list[str]:
+    """Paths of a subject or a recipient row over several lines: no email header can hold it,
+    so every Send and Save draft of the card would fail."""
+    paths = []
+    for i, item in enumerate(card["items"]):
+        if _multiline(item["title"]):
+            paths.append(f"card.items[{i}].title")
+        for j, field in enumerate(item.get("fields", [])):
+            if field["label"].strip().lower() in EMAIL_HEADERS and _multiline(field["value"]):
+                paths.append(f"card.items[{i}].fields[{j}].value")
+    return paths
+
+
+def _multiline(text: str) -> bool:
+    # The email package's own rule for a header value (its breaks include \v and U+2028).
+    return len(text.splitlines()) > 1
 
 
 def is_email_action(payload: dict, action_id: str) -> bool:

@@ -179,6 +179,8 @@ def _write_artifact(archive, artifact: Artifact, path: str) -> int:
     extension = _artifact_extension(artifact)
     for version in (
         ArtifactVersion.objects.filter(artifact=artifact)
+        # The source goes in, not the rendering (as large again, or more for pretty JSON).
+        .defer("rendered")
         .select_related("author_user", "author_agent")
         .order_by("number")
         .iterator(chunk_size=50)

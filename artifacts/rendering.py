@@ -5,6 +5,7 @@ import importlib
 import json
 import re
 from html import escape
+from types import FunctionType
 
 import nh3
 from markdown_it import MarkdownIt
@@ -104,11 +105,32 @@ def _text_token(_state, content: str):
 # 800 KB in over a second, on every page showing it. Past this many the table ends there.
 MAX_PADDED_CELLS = 1_000
 # The module, not the rule function of the same name that markdown_it.rules_block exports.
-importlib.import_module("markdown_it.rules_block.table").MAX_AUTOCOMPLETED_CELLS = MAX_PADDED_CELLS
+_TABLES = importlib.import_module("markdown_it.rules_block.table")
+_TABLES.MAX_AUTOCOMPLETED_CELLS = MAX_PADDED_CELLS
+
+
+def _table(state, start_line, end_line, silent):
+    """markdown-it's table rule with MAX_PADDED_CELLS spent over the whole text, not per table
+    (a hundred small tables padded to 1 MB): once it is spent, a table ends at its first short
+    row; tables written out whole still show."""
+    left = state.env.get("padding_left", MAX_PADDED_CELLS)
+    # The rule reads its limit from its module's globals: this call gets its own copy of them.
+    rule = FunctionType(
+        _TABLES.table.__code__, {**_TABLES.table.__globals__, "MAX_AUTOCOMPLETED_CELLS": left}
+    )
+    first = len(state.tokens)
+    found = rule(state, start_line, end_line, silent)
+    if found and not silent:
+        # Empty cells: the padding, and any written empty (so at least what the padding took).
+        empty = sum(1 for t in state.tokens[first:] if t.type == "inline" and not t.content)
+        state.env["padding_left"] = max(0, left - empty)
+    return found
+
 
 _MARKDOWN = MarkdownIt(
     "commonmark", {"html": False, "linkify": False, "highlight": _fence_highlight}
 ).enable(["table", "strikethrough"])
+_MARKDOWN.block.ruler.at("table", _table, {"alt": ["paragraph", "reference"]})
 _MARKDOWN.core.ruler.push("bare_urls", _link_bare_urls)
 
 _MARKDOWN_CLEANER = nh3.Cleaner(
