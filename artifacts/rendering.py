@@ -4,6 +4,7 @@ import difflib
 import importlib
 import json
 import re
+from functools import lru_cache
 from html import escape
 from types import FunctionType
 
@@ -164,13 +165,30 @@ FORMAT_MAX_CHARS = 100_000
 TOO_LARGE_TO_FORMAT = "This document is too large to format: it is shown as plain text."
 
 
+# Pages render message bodies at each view, and a hostile body within a message's 20,000
+# characters costs up to a second or more (a run of "![" or of backticks; prose, a millisecond):
+# the renderings of long texts are kept, a few hundred per process, so each costs that once.
+KEPT_FROM_CHARS = 2_000
+
+
 def render_markdown(text):
     """Render untrusted markdown to safe HTML (raw HTML in the source is shown as text); a
     text longer than FORMAT_MAX_CHARS is shown escaped and whole, with a note saying why."""
     text = text or ""
     if len(text) > FORMAT_MAX_CHARS:
         return f'<p class="render-note">{TOO_LARGE_TO_FORMAT}</p>\n' + highlight_code(text, None)
+    if len(text) >= KEPT_FROM_CHARS:
+        return _rendered_kept(text)
+    return _rendered(text)
+
+
+def _rendered(text: str) -> str:
     return _MARKDOWN_CLEANER.clean(_MARKDOWN.render(text))
+
+
+@lru_cache(maxsize=256)
+def _rendered_kept(text: str) -> str:
+    return _rendered(text)
 
 
 _DATA_IMAGE_RE = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$", re.I)

@@ -5,6 +5,7 @@ import pytest
 
 from agents import actions as agent_actions
 from agntchat.ui.shell import UNREAD_CAP
+from artifacts import rendering
 from artifacts.actions import publish_artifact
 from conversations.actions import post_message
 from conversations.models import Conversation, Participant
@@ -94,6 +95,17 @@ def test_message_fragments_are_rendered_safely(client, alice, channel):
     assert "<strong>bold</strong>" in html
     assert "<script" not in html and "<img" not in html and 'href="javascript' not in html
     assert "&lt;script&gt;" in html  # raw HTML is shown as text, never run
+
+
+def test_a_long_body_is_formatted_once_however_often_it_is_viewed(client, alice, channel):
+    # A hostile 20,000-character body costs a second or more to format (a run of "!["):
+    # formatted at every view, a few such messages would make every page view cost minutes.
+    hostile = post_message(alice, channel, "![" * 10_000)
+    client.force_login(alice)
+    before = rendering._rendered_kept.cache_info().misses
+    pages = [client.get(f"/app/messages/?ids={hostile.id}").content for _ in range(3)]
+    assert rendering._rendered_kept.cache_info().misses == before + 1
+    assert pages[0] == pages[2] and b"![![" in pages[0]
 
 
 def test_fragments_keep_the_order_asked_and_skip_what_cannot_be_seen(
