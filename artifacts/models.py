@@ -1,12 +1,11 @@
 """Artifacts with their versions and comments (ART-1…3), and the card template library (CARD-2)."""
 
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 from agents.models import Agent
 from agntchat.core.models import BaseModel
-from agntchat.core.search import CONFIG
 from conversations.models import Conversation, Message
 from workspaces.models import User
 
@@ -71,10 +70,12 @@ class Artifact(BaseModel):
     message = models.ForeignKey(
         Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The title's full-text vector, stored as a message's is (conversations' Message).
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta:
         # Full-text search by title (work/search.py).
-        indexes = [GinIndex(SearchVector("title", config=CONFIG), name="artifact_title_search")]
+        indexes = [GinIndex(fields=["search_vector"], name="artifact_search_vector")]
 
     def __str__(self) -> str:
         return self.title
@@ -96,6 +97,8 @@ class ArtifactVersion(BaseModel):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     note = models.CharField(max_length=500, blank=True)
+    # The content's full-text vector, stored as a message's is (conversations' Message).
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta:
         ordering = ["number"]
@@ -103,7 +106,7 @@ class ArtifactVersion(BaseModel):
             models.UniqueConstraint(fields=["artifact", "number"], name="one_artifact_version")
         ]
         # Full-text search of the content (work/search.py).
-        indexes = [GinIndex(SearchVector("content", config=CONFIG), name="artifact_version_search")]
+        indexes = [GinIndex(fields=["search_vector"], name="artifact_version_search_vector")]
 
 
 class ArtifactComment(BaseModel):

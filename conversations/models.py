@@ -2,7 +2,7 @@
 tasks (work asked in a conversation, or outside any), with what each turn cost."""
 
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
@@ -153,6 +153,10 @@ class Message(BaseModel):
     # People's emoji, {emoji: [{"id", "name"}, …]} in the order they reacted: written under the
     # row's lock (actions.react_message), read with the message at no extra query.
     reactions = models.JSONField(default=dict, blank=True)
+    # The body's full-text vector, stored: search ranks every match, and computing each match's
+    # vector at query time grows with how common the word is. A trigger (core.search's
+    # vector_trigger) writes it with the body, whoever writes: no write path can leave it stale.
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta:
         indexes = [
@@ -164,8 +168,8 @@ class Message(BaseModel):
                 condition=Q(held_at__isnull=False),
                 name="message_held",
             ),
-            # Full-text search (work/search.py) reads this expression, as core/search.py writes it.
-            GinIndex(SearchVector("body", config="english"), name="message_body_search"),
+            # Full-text search (work/search.py).
+            GinIndex(fields=["search_vector"], name="message_search_vector"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -300,13 +304,13 @@ class Task(Claimable, BaseModel):
     # Asked outside any conversation, seen by its agent's owner only: nobody gave it (a pulse, a
     # loop, a summary: work from the owner's private settings) or a private task did.
     private = models.BooleanField(default=False)
+    # The instructions' full-text vector, stored as a message's is (Message.search_vector).
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta(Claimable.Meta):
         indexes = [
             *Claimable.Meta.indexes,
-            GinIndex(
-                SearchVector("instructions", config="english"), name="task_instructions_search"
-            ),
+            GinIndex(fields=["search_vector"], name="task_search_vector"),
         ]
 
     @property

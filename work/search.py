@@ -166,7 +166,7 @@ def _messages(actor, query, filters: Filters, limit) -> list[Hit]:
             conversation=m.conversation,
             author=_author(m, "author_user", "author_agent"),
         )
-        for m in _best(rows, fulltext.vector("body"), query, "body", limit)
+        for m in _best(rows, fulltext.stored("search_vector"), query, "body", limit)
     ]
 
 
@@ -180,15 +180,14 @@ def _artifacts(actor, query, filters: Filters, limit) -> list[Hit]:
         rows = rows.filter(_by_author(filters.author_id, "author_user", "author_agent"))
     # Content or title, each read through its own GIN index (artifacts' models; a union, since
     # an OR of the two leaves both unindexed); ranked below on both, the title counting more.
-    titled = Artifact.objects.alias(document=fulltext.vector("title")).filter(document=query)
-    by_content = ArtifactVersion.objects.alias(document=fulltext.vector("content"))
-    by_content = by_content.filter(document=query).values("pk")
+    titled = Artifact.objects.filter(search_vector=query)
+    by_content = ArtifactVersion.objects.filter(search_vector=query).values("pk")
     by_title = ArtifactVersion.objects.filter(artifact__in=titled.values("pk")).values("pk")
     rows = rows.filter(pk__in=by_content.union(by_title))
     rows = _in_time(rows, filters).select_related(
         "artifact__conversation", "author_user", "author_agent"
     )
-    vector = fulltext.vector(artifact__title="A", content="B")
+    vector = fulltext.stored(artifact__search_vector="A", search_vector="B")
     return [
         Hit(
             kind="artifact",
@@ -232,7 +231,7 @@ def _tasks(actor, query, filters: Filters, limit) -> list[Hit]:
             task_agent=t.agent,
             status=t.status,
         )
-        for t in _best(rows, fulltext.vector("instructions"), query, "instructions", limit)
+        for t in _best(rows, fulltext.stored("search_vector"), query, "instructions", limit)
     ]
 
 

@@ -1,11 +1,20 @@
 """Full-text search in PostgreSQL, one way for every app: a query of any of a text's significant
 words (or a person's own web-search syntax), matched against a vector of columns and ranked. The
-GIN indexes that serve it are declared on the models with the same CONFIG."""
+GIN indexes that serve it are declared on the models with the same CONFIG; where many rows match,
+the models store each row's vector (a column a trigger keeps, read through ``stored``)."""
 
 import re
+from functools import reduce
 
-from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
-from django.db.models import FloatField, Value
+from django.contrib.postgres.search import (
+    SearchQuery,
+    SearchRank,
+    SearchVector,
+    SearchVectorField,
+)
+from django.db import migrations
+from django.db.models import F, FloatField, Func, Value
+from django.db.models.expressions import CombinedExpression
 
 CONFIG = "english"
 WORD = re.compile(r"[a-z0-9]{3,}")
@@ -61,7 +70,73 @@ def vector(*fields, **weights) -> SearchVector:
     return out
 
 
-def matching(queryset, document: SearchVector, query: SearchQuery | None):
+def stored(*fields, **weights):
+    """The stored vector columns FIELDS, then WEIGHTS' columns by their weight (A highest): as
+    ``vector`` of their texts, without computing a vector for every row."""
+    parts = [F(field) for field in fields] + [
+        Func(F(field), Value(weight), function="setweight", output_field=SearchVectorField())
+        for field, weight in weights.items()
+    ]
+    return reduce(
+        lambda out, part: CombinedExpression(out, "||", part, output_field=SearchVectorField()),
+        parts,
+    )
+
+
+def vector_trigger(table: str, column: str) -> migrations.RunSQL:
+    """A migration's operation: TABLE's ``search_vector`` is kept the vector of its COLUMN by
+    PostgreSQL on every INSERT and every UPDATE that sets either, whoever writes (an edit, a
+    deletion, a bulk or raw write), whatever value the writer sent for the vector; updates of
+    other columns only (a claim's lease, a reaction) do not run it. A trigger rather than a
+    generated column: adding one of those rewrites the table under a lock that stops every read."""
+    name = f"{table}_search_vector"
+    return migrations.RunSQL(
+        f"""
+        CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' OR NEW.{column} IS DISTINCT FROM OLD.{column}
+                    OR OLD.search_vector IS NULL THEN
+                NEW.search_vector := to_tsvector('{CONFIG}', COALESCE(NEW.{column}, ''));
+            ELSE
+                NEW.search_vector := OLD.search_vector;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER {name} BEFORE INSERT OR UPDATE OF {column}, search_vector ON {table}
+            FOR EACH ROW EXECUTE FUNCTION {name}();
+        """,
+        f"DROP TRIGGER {name} ON {table}; DROP FUNCTION {name}();",
+    )
+
+
+def fill_vectors(table: str, batch: int = 5000) -> migrations.RunPython:
+    """A migration's operation (of a non-atomic migration): the vectors of TABLE's rows written
+    before ``vector_trigger``, by the trigger, BATCH rows per transaction in key order, so no
+    lock is held long."""
+
+    def fill(apps, schema_editor):
+        last = "00000000-0000-0000-0000-000000000000"  # before every key
+        with schema_editor.connection.cursor() as cursor:
+            while True:
+                cursor.execute(
+                    f"SELECT max(id::text)::uuid FROM "
+                    f"(SELECT id FROM {table} WHERE id > %s ORDER BY id LIMIT %s) AS b",
+                    [last, batch],
+                )
+                (upto,) = cursor.fetchone()
+                if upto is None:
+                    return
+                cursor.execute(
+                    f"UPDATE {table} SET search_vector = NULL "
+                    "WHERE id > %s AND id <= %s AND search_vector IS NULL",
+                    [last, upto],
+                )
+                last = upto
+
+    return migrations.RunPython(fill, migrations.RunPython.noop, elidable=True)
+
+
+def matching(queryset, document, query: SearchQuery | None):
     """QUERYSET's rows whose DOCUMENT matches QUERY, annotated with their ``rank`` (order by
     "-rank" for the best first); none when there is no query (a text of stop words only)."""
     if query is None:
