@@ -5,6 +5,7 @@ import math
 import re
 
 from django.db import transaction
+from django.db.models import F
 
 from agents.models import Agent
 from agntchat.core.events import publish_live
@@ -229,10 +230,18 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
         raise ConversationArchived()
     content = _check_content(content, artifact.kind)
     note = _check_note(note)
+    # The current version's very content is that version, not a new one: a bridge's retried
+    # artifact.update frame (it carries no ref), or a person saving unchanged text.
+    unchanged = _current_if_same(artifact.pk, content)
+    if unchanged is not None:
+        return unchanged
     count_stored_bytes(actor, len(content.encode()), "artifact versions")
     rendered = render_artifact(artifact.kind, content, artifact.language or None)
     with transaction.atomic():
         locked = Artifact.objects.select_for_update().get(pk=artifact.pk)
+        unchanged = _current_if_same(artifact.pk, content)  # a retry that raced this one
+        if unchanged is not None:
+            return unchanged
         locked.current_version += 1
         locked.save(update_fields=["current_version", "updated_at"])
         version = ArtifactVersion.objects.create(
@@ -253,6 +262,17 @@ def update_artifact(actor, artifact: Artifact, content: str, note: str = "") -> 
             note=note,
         )
     return version
+
+
+def _current_if_same(artifact_id, content: str) -> ArtifactVersion | None:
+    """The artifact's current version if its content is CONTENT."""
+    return (
+        ArtifactVersion.objects.filter(
+            artifact_id=artifact_id, number=F("artifact__current_version"), content=content
+        )
+        .defer("rendered", "search_vector")
+        .first()
+    )
 
 
 def comment_on_artifact(

@@ -477,6 +477,12 @@ def test_it_takes_artifact_frames_from_agents(alice, channel, nova):
     )
     assert updated == {"type": "artifact.updated", "artifactId": str(artifact.id), "version": 2}
     assert artifact.versions.get(number=2).note == "fix"
+    # A retried update (the bridge sent it again) is that version, not a third.
+    retried = frames.update_artifact(
+        nova,
+        {"type": "artifact.update", "artifactId": str(artifact.id), "content": '{"b": 2}'},
+    )
+    assert retried == updated and artifact.versions.count() == 2
 
 
 def test_it_refuses_bad_artifact_frames_and_stores_nothing(alice, team_a, channel, nova):
