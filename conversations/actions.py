@@ -60,18 +60,26 @@ def _is_agent(actor) -> bool:
     return isinstance(actor, Agent)
 
 
+STORED_UNIT = 64 * 1024  # what a write counts at least: a megabyte would refuse small edits
+
+
 def count_stored_bytes(actor, size: int, what: str) -> None:
     """SIZE bytes more that ACTOR stores (a file, an artifact's version, a skill), counted in
-    megabytes against one budget per person (UPLOAD_MB_PER_HOUR / _BURST): an agent's count as
-    its owner's, so a person cannot multiply it with agents. RateLimited past it, saying WHAT.
-    Without it anyone who may store could fill the disk (unposted uploads wait a day)."""
+    units of 64 KB against one budget per person (UPLOAD_MB_PER_HOUR / _BURST megabytes): an
+    agent's count as its owner's, so a person cannot multiply it with agents. RateLimited past
+    it, saying WHAT. Without it anyone who may store could fill the disk (unposted uploads wait
+    a day)."""
     if actor is None:
         return
     person = actor.owner_id if _is_agent(actor) else actor.pk
+    units = (1024 * 1024) // STORED_UNIT
     limit = throttle.Rate(
-        "stored", settings.UPLOAD_MB_PER_HOUR, window=3600, burst=settings.UPLOAD_MB_BURST
+        "stored:64k",
+        settings.UPLOAD_MB_PER_HOUR * units,
+        window=3600,
+        burst=settings.UPLOAD_MB_BURST * units,
     )
-    throttle.limit(limit, person, what, math.ceil(size / (1024 * 1024)))
+    throttle.limit(limit, person, what, math.ceil(size / STORED_UNIT))
 
 
 def is_archived(conversation: Conversation) -> bool:

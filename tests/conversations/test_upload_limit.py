@@ -51,10 +51,21 @@ def test_artifact_versions_and_skills_draw_on_the_same_budget(alice, channel, no
     from artifacts.actions import publish_artifact, update_artifact
     from work import skills
 
-    artifact = publish_artifact(nova, channel, "Plan", "markdown", "x" * 400_000)  # counts 1 MB
-    for _ in range(2):
-        update_artifact(alice, artifact, "y" * 400_000)
+    artifact = publish_artifact(nova, channel, "Plan", "markdown", "x" * 500_000)  # 8 × 64 KB
+    for n in range(6):
+        update_artifact(alice, artifact, str(n) * 500_000)
     package = skills.parse_skill_md("---\nname: notes\ndescription: Notes.\n---\nBody.")
-    skills.create_skill(alice, package)  # the 4th megabyte
+    skills.create_skill(alice, package)  # 57 of the 64 × 64 KB in 4 MB
     with pytest.raises(RateLimited, match="artifact versions"):
-        update_artifact(nova, artifact, "z" * 400_000)
+        update_artifact(nova, artifact, "z" * 500_000)
+
+
+def test_small_writes_count_their_size_not_a_megabyte_each(alice, channel, nova, media):
+    # An agent editing a short document often: each version counted a whole megabyte, so the
+    # fifth small edit within the hour was refused.
+    from artifacts.actions import publish_artifact, update_artifact
+
+    artifact = publish_artifact(nova, channel, "Notes", "markdown", "v0")
+    for n in range(1, 40):
+        update_artifact(nova, artifact, f"v{n}")
+    assert artifact.versions.count() == 40
