@@ -11,10 +11,12 @@ from agents.exceptions import AgentNotFound, NotAgentOwner
 from agents.models import Agent
 from agntchat.core.exceptions import AppError, Conflict
 from agntchat.core.sweeps import sweep
-from conversations.actions import open_direct, post_message
+from agntchat.core.text import clipped
+from conversations.actions import MAX_BODY, open_direct, post_message
 from conversations.models import Participant, Task
 from conversations.tasks import cancel_for_good, create_task
 from routines import schedules
+from routines.access import RoutineNotFound
 from routines.models import PulseReport, Routine, RoutineRun
 from work.actions import set_tool_grant
 from work.tools.registry import REGISTRY, granted_tool
@@ -53,7 +55,8 @@ def create_routine(
     """A routine for USER's AGENT in WORKSPACE (where the agent appears now). Its results come
     back in CONVERSATION (one the agent takes part in there), by default the direct conversation
     of USER and the agent. The eleventh routine of an agent is refused. With a CHECKLIST it is
-    the agent's pulse (one per agent, not counted among its routines)."""
+    the agent's pulse (one per agent, not counted among its routines), which reports in that
+    direct conversation only."""
     kind = Routine.Kind.PULSE if checklist is not None else Routine.Kind.ROUTINE
     checklist = _checked_list(checklist) if checklist is not None else []
     if kind == Routine.Kind.ROUTINE:
@@ -63,6 +66,14 @@ def create_routine(
     if not agent_appears_in(agent, workspace.id):
         raise AgentNotFound()
     schedules.check(interval_minutes, cron, timezone_name)
+    if kind == Routine.Kind.PULSE and conversation is not None:
+        # What it flags is for its owner (PRO-1), never posted where others read it.
+        raise AppError(
+            f"A pulse reports to you in your direct conversation with {agent.name}; leave "
+            "conversation out.",
+            code="invalid",
+            fields={"conversation": "A pulse has no conversation to choose."},
+        )
     if conversation is not None and not (
         conversation.workspace_id == workspace.id
         and Participant.objects.filter(conversation=conversation, agent=agent).exists()
@@ -140,7 +151,8 @@ def _plan(routine: Routine, now) -> None:
 def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
     """Change any of name, instructions, interval_minutes or cron (one replaces the other),
     timezone_name, enabled. A new schedule, or enabling it again, counts from NOW: what was
-    missed meanwhile is not run."""
+    missed meanwhile is not run. A run under way is waited for, and ROUTINE read again as it
+    left it."""
     if not is_agent_owner(user, routine.agent):
         raise NotAgentOwner()
     now = now or timezone.now()
@@ -150,21 +162,24 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
         changes["checklist"] = _checked_list(changes["checklist"])
     if "instructions" in changes and routine.kind == Routine.Kind.ROUTINE:
         _check_instructions(changes["instructions"])
-    interval, cron = routine.interval_minutes, routine.cron
-    if changes.get("cron"):
-        interval, cron = None, changes.pop("cron").strip()
-    elif changes.get("interval_minutes") is not None:
-        interval, cron = changes.pop("interval_minutes"), ""
-    changes.pop("cron", None)
-    changes.pop("interval_minutes", None)
-    zone_name = changes.pop("timezone_name", routine.timezone)
-    schedules.check(interval, cron, zone_name)
-    rescheduled = (interval, cron, zone_name) != (
-        routine.interval_minutes,
-        routine.cron,
-        routine.timezone,
-    ) or changes.get("enabled", routine.enabled) != routine.enabled
     with transaction.atomic():
+        _lock(routine)
+        interval, cron = routine.interval_minutes, routine.cron
+        if changes.get("cron"):
+            interval, cron = None, changes.pop("cron").strip()
+        elif changes.get("interval_minutes") is not None:
+            interval, cron = changes.pop("interval_minutes"), ""
+        changes.pop("cron", None)
+        changes.pop("interval_minutes", None)
+        zone_name = changes.pop("timezone_name", routine.timezone)
+        schedules.check(interval, cron, zone_name)
+        rescheduled = (interval, cron, zone_name) != (
+            routine.interval_minutes,
+            routine.cron,
+            routine.timezone,
+        ) or changes.get("enabled", routine.enabled) != routine.enabled
+        if changes.get("enabled") and not routine.enabled:
+            _check_can_run(routine)
         for field, value in changes.items():
             setattr(routine, field, value.strip() if isinstance(value, str) else value)
         routine.interval_minutes, routine.cron, routine.timezone = interval, cron, zone_name
@@ -177,12 +192,42 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
     return routine
 
 
+def _check_can_run(routine: Routine) -> None:
+    """Enabled again, ROUTINE would run: refused, saying why, where its runs could only record
+    that they did not (``_run``): its agent's owner is not a member of its workspace, or its
+    agent was taken out of the conversation it reports to."""
+    agent = routine.agent
+    if not owner_belongs_to(agent, routine.workspace_id):
+        reason = f"The owner of {agent.name} is not a member of {routine.workspace.name}."
+    elif not Participant.objects.filter(
+        conversation=routine.conversation_id, agent=agent.pk
+    ).exists():
+        reason = (
+            f"{agent.name} no longer takes part in the conversation this routine reports to; "
+            "add it back there first."
+        )
+    else:
+        return
+    raise Conflict(f"This routine cannot run. {reason}", code="routine_cannot_run")
+
+
 def delete_routine(user, routine: Routine) -> None:
     if not is_agent_owner(user, routine.agent):
         raise NotAgentOwner()
     with transaction.atomic():
+        _lock(routine)
         _cancel_waiting_runs(routine, f"The routine “{routine.name}” was deleted.")
         routine.delete()
+
+
+def _lock(routine: Routine) -> None:
+    """Hold ROUTINE's row (in the caller's transaction) and read it again. A scheduler running
+    it holds that row until its run's task is made (``run_due_routines``): a change waits for
+    it, then sees the run, its task and the slot it moved to, rather than writing back what it
+    read before."""
+    if not Routine.objects.select_for_update(of=("self",)).filter(pk=routine.pk).exists():
+        raise RoutineNotFound()
+    routine.refresh_from_db()
 
 
 def run_due_routines(now=None) -> int:
@@ -215,7 +260,8 @@ def _run(routine: Routine, now) -> int:
     except IntegrityError:  # another scheduler ran this slot
         return 0
     if not owner_belongs_to(routine.agent, routine.workspace_id):
-        # Enabled again from outside (routines.owner_left paused it): said plainly, not queued.
+        # routines.owner_left paused it and enabling it is refused (_check_can_run); should it
+        # run all the same, that is said plainly, not queued.
         run.error = (
             f"The owner of {routine.agent.name} is not a member of {routine.workspace.name}."
         )
@@ -302,16 +348,17 @@ def file_pulse_report(pulse: Routine, task, items: list[dict], summary: str = ""
             defaults={"pulse": pulse, "items": items, "summary": summary, "flagged": len(flagged)},
         )
         if flagged and report.message_id is None:
-            lines = "\n".join(
-                f"- **{i['item']}**" + (f": {i['finding']}" if i["finding"] else "")
+            # Every flagged item has a line, its finding cut to fit one message (thirty items
+            # with findings of 2,000 characters would not); the report keeps them whole.
+            room = (MAX_BODY - 200) // len(flagged)
+            lines = [
+                clipped(f"- **{i['item']}**" + (f": {i['finding']}" if i["finding"] else ""), room)
                 for i in flagged
-            )
+            ]
             noun = "thing" if len(flagged) == 1 else "things"
-            report.message = post_message(
-                pulse.agent,
-                pulse.conversation,
-                f"🔎 My pulse check found {len(flagged)} {noun} to look at:\n{lines}",
-                wake=[],
-            )
+            body = f"🔎 My pulse check found {len(flagged)} {noun} to look at:\n" + "\n".join(lines)
+            if any(line.endswith("…") for line in lines):
+                body += "\n\n(Findings shortened here; the whole report is kept with the pulse.)"
+            report.message = post_message(pulse.agent, pulse.conversation, body, wake=[])
             report.save(update_fields=["message"])
     return report

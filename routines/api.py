@@ -83,7 +83,8 @@ class RoutineInput(ScheduleFields):
         child=serializers.CharField(max_length=300), max_length=30, required=False
     )
     conversation = serializers.UUIDField(
-        required=False, help_text="Where results come back; by default your DM with the agent."
+        required=False,
+        help_text="Where results come back; by default (and for a pulse) your DM with the agent.",
     )
 
 

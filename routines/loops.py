@@ -8,7 +8,7 @@ from contextlib import suppress
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Sum
+from django.db.models import Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from agents.access import agent_appears_in, is_agent_owner
@@ -114,6 +114,7 @@ def set_loop_status(user, loop: Loop, status: str, now=None) -> Loop:
             raise AppError(f"The loop is {loop.status} already.", code="loop_finished", status=409)
         if status == Loop.Status.PAUSED:
             loop.status, loop.next_run_at = Loop.Status.PAUSED, None
+            _withdraw_waiting_iteration(loop, f"The loop was paused by {user.label}.")
         elif status == Loop.Status.RUNNING:
             loop.status = Loop.Status.RUNNING
             if not _running_iteration(loop):
@@ -130,6 +131,23 @@ def set_loop_status(user, loop: Loop, status: str, now=None) -> Loop:
             raise AppError("status is running, paused or stopped.", code="invalid")
         loop.save()
     return loop
+
+
+def _withdraw_waiting_iteration(loop: Loop, reason: str) -> None:
+    """LOOP's iteration still waiting for its agent (offline) is cancelled with REASON and
+    forgotten: the agent, back, does no work for a paused loop, and its resumption starts the
+    iteration afresh, not counted twice. One the agent is working on is left to finish."""
+    iteration = _running_iteration(loop)
+    if iteration is None or iteration.task_id is None:
+        return
+    waiting = Task.objects.select_for_update(skip_locked=True).filter(
+        pk=iteration.task_id,
+        status=Task.Status.QUEUED,
+        claimed_by__isnull=True,  # and locked: no claim takes it meanwhile
+    )
+    if waiting.exists():
+        cancel_for_good(iteration.task_id, reason)
+        iteration.delete()
 
 
 def report(iteration: LoopIteration, outcome: str, reason: str, progress: str = "") -> None:
@@ -180,18 +198,26 @@ def _no_progress(loop: Loop) -> bool:
     return without_progress(list(latest)) >= loop.no_progress_limit
 
 
-def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
-    tokens = TurnUsage.objects.filter(task=task).aggregate(
+def _tokens(task: Task) -> int:
+    """What TASK has spent so far (its usage is recorded turn by turn, RUN-8)."""
+    spent = TurnUsage.objects.filter(task=task).aggregate(
         n=Sum(F("input_tokens") + F("output_tokens"))
     )["n"]
-    iteration.tokens = tokens or 0
+    return spent or 0
+
+
+def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
+    iteration.tokens = _tokens(task)
     text = (task.result or {}).get("text", "") if task.status == Task.Status.COMPLETED else ""
     iteration.output_hash = hashlib.sha256(text.strip().encode()).hexdigest() if text else ""
     if task.status != Task.Status.COMPLETED and not iteration.outcome:
-        iteration.reason = f"the iteration's task {task.status}: {task.error[:300]}".strip()
+        error = task.error.strip()[:300]
+        iteration.reason = f"the iteration's task {task.status}" + (f": {error}" if error else "")
     iteration.evaluated_at = now
     iteration.save()
     loop.tokens_used += iteration.tokens
+    if loop.status != Loop.Status.RUNNING:
+        return  # it ended while this iteration ran: what it did and spent is kept, no more
     done = loop.iterations.count()
     if iteration.outcome == LoopIteration.Outcome.COMPLETE:
         _finish(loop, Loop.Status.COMPLETE, iteration.reason or "The agent reports it done.")
@@ -217,6 +243,23 @@ def _weigh(loop: Loop, iteration: LoopIteration, task: Task, now) -> None:
     else:
         wait = timedelta(minutes=loop.interval_minutes or 0)
         loop.next_run_at = now + wait
+
+
+def _over_while_running(loop: Loop, task: Task, now) -> bool:
+    """LOOP's iteration TASK still runs: past the deadline, or past the token budget with what
+    it has spent so far, the loop stops now (a guardrail holds while an iteration goes on, not
+    only once it ends) and the agent is asked to stop; the iteration is weighed once it ends."""
+    spent = loop.tokens_used + _tokens(task)
+    if loop.deadline is not None and now >= loop.deadline:
+        reason = "Its deadline passed."
+    elif loop.token_budget is not None and spent >= loop.token_budget:
+        reason = f"It spent {spent} tokens of its budget of {loop.token_budget}."
+    else:
+        return False
+    _finish(loop, Loop.Status.STOPPED, reason)
+    with suppress(AppError):  # it ended meanwhile: nothing to cancel
+        request_cancel(task)
+    return True
 
 
 def _begin(loop: Loop, now) -> None:
@@ -262,6 +305,8 @@ def advance_loops(now=None) -> int:
     now = now or timezone.now()
 
     def advance(loop) -> int:
+        # Stopped while an iteration ran: that one's outcome and cost are recorded, no more.
+        ended = loop.status != Loop.Status.RUNNING
         iteration = _running_iteration(loop)
         changed = False
         if iteration is not None:
@@ -272,6 +317,8 @@ def advance_loops(now=None) -> int:
             if task is not None and task.is_terminal:
                 _weigh(loop, iteration, task, now)
                 changed = True
+            elif task is not None and not ended:
+                changed = _over_while_running(loop, task, now)
         if loop.status == Loop.Status.RUNNING and loop.next_run_at and loop.next_run_at <= now:
             if loop.deadline is not None and now >= loop.deadline:
                 _finish(loop, Loop.Status.STOPPED, "Its deadline passed.")
@@ -280,9 +327,13 @@ def advance_loops(now=None) -> int:
             changed = True
         if changed:
             loop.save()
-        return int(changed)
+        return int(changed and not ended)
 
-    running = Loop.objects.filter(status=Loop.Status.RUNNING).select_related(
-        "agent", "workspace", "conversation"
-    )
-    return sweep(running, advance, "loop")
+    # A loop that ended (stopped) while an iteration ran is still weighed once that ends, not
+    # counted as moved: its cost counts and its outcome shows. A paused one is weighed when it
+    # resumes.
+    unweighed = LoopIteration.objects.filter(loop=OuterRef("pk"), evaluated_at__isnull=True)
+    moving = Loop.objects.filter(
+        Q(status=Loop.Status.RUNNING) | (~Q(status=Loop.Status.PAUSED) & Exists(unweighed))
+    ).select_related("agent", "workspace", "conversation")
+    return sweep(moving, advance, "loop")

@@ -20,7 +20,7 @@ from workspaces.notifications import conversation_link, notify_person
 
 MAX_TEXT = 1000
 MAX_AHEAD = timedelta(days=366 * 2)
-MAX_PENDING_PER_AGENT = 100
+MAX_PENDING_PER_AGENT = 100  # in one workspace
 # Past this, a reminder posted after the worker was down says when it was due (the sweep runs
 # every minute).
 LATE_AFTER = timedelta(minutes=5)
@@ -69,11 +69,15 @@ def set_reminder(
         raise AgentNotFound()
     with transaction.atomic():
         Agent.objects.select_for_update().filter(pk=agent.pk).first()
-        pending = Reminder.objects.filter(agent=agent, status=Reminder.Status.PENDING)
+        # Counted per workspace: whoever asks the agent for reminders in one workspace (another
+        # person's there) cannot use up those its owner sets in the others.
+        pending = Reminder.objects.filter(
+            agent=agent, workspace=workspace, status=Reminder.Status.PENDING
+        )
         if pending.count() >= MAX_PENDING_PER_AGENT:
             raise ReminderInvalid(
-                f"{agent.name} has {MAX_PENDING_PER_AGENT} reminders waiting already; cancel "
-                "some first."
+                f"{agent.name} has {MAX_PENDING_PER_AGENT} reminders waiting in {workspace.name} "
+                "already; cancel some first."
             )
         # Always the owner's DM with the agent in this workspace, never where it was asked.
         dm, _ = open_direct(agent.owner, workspace, agent_ids=[agent.id])

@@ -112,16 +112,17 @@ def test_a_routine_still_delivers_where_it_was_set_up_after_its_agent_is_re_pinn
 
 def test_a_routine_of_an_owner_who_left_the_workspace_runs_no_task_there(bob, team_a):
     """Set up where it was (PRO-2) is not past its owner's membership: Bob left team A, so his
-    agent's routine there was paused (tests/routines/test_owner_left.py); enabled again from
-    outside, it records why it did not run instead of queuing work nobody takes."""
+    agent's routine there was paused (tests/routines/test_owner_left.py); enabling it again from
+    outside is refused saying why, rather than queuing work nobody takes."""
     rex = agent_actions.create_agent(bob, name="Rex", backend="scripted")
     routine = every(bob, rex, team_a)
     workspace_actions.leave_workspace(team_a.memberships.get(user=bob))
     routine.refresh_from_db()
-    actions.update_routine(bob, routine, enabled=True, now=T0)
-    assert actions.run_due_routines(now=T0 + timedelta(hours=1)) == 1
-    assert not Task.objects.exists()
-    assert RoutineRun.objects.get().error == "The owner of Rex is not a member of Team A."
+    with pytest.raises(Conflict) as refused:
+        actions.update_routine(bob, routine, enabled=True, now=T0)
+    assert refused.value.message.endswith("The owner of Rex is not a member of Team A.")
+    assert actions.run_due_routines(now=T0 + timedelta(hours=1)) == 0
+    assert not Task.objects.exists() and not RoutineRun.objects.exists()
 
 
 def test_paused_routines_do_not_run_and_resume_from_now(alice, team_a, nova):
