@@ -174,6 +174,7 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
             fields={"token": "Not a bot token."},
         )
     me = _checked(lambda bot: bot.get_me(), token)
+    replaced = None  # the token of another bot this one replaces
     with transaction.atomic():
         # Two workspaces saving one bot at once: the second waits here and sees the first's row.
         hold(f"telegram-bot:{me.id}")
@@ -184,6 +185,7 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
         if row is not None and row.telegram_id != me.id:
             _forget_links(row)
             row.update_offset = 0
+            replaced = _token(row)
         row = row or TelegramBot(workspace=membership.workspace, created_by=user)
         row.token_ciphertext = crypto.encrypt(token)
         row.telegram_id = me.id
@@ -212,6 +214,8 @@ def set_bot(user, workspace_id, token: str) -> TelegramBot:
             )
         else:
             _checked(lambda bot: bot.delete_webhook(), token)
+    if replaced is not None:
+        _stop_updates(replaced)
     return row
 
 
@@ -231,6 +235,12 @@ def clear_bot(user, workspace_id) -> None:
             label=f"@{row.username}" if row.username else row.name,
         )  # fmt: skip
         row.delete()
+    _stop_updates(token)
+
+
+def _stop_updates(token: str) -> None:
+    """A bot forgotten or replaced: Telegram is asked to stop posting its updates here (best
+    effort), which would otherwise be refused (404) and sent again for as long as it tries."""
     if settings.TELEGRAM_WEBHOOK_BASE:
         try:
             call(token, lambda bot: bot.delete_webhook())

@@ -541,3 +541,14 @@ def test_setting_and_removing_the_bot_token_are_in_the_audit_log(tg, api, alice,
         ("telegram_bot.removed", alice.id, team_a.id),
     ]
     assert TOKEN not in str(list(rows.values()))
+
+
+def test_replacing_the_bot_tells_the_old_one_to_stop_posting_here(
+    webhook_mode, tg, api, alice, team_a
+):
+    tg.add_bot(OTHER_TOKEN, "newer_bot")
+    assert set_bot(api, alice, team_a).status_code == 200
+    assert set_bot(api, alice, team_a, token=OTHER_TOKEN).status_code == 200
+    # The old bot's webhook would go on posting its chats' updates here, refused (404) forever.
+    assert [c.token for c in tg.calls_of("deleteWebhook")] == [TOKEN]
+    assert [c.token for c in tg.calls_of("setWebhook")] == [TOKEN, OTHER_TOKEN]
