@@ -141,7 +141,11 @@ def delete_agent(agent: Agent) -> None:
         if workspace_ids:
             # Its queued work dropped and its turns handed on, as when it leaves a workspace.
             agent_left_workspaces.send(
-                sender=Agent, agent=agent, workspace_ids=workspace_ids, owner_left=False
+                sender=Agent,
+                agent=agent,
+                workspace_ids=workspace_ids,
+                owner_left=False,
+                deleted=True,
             )
         sessions = AgentSession.objects.filter(agent=agent).values_list("id", flat=True)
         topics = [session_topic(session_id) for session_id in sessions]

@@ -8,8 +8,9 @@ from agents.models import Agent
 from workspaces.models import Membership
 
 # Sent in the changing transaction once AGENT no longer appears in WORKSPACE_IDS (AGT-1): its
-# pins changed, or its owner left a workspace or was removed from it (OWNER_LEFT). The apps
-# above drop the work it still had queued there (conversations.apps).
+# pins changed, or its owner left a workspace or was removed from it (OWNER_LEFT), or it is
+# being DELETED (a keyword only then). The apps above drop the work it still had queued there
+# (conversations.apps).
 agent_left_workspaces = Signal()
 
 # Sent in the changing transaction once AGENT was taken off the host HOST_ID without its owner

@@ -132,7 +132,8 @@ def _settled_text(request: PermissionRequest, reason: str | None = None) -> str:
         return f"{asked}: {reason or 'expired before anyone decided'}"
     by = f" by {request.decided_by.label}" if request.decided_by_id else ""
     always = ", always allowed from now on" if request.always else ""
-    return f"{asked}: {request.status}{by}{always}"
+    text = f"{asked}: {request.status}{by}{always}"
+    return f"{text}, but not run: {reason}" if reason else text  # approved, then out of reach
 
 
 def decidable(user, request_ids) -> set:
@@ -220,22 +221,63 @@ def withdraw_stopped_requests(kind: str, item_id) -> int:
     stop_turn), or cancelled a task: what it still waited to be approved for ends as expired,
     and its inbox items say why, instead of offering an Approve that nothing would run after."""
     if kind == "task":
-        return _end_pending(Q(call__task_id=item_id), timezone.now(), "its task was cancelled")
-    return _end_pending(Q(call__delivery_id=item_id), timezone.now(), "its turn was stopped")
+        which, reason = Q(call__task_id=item_id), "its task was cancelled"
+    else:
+        which, reason = Q(call__delivery_id=item_id), "its turn was stopped"
+    now = timezone.now()
+    # An approved call not resent yet ends too: its bridge drops the work, never to resend it.
+    _end_approved(which, now, reason, "work_stopped")
+    return _end_pending(which, now, reason)
 
 
-def agent_left_workspaces(sender, agent, workspace_ids, owner_left: bool, **kwargs) -> None:
+def agent_left_workspaces(
+    sender, agent, workspace_ids, owner_left: bool, deleted: bool = False, **kwargs
+) -> None:
     """agents.signals.agent_left_workspaces, in the changing transaction (its pins changed, its
-    owner left, or it is being deleted): what it waited to have approved there can no longer run
-    (a message's call is out of reach; a task's, once its owner left), so it ends as expired and
-    its inbox items say why, instead of asking until the sweep."""
-    which = Q(agent=agent, workspace_id__in=workspace_ids)
-    if not owner_left:  # a task is worked where it was asked while its owner belongs (PRO-2)
-        which &= Q(call__task__isnull=True)
-    reason = "its agent's owner left this workspace" if owner_left else (
-        "its agent no longer works in this workspace"
-    )  # fmt: skip
-    _end_pending(which, timezone.now(), reason)
+    owner left, or it is being DELETED): what it waited to have approved there can no longer run
+    (a message's call is out of reach; a task's, once its owner left; all of it, once deleted),
+    so it ends and its inbox items say why, instead of asking until the sweep. A call approved
+    but not resent yet ends too: its work is dropped, so its bridge never resends it."""
+    if deleted:  # wherever it waits: a task's too, and where the agent no longer appears
+        which, reason = Q(agent=agent), "its agent was deleted"
+    else:
+        which = Q(agent=agent, workspace_id__in=workspace_ids)
+        if not owner_left:  # a task is worked where it was asked while its owner belongs (PRO-2)
+            which &= Q(call__task__isnull=True)
+        reason = "its agent's owner left this workspace" if owner_left else (
+            "its agent no longer works in this workspace"
+        )  # fmt: skip
+    now = timezone.now()
+    _end_pending(which, now, reason)
+    _end_approved(which, now, reason)
+
+
+def _end_approved(which: Q, now, reason: str, code: str = "work_out_of_reach") -> int:
+    """The calls of the approved requests WHICH selects that wait to be resent end as failed
+    (CODE), each under its row lock; their inbox items say why they were not run. One being run
+    now (run_prepared holds its row) is skipped: it ends by itself."""
+    approved = PermissionRequest.objects.filter(which, status=PermissionRequest.Status.APPROVED)
+    count = 0
+    for call_id in ToolCall.objects.filter(
+        request__in=approved, status=ToolCall.Status.WAITING
+    ).values_list("id", flat=True):
+        with transaction.atomic():
+            call = (
+                ToolCall.objects.select_for_update(of=("self",), skip_locked=True)
+                .select_related("request__decided_by", "agent")
+                .filter(pk=call_id, status=ToolCall.Status.WAITING)
+                .first()
+            )
+            if call is None:
+                continue
+            call.status, call.error_code = ToolCall.Status.FAILED, code
+            call.error = f"Approved, but not run: {reason}."
+            call.finished_at = now
+            call.save(update_fields=["status", "error_code", "error", "finished_at", "updated_at"])
+            live.announce_call(call)
+            settle_notifications(call.request.pk, _settled_text(call.request, reason))
+            count += 1
+    return count
 
 
 def _end_pending(which: Q, now, reason: str | None = None) -> int:

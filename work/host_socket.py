@@ -61,13 +61,21 @@ def _failures() -> throttle.Rule:
 def _signed_in(secret: str, address: str):
     """(0, _principal(secret)), the attempt counted for ADDRESS, a failure if it is None; or,
     while ADDRESS is locked for its failures, (seconds to wait, None) and SECRET not looked up:
-    tokens cannot be tried for ever, each a database lookup."""
+    tokens cannot be tried for ever, each a database lookup.
+
+    A deleted host's supervisor token is answered GONE first, and uncounted: else its supervisor,
+    retrying, locks its address out (other hosts and laptops behind it) and, once locked, hears
+    "try again later" for ever instead of stopping. This opens no way to probe tokens: only a
+    dead token's keyed hash (HMAC with SECRET_KEY) answers so, and it opens nothing; any other
+    secret, a live token too, goes the counted way. It costs one Redis look-up, as the lock's."""
+    if secret.startswith("aht_") and hosting.host_gone(secret):
+        return 0, GONE
     checks = [(_failures(), address)]
     wait = throttle.begin_attempt(checks)
     if wait:
         return wait, None
     principal = _principal(secret)
-    throttle.end_attempt(checks, failed=principal in (None, GONE))
+    throttle.end_attempt(checks, failed=principal is None)
     return 0, principal
 
 

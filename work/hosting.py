@@ -77,6 +77,11 @@ class HostBusy(AppError):
     )
 
 
+class HostLocked(AppError):
+    code = "host_locked"
+    status = 409
+
+
 def host_key_line(key: paramiko.PKey) -> str:
     return f"{key.get_name()} {key.get_base64()}"
 
@@ -352,15 +357,25 @@ def _queue_done(kind: str, host_id) -> None:
 
 
 @contextmanager
-def host_lock(host: Host):
+def host_lock(host: Host, deadline: float | None = None):
     """Held while a job talks to HOST over SSH (provisioning, setting an agent up or removing
     it): two never run at once for one host, or each would issue tokens that revoke the other's
     and the last file written could hold a revoked one. In Redis (session-level advisory locks
     do not survive a transaction pooler), expiring with the job timeout: a job killed by it
-    holds the lock no longer. HOST is read again once it is held."""
+    holds the lock no longer. Waited for until DEADLINE (time.monotonic(); the job's by
+    default), then HostLocked: a job stuck behind another is not killed with nothing said. HOST
+    is read again once it is held."""
+    deadline = job_deadline() if deadline is None else deadline
     key, mine = f"{settings.REDIS_PREFIX}:hosts:lock:{host.pk}", uuid.uuid4().hex
     while not redis().set(key, mine, nx=True, ex=settings.Q_CLUSTER["timeout"]):
-        time.sleep(0.2)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise HostLocked(
+                f"Another job on {host.name} (provisioning, or setting an agent up or removing "
+                "it) held the host until this job's time ran out, so this one did nothing: "
+                "run it again once that one is done."
+            )
+        time.sleep(min(0.2, left))
     try:
         host.refresh_from_db()
         yield host
@@ -432,7 +447,7 @@ def provision_host(host: Host) -> Host:
     deadline = job_deadline()  # the lock waited for counts: it is the job's time
     host_id = host.pk
     try:
-        with unless_gone(host_id, "Provisioning"), host_lock(host):
+        with unless_gone(host_id, "Provisioning"), host_lock(host, deadline):
             return _provision_host(host, deadline)
     finally:
         _queue_done("provision", host_id)
@@ -538,7 +553,7 @@ def provision_agent(agent: Agent) -> None:
     if host is None:
         return
     deadline = job_deadline()
-    with unless_gone(host.pk, f"Setting agent {agent.id} up"), host_lock(host):
+    with unless_gone(host.pk, f"Setting agent {agent.id} up"), host_lock(host, deadline):
         agent.refresh_from_db(fields=["host", "runtime"])
         if agent.host_id != host.pk:
             return  # moved off meanwhile: its placement token is not issued again
@@ -559,7 +574,7 @@ def forget_agent(host: Host, agent_id) -> None:
     again (seen under the host's lock: its set-up may have run just before)."""
     q = shlex.quote
     deadline = job_deadline()
-    with unless_gone(host.pk, f"Forgetting agent {agent_id}"), host_lock(host):
+    with unless_gone(host.pk, f"Forgetting agent {agent_id}"), host_lock(host, deadline):
         if Agent.objects.filter(pk=agent_id, host_id=host.pk).exists():
             return
         with Session(host, deadline) as ssh:
