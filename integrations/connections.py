@@ -29,7 +29,7 @@ from authlib.common.errors import AuthlibBaseError
 from authlib.common.security import generate_token
 from authlib.integrations.httpx_client import OAuth2Client
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import IntegrityError, close_old_connections, transaction
 from django.db import connection as db_connection
 from django.db.models import Q
 from django.utils import timezone
@@ -181,27 +181,68 @@ def finish_authorization(
         token = client.fetch_token(
             found["token_url"], code=code, code_verifier=crypto.decrypt(flow.verifier_ciphertext)
         )
-        account = _account(provider, token["access_token"])
+        if not token.get("access_token"):
+            raise ValueError("no access_token in the answer")
     except AuthlibBaseError as exc:
         raise AuthorizationFailed(
             f"{label(provider)} refused the authorization: {exc.description or exc.error}."
         ) from None
     except UNREACHABLE as exc:
         raise ProviderUnreachable(f"Could not reach {label(provider)}: {exc}") from None
+    except ValueError:  # a proxy's page, a form-encoded answer: not a token
+        raise ProviderUnreachable(
+            f"{label(provider)} did not answer with a token when asked to finish connecting; "
+            "nothing changed. Try connecting again later."
+        ) from None
+    try:
+        account = _account(provider, token["access_token"])
+    except (*UNREACHABLE, ValueError) as exc:
+        # The grant exists at the provider now: given back rather than left there unused.
+        revoked = _give_back_unknown(user, provider, token)
+        raise ProviderUnreachable(
+            f"{label(provider)} gave access, but then did not say which account it is "
+            f"({_why(exc)}), so "
+            + ("the access it gave was revoked" if revoked else "it was not kept")
+            + "; nothing changed. Try connecting again later."
+        ) from None
     owner = {"workspace": flow.workspace} if flow.workspace_id else {"user": user}
-    with transaction.atomic():
-        if flow.workspace_id:  # the role may have been lost since the sign-in started
-            _require_manager_still(user, flow.workspace_id, provider)
-        connection = Connection.objects.select_for_update().filter(
-            provider=provider, **owner
-        ).first() or Connection(provider=provider, **owner)
-        connection.created_by = user
-        connection.account = account
-        _keep_token(connection, token)
-        connection.save()
-        record_audit(
-            "connection.connected", actor=user, workspace=flow.workspace_id, target=connection,
-            label=f"{label(provider)}: {account}", provider=provider,
+    for attempt in (1, 2):
+        try:
+            with transaction.atomic():
+                if flow.workspace_id:  # the role may have been lost since the sign-in started
+                    _require_manager_still(user, flow.workspace_id, provider)
+                replaced = (
+                    Connection.objects.select_for_update()
+                    .filter(provider=provider, **owner)
+                    .first()
+                )
+                old = replaced and (
+                    replaced.account,
+                    replaced.access_ciphertext,
+                    replaced.refresh_ciphertext,
+                )
+                connection = replaced or Connection(provider=provider, **owner)
+                connection.created_by = user
+                if old and old[0] != account and not token.get("refresh_token"):
+                    connection.refresh_ciphertext = ""  # the other account's, not this one's
+                connection.account = account
+                _keep_token(connection, token)
+                connection.save()
+                record_audit(
+                    "connection.connected", actor=user, workspace=flow.workspace_id,
+                    target=connection, label=f"{label(provider)}: {account}", provider=provider,
+                )  # fmt: skip
+            break
+        except IntegrityError:
+            # Another callback of the same owner and provider stored its connection between our
+            # look and our insert: looked at again, it is the row this one replaces.
+            if attempt == 2:
+                raise
+    if old:  # once the new one is stored: the grant it replaced is given back
+        old_account, old_access, old_refresh = old
+        _give_back(
+            connection, old_account, crypto.decrypt(old_access),
+            crypto.decrypt(old_refresh) if old_refresh else "",
         )  # fmt: skip
     return connection
 
@@ -231,7 +272,18 @@ def _account(provider: str, access_token: str) -> str:
     )
     response.raise_for_status()
     data = response.json()
-    return str(data.get("email") or data.get("login") or data.get("sub") or "")[:200]
+    found = isinstance(data, dict) and (data.get("email") or data.get("login") or data.get("sub"))
+    if not found:
+        raise ValueError("no account in the answer")
+    return str(found)[:200]
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"it answered HTTP {exc.response.status_code}"
+    if isinstance(exc, ValueError):
+        return "its answer named no account"
+    return f"it could not be reached: {type(exc).__name__}"
 
 
 def _keep_token(connection: Connection, token: dict) -> None:
@@ -254,27 +306,16 @@ def disconnect(user: User, connection: Connection) -> None:
     owner, or for a workspace's connection one of the workspace's admins, may."""
     if connection.workspace_id:
         require_manager(access_membership(user, connection.workspace_id))
-    found = settings.OAUTH_PROVIDERS.get(connection.provider) or {}
-    token = crypto.decrypt(connection.access_ciphertext)
-    # Google ends the whole grant when given its refresh token; an access token that has expired
-    # (an hour after it was issued) revokes nothing there.
-    grant_token = crypto.decrypt(connection.refresh_ciphertext or connection.access_ciphertext)
-    try:
-        if not found.get("client_id"):  # the app is gone from this server: nothing to call
-            raise ProviderNotConfigured()
-        if connection.provider == Provider.GITHUB:
-            httpx.request(
-                "DELETE",
-                found["revoke_url"].format(client_id=found["client_id"]),
-                auth=(found["client_id"], found["client_secret"]),
-                json={"access_token": token},
-                headers={"Accept": "application/vnd.github+json"},
-                timeout=TIMEOUT,
-            )
-        else:
-            _client(connection.provider).revoke_token(found["revoke_url"], token=grant_token)
-    except (*UNREACHABLE, AuthlibBaseError, ProviderNotConfigured):
-        pass  # forgotten here all the same; the person can also revoke at the provider
+    if connection.provider == Provider.GITHUB and connection.refresh_ciphertext:
+        try:  # GitHub revokes only with a live access token (a GitHub App's lasts 8 hours)
+            access_token(connection)
+        except AppError:
+            pass  # forgotten here all the same
+    refresh = connection.refresh_ciphertext
+    _give_back(
+        connection, None, crypto.decrypt(connection.access_ciphertext),
+        crypto.decrypt(refresh) if refresh else "",
+    )  # fmt: skip
     with transaction.atomic():
         record_audit(
             "connection.disconnected", actor=user, workspace=connection.workspace_id,
@@ -282,6 +323,67 @@ def disconnect(user: User, connection: Connection) -> None:
             provider=connection.provider,
         )  # fmt: skip
         connection.delete()
+
+
+def _give_back(connection: Connection, account, access: str, refresh: str) -> None:
+    """Revoke at the provider, best effort, a grant CONNECTION held: with ACCOUNT, the one it
+    held for ACCOUNT before it was connected again; with None, its own (disconnecting). A grant
+    is per account and app at the provider, not per connection: while another connection here
+    uses the same account, or CONNECTION was connected again to the same account, only that
+    token is revoked (GitHub can; Google ends the whole grant whatever token it is given, so
+    nothing is)."""
+    same = False
+    if account is None:
+        account = connection.account
+    elif account.lower() == connection.account.lower():
+        same = True
+        if access == crypto.decrypt(connection.access_ciphertext):
+            return  # the provider gave the same token again: the one now held
+    others = Connection.objects.filter(provider=connection.provider, account__iexact=account)
+    shared = others.exclude(pk=connection.pk).exists()
+    _revoke(connection.provider, access, refresh, only_token=same or shared)
+
+
+def _give_back_unknown(user: User, provider: str, token: dict) -> bool:
+    """Revoke a grant just made whose account is not known (best effort); whether it was. On
+    Google it may be the grant one of USER's connections holds (the same account): left."""
+    mine = Connection.objects.filter(provider=provider).filter(Q(user=user) | Q(created_by=user))
+    if provider != Provider.GITHUB and mine.exists():
+        return False
+    refresh = token.get("refresh_token") or ""
+    # GitHub's token alone: any other token of that account here keeps working.
+    github = provider == Provider.GITHUB
+    return _revoke(provider, token["access_token"], refresh, only_token=github)
+
+
+def _revoke(provider: str, access: str, refresh: str, *, only_token: bool) -> bool:
+    """Revoke at PROVIDER the grant of ACCESS (and REFRESH), or with ONLY_TOKEN that token
+    alone; whether it was asked (a provider out of reach, or an app gone, revokes nothing).
+
+    GitHub: DELETE /applications/{client_id}/grant ends every token of the app for that user
+    (and removes it from their authorized apps); DELETE /applications/{client_id}/token ends
+    one. Google (RFC 7009): given the refresh token it ends the whole grant; an access token
+    that has expired revokes nothing there; there is no revoking one token alone."""
+    found = settings.OAUTH_PROVIDERS.get(provider) or {}
+    if not found.get("client_id"):  # the app is gone from this server: nothing to call
+        return False
+    try:
+        if provider == Provider.GITHUB:
+            url = found["revoke_url"].format(client_id=found["client_id"])
+            if only_token:
+                url = url.rsplit("/", 1)[0] + "/token"
+            httpx.request(
+                "DELETE", url, auth=(found["client_id"], found["client_secret"]),
+                json={"access_token": access}, headers={"Accept": "application/vnd.github+json"},
+                timeout=TIMEOUT,
+            )  # fmt: skip
+        elif only_token and provider == Provider.GOOGLE:
+            return False
+        else:
+            _client(provider).revoke_token(found["revoke_url"], token=refresh or access)
+    except (*UNREACHABLE, AuthlibBaseError):
+        return False  # the person can also revoke it at the provider
+    return True
 
 
 # ---- which account a call uses, and calling the provider with it -----------------------------

@@ -26,7 +26,7 @@ import re
 import time
 import zlib
 from functools import partial
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 import httpx2
@@ -260,6 +260,17 @@ def _checked(source: ToolSource, membership: Membership) -> None:
         raise SourceExists(f"This workspace has a tool source named {source.name} already.")
 
 
+def shown_url(url: str) -> str:
+    """URL as models and members see it: no query string (an ``?api_key=`` is a secret; admins
+    see it in the source's settings), no user name or password, no #fragment."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    netloc = f"[{netloc}]" if ":" in netloc else netloc
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
 def http_function(source: ToolSource) -> dict:
     """The one function of an HTTP API: a request within what is allowed."""
     patterns = ", ".join(source.paths)
@@ -267,7 +278,7 @@ def http_function(source: ToolSource) -> dict:
         "name": "request",
         "tool": tool_name(source.name, "request"),
         "description": (
-            f"Send an HTTP request to the {source.name} API at {source.url}"
+            f"Send an HTTP request to the {source.name} API at {shown_url(source.url)}"
             f"{': ' + source.description.strip() if source.description.strip() else ''}. "
             f"Allowed methods: {', '.join(source.methods)}; allowed paths (glob patterns, "
             f"relative to the base URL): {patterns}. Returns the status and the response body "
@@ -711,7 +722,21 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
     refusal = request_refusal(source, method, path)
     if refusal:
         raise RequestRefused(refusal)
-    pinned, host_header, server_name = _check_address(source, source.url.rstrip("/") + path)
+    # The whole call within the source's timeout, from looking the address up on.
+    deadline = time.monotonic() + source.timeout_seconds
+    # PATH goes after the base URL's path; the base URL's query (an api_key=) with the call's.
+    base = urlsplit(source.url)
+    target = urlunsplit((base.scheme, base.netloc, base.path.rstrip("/") + path, "", ""))
+    params = parse_qsl(base.query, keep_blank_values=True) + list(
+        (arguments.get("query") or {}).items()
+    )
+    pinned, host_header, server_name = _check_address(source, target)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise SourceUnreachable(
+            f"The HTTP API {source.name} did not answer within {source.timeout_seconds} seconds "
+            "(its address took that long to look up), so nothing was done."
+        )
     headers = {
         "Host": host_header,
         "User-Agent": platform_web.USER_AGENT,
@@ -719,15 +744,12 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
         **auth_headers(source),
     }
     options = {"json": arguments["body"]} if "body" in arguments else {}
-    deadline = time.monotonic() + source.timeout_seconds
-    cut_off = platform_web.CutOff(source.timeout_seconds)
+    cut_off = platform_web.CutOff(left)
     try:
         # No redirects: a redirect could lead off the allowed paths; the model sees it.
-        with httpx.Client(
-            timeout=source.timeout_seconds, follow_redirects=False, trust_env=False
-        ) as client:
+        with httpx.Client(timeout=left, follow_redirects=False, trust_env=False) as client:
             request = client.build_request(
-                method, pinned, params=arguments.get("query") or None, headers=headers,
+                method, pinned, params=params or None, headers=headers,
                 extensions={"sni_hostname": server_name, "trace": cut_off.trace}, **options,
             )  # fmt: skip
             cut_off.timer.start()
@@ -757,7 +779,7 @@ def call_http(source: ToolSource, arguments: dict) -> dict:
             "nothing was done."
         ) from None
     finally:
-        cut_off.timer.cancel()
+        cut_off.close()
     text = platform_web.decoded(response, body)
     out = {
         "status": response.status_code,
@@ -793,9 +815,11 @@ def _tool(source: ToolSource, function: dict) -> Tool:
         f" (From {source.name}, an outside {_kind(source)} of the workspace "
         f"{source.workspace.name}: it works only in that workspace's conversations.)"
     )
+    # An HTTP API's description is made afresh: one stored before showed the whole URL.
+    described = http_function(source) if source.kind == ToolSource.Kind.HTTP else function
     return Tool(
         name=function["tool"],
-        description=function["description"].strip() + where,
+        description=described["description"].strip() + where,
         input_schema=function["input_schema"],
         risk=function["risk"],
         handler=partial(run_function, source.id, function["name"]),

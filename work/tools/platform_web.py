@@ -257,10 +257,12 @@ def page_text(response: httpx.Response, body: bytes) -> tuple[str, str]:
 
 
 class CutOff:
-    """Shuts a request's connection at its deadline. httpx's timeouts are per read: a server
+    """Shuts a request's connections at its deadline. httpx's timeouts are per read: a server
     sending its headers a byte at a time would otherwise hold the call, its worker and its
-    transaction for as long as it likes. Its ``trace`` hook (an httpcore extension) notes the
-    sockets as they are made."""
+    transaction for as long as it likes. Its ``trace`` hook (an httpcore extension) keeps a
+    duplicate of each connection's socket as it is made: TLS wraps the socket in a new one and
+    detaches the first, which would then shut nothing (a handshake sent a byte at a time). Call
+    ``close`` when the request is over."""
 
     def __init__(self, seconds: float):
         self.sockets: list[socket.socket] = []
@@ -268,8 +270,8 @@ class CutOff:
         self.timer.daemon = True
 
     def trace(self, event: str, info: dict) -> None:
-        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
-            self.sockets.append(info["return_value"].get_extra_info("socket"))
+        if event == "connection.connect_tcp.complete":
+            self.sockets.append(info["return_value"].get_extra_info("socket").dup())
 
     def cut(self) -> None:
         for sock in self.sockets:
@@ -277,6 +279,11 @@ class CutOff:
                 sock.shutdown(socket.SHUT_RDWR)  # the blocked read returns at once
             except OSError:
                 pass
+
+    def close(self) -> None:
+        self.timer.cancel()
+        for sock in self.sockets:
+            sock.close()
 
 
 def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
@@ -288,7 +295,7 @@ def fetch(url: str, read, *, accept: str, max_bytes: int = MAX_BYTES):
     try:
         return _fetch(url, read, accept, max_bytes, deadline, cut_off)
     finally:
-        cut_off.timer.cancel()
+        cut_off.close()
 
 
 def _fetch(url: str, read, accept: str, max_bytes: int, deadline: float, cut_off: CutOff):
