@@ -192,23 +192,30 @@ def update_routine(user, routine: Routine, *, now=None, **changes) -> Routine:
     return routine
 
 
-def _check_can_run(routine: Routine) -> None:
-    """Enabled again, ROUTINE would run: refused, saying why, where its runs could only record
-    that they did not (``_run``): its agent's owner is not a member of its workspace, or its
-    agent was taken out of the conversation it reports to."""
+def _why_it_cannot_run(routine: Routine) -> tuple[str, bool] | None:
+    """Why ROUTINE's runs could only record that they did not run, and whether that pauses it;
+    or None. Its agent's owner is not a member of its workspace (routines.owner_left pauses
+    it), or its agent was taken out of the conversation it reports to (by that channel's admins:
+    it posts there no more, and the run pauses it)."""
     agent = routine.agent
     if not owner_belongs_to(agent, routine.workspace_id):
-        reason = f"The owner of {agent.name} is not a member of {routine.workspace.name}."
-    elif not Participant.objects.filter(
+        return f"The owner of {agent.name} is not a member of {routine.workspace.name}.", False
+    if not Participant.objects.filter(
         conversation=routine.conversation_id, agent=agent.pk
     ).exists():
-        reason = (
-            f"{agent.name} no longer takes part in the conversation this routine reports to; "
-            "add it back there first."
-        )
-    else:
-        return
-    raise Conflict(f"This routine cannot run. {reason}", code="routine_cannot_run")
+        reason = f"{agent.name} no longer takes part in the conversation this routine reports to."
+        return reason, True
+    return None
+
+
+def _check_can_run(routine: Routine) -> None:
+    """Enabled again, ROUTINE would run: refused, saying why, where its runs could only record
+    that they did not (``_why_it_cannot_run``)."""
+    why = _why_it_cannot_run(routine)
+    if why is not None:
+        reason, pauses = why
+        advice = " Add it back there first." if pauses else ""
+        raise Conflict(f"This routine cannot run. {reason}{advice}", code="routine_cannot_run")
 
 
 def delete_routine(user, routine: Routine) -> None:
@@ -259,25 +266,13 @@ def _run(routine: Routine, now) -> int:
             )
     except IntegrityError:  # another scheduler ran this slot
         return 0
-    if not owner_belongs_to(routine.agent, routine.workspace_id):
-        # routines.owner_left paused it and enabling it is refused (_check_can_run); should it
-        # run all the same, that is said plainly, not queued.
-        run.error = (
-            f"The owner of {routine.agent.name} is not a member of {routine.workspace.name}."
-        )
-        run.save(update_fields=["error"])
-        return 1
-    if not Participant.objects.filter(
-        conversation=routine.conversation_id, agent=routine.agent_id
-    ).exists():
-        # Taken out of the channel it reports to (by its admins): it posts there no more.
-        reason = (
-            f"{routine.agent.name} no longer takes part in the conversation this routine "
-            "reports to."
-        )
-        routine.enabled, routine.next_run_at, routine.paused_reason = False, None, reason
-        routine.save(update_fields=["enabled", "next_run_at", "paused_reason", "updated_at"])
-        run.error = reason
+    why = _why_it_cannot_run(routine)
+    if why is not None:
+        # Should it run all the same, that is said plainly, not queued.
+        run.error, pauses = why
+        if pauses:
+            routine.enabled, routine.next_run_at, routine.paused_reason = False, None, run.error
+            routine.save(update_fields=["enabled", "next_run_at", "paused_reason", "updated_at"])
         run.save(update_fields=["error"])
         return 1
     if routine.kind == Routine.Kind.PULSE:
