@@ -14,6 +14,7 @@ import json
 import secrets
 import threading
 import time
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlparse
 
@@ -217,3 +218,17 @@ class AuthServer:
                 return body
 
         return Handler
+
+
+@contextmanager
+def serving(server: AuthServer):
+    """SERVER, started, as both providers' (Google's and GitHub's) for the while."""
+    from django.test import override_settings
+
+    with server:
+        providers = {
+            "google": server.provider_settings(),
+            "github": server.provider_settings(github=True),
+        }
+        with override_settings(OAUTH_PROVIDERS=providers):
+            yield server

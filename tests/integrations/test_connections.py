@@ -19,7 +19,7 @@ from conversations.actions import post_message
 from integrations import connections
 from integrations.models import Connection, OAuthFlow
 from tests.concurrency import backend_pid, sessions_waiting_on_me
-from tests.integrations.oauth_standin import AuthServer
+from tests.integrations.oauth_standin import AuthServer, serving
 from tests.waiting import wait_until
 from work.tools.registry import ToolContext
 from workspaces.actions import change_role
@@ -30,13 +30,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def standin():
-    with AuthServer() as server:
-        providers = {
-            "google": server.provider_settings(),
-            "github": server.provider_settings(github=True),
-        }
-        with override_settings(OAUTH_PROVIDERS=providers):
-            yield server
+    with serving(AuthServer()) as server:
+        yield server
 
 
 def browser_for(user) -> Client:

@@ -11,20 +11,15 @@ from django.utils import timezone
 from agntchat.core import crypto
 from integrations import connections
 from integrations.models import Connection
-from tests.integrations.oauth_standin import AuthServer
+from tests.integrations.oauth_standin import AuthServer, serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def standin():
-    with AuthServer() as server:
-        providers = {
-            "google": server.provider_settings(),
-            "github": server.provider_settings(github=True),
-        }
-        with override_settings(OAUTH_PROVIDERS=providers):
-            yield server
+    with serving(AuthServer()) as server:
+        yield server
 
 
 def held(user, server, provider="google", expires_in=5) -> Connection:

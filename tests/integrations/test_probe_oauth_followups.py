@@ -19,7 +19,7 @@ from agntchat.core import crypto
 from integrations import connections
 from integrations.models import Connection
 from tests.concurrency import run_together, sessions_waiting_on_me
-from tests.integrations.oauth_standin import CLIENT_ID, AuthServer
+from tests.integrations.oauth_standin import CLIENT_ID, AuthServer, serving
 from tests.integrations.test_connections import browser_for, connect
 from tests.waiting import wait_until
 
@@ -56,13 +56,8 @@ class GitHubStandin(AuthServer):
 
 @pytest.fixture
 def standin():
-    with GitHubStandin() as server:
-        providers = {
-            "google": server.provider_settings(),
-            "github": server.provider_settings(github=True),
-        }
-        with override_settings(OAUTH_PROVIDERS=providers):
-            yield server
+    with serving(GitHubStandin()) as server:
+        yield server
 
 
 def messages_of(page) -> str:
