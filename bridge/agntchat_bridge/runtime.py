@@ -15,6 +15,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import random
 import time
 from collections import Counter, OrderedDict
@@ -49,6 +50,13 @@ DRAFT_SECONDS = 0.08
 # The longest message body the server takes (characters): a longer draft is not sent, a longer
 # reply is cut to fit.
 MAX_BODY = 20_000
+
+
+# Variables whose keys a model's shell or a provider's error page can quote back.
+KEY_VARIABLES = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "CODEX_API_KEY")
+# Shorter values are no secret worth the name ("ollama" for a local server) and blanking them
+# would eat ordinary words.
+SECRET_MIN_CHARS = 16
 
 
 class FrameTooLarge(ValueError):
@@ -219,6 +227,7 @@ class Bridge:
         # (a decision may arrive before its call starts waiting for it).
         self.awaiting: dict[str, asyncio.Future] = {}
         self.decided: OrderedDict[str, dict] = OrderedDict()
+        self.api_keys: set[str] = set()  # workspace keys handed over with work items
 
     # --- session and configuration -------------------------------------------------------
 
@@ -235,15 +244,22 @@ class Bridge:
             if response.status_code == 401:
                 raise AuthError("the server refused the agent key (revoked or wrong?)")
             response.raise_for_status()
-            body = response.json()
-            me = await client.get(
-                "/api/v1/agent/me/", headers={"Authorization": f"Bearer {body['token']}"}
-            )
-            me.raise_for_status()
-        self.token = body["token"]
-        self.token_expires = datetime.fromisoformat(body["expiresAt"]).timestamp()
+            try:
+                body = response.json()
+                token, expires = body["token"], datetime.fromisoformat(body["expiresAt"])
+                me = await client.get(
+                    "/api/v1/agent/me/", headers={"Authorization": f"Bearer {token}"}
+                )
+                me.raise_for_status()
+                agent = me.json()
+            except (ValueError, KeyError, TypeError) as exc:
+                # A proxy's page in place of the answer (a deploy, a wrong URL): tried again
+                # like any failed request, where it ended the bridge.
+                raise httpx.DecodingError(f"not an agntchat session answer ({exc!r})") from None
+        self.token = token
+        self.token_expires = expires.timestamp()
         self.token_margin = min(60.0, max(0.0, self.token_expires - now) / 3)
-        self.agent = me.json()
+        self.agent = agent
         if self.backend is None:
             self.backend = make_backend(self.agent["backend"], **self.config.backend_options)
         if self.sessions is None:
@@ -309,8 +325,13 @@ class Bridge:
         heartbeat = asyncio.create_task(self.heartbeats(ws))
         try:
             async for raw in ws:
-                frame = json.loads(raw)
-                await self.on_frame(frame)
+                try:
+                    frame = json.loads(raw)
+                    await self.on_frame(frame)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    # A frame we cannot read (a proxy's error page, a newer server's shape) is
+                    # passed over: ending here took the agent offline until someone restarted it.
+                    log.warning("unreadable frame from the server passed over (%r)", exc)
                 if self.stopping.is_set():
                     break
         finally:
@@ -352,9 +373,20 @@ class Bridge:
         # UTF-8 as it is: \uXXXX escapes would make non-ASCII up to three times larger, and the
         # frame limit counts bytes.
         text = json.dumps(frame, ensure_ascii=False)
+        if frame.get("type") != "session.renew":  # the one frame that carries a secret
+            text = self.redacted(text)
         if len(text.encode()) > MAX_FRAME_BYTES:
             raise FrameTooLarge(f"a {frame.get('type')} frame over {MAX_FRAME_BYTES} bytes")
         await self.ws.send(text)
+
+    def redacted(self, text: str) -> str:
+        """TEXT without the keys and tokens this bridge holds: a provider's error or a model's
+        output can quote them, and what the bridge sends is shown to people."""
+        held = {self.config.key, self.token, *self.api_keys, *map(os.environ.get, KEY_VARIABLES)}
+        for secret in held:
+            if secret and len(secret) >= SECRET_MIN_CHARS:
+                text = text.replace(secret, "[redacted]")
+        return text
 
     async def call(self, frame: dict, key: str, timeout: float = 30) -> dict:
         """Send FRAME and wait for the server's answer matched by KEY (a ref or an item id)."""
@@ -371,6 +403,11 @@ class Bridge:
         if kind == "work" and frame["kind"] == "permission":
             await self.on_decision(frame)
         elif kind == "work":
+            if frame["id"] in self.running:
+                # Claimed back by this connection (its lease ran out while it waited): the turn
+                # already working on it answers it; a second one ran the model beside it.
+                self.log_item("work received again while worked on", frame)
+                return
             self.log_item("work received", frame)
             handler = self.handle_message if frame["kind"] == "message" else self.handle_task
             if frame["kind"] == "message":
@@ -391,8 +428,11 @@ class Bridge:
             self.resolve(f"result:{frame['id']}", frame)
         elif kind == "error":
             key = frame.get("ref") or (f"result:{frame['id']}" if frame.get("id") else None)
-            if key in self.pending:
-                self.pending[key].set_exception(Refused(frame["code"], frame["message"]))
+            future = self.pending.get(key)
+            if future is not None:
+                # Said twice (a task's progress and its result both not_held): the first counts.
+                if not future.done():
+                    future.set_exception(Refused(frame["code"], frame["message"]))
             else:
                 log.warning("server error frame: %s", frame)
         elif kind == "hello":
@@ -425,6 +465,9 @@ class Bridge:
                 await handler(frame)
         except asyncio.CancelledError:
             raise
+        except (ConnectionError, websockets.ConnectionClosed):
+            # The socket closed under the turn (the bridge stopping, the server gone): no bug.
+            log.info("work item %s let go with its connection; it will be redelivered", frame["id"])
         except Exception:
             log.exception("work item %s failed; it will be redelivered", frame["id"])
         finally:
@@ -490,7 +533,9 @@ class Bridge:
         try:
             yield
         finally:
-            await self.lanes[kind].acquire()
+            # Shielded: cancelled while waiting (stopped, then the socket lost), the lane is
+            # still taken before the turn's end releases it, so it is released once, not twice.
+            await asyncio.shield(self.lanes[kind].acquire())
 
     def tool_caller(self, frame: dict, turn: Turn):
         """``turn.call_tool`` for the turn working on FRAME's item: a ``tool.call`` frame per
@@ -553,6 +598,8 @@ class Bridge:
     def turn_for(self, directives: dict, frame: dict | None = None) -> Turn:
         """The Turn for an item's directives; with FRAME (the work item), its tools too."""
         saved = self.sessions.get(directives["sessionKey"])
+        if directives.get("apiKey"):
+            self.api_keys.add(directives["apiKey"])
         turn = Turn(
             stable=directives["stable"],
             volatile=directives["volatile"],
@@ -691,6 +738,8 @@ class Bridge:
             )
 
         status, result, error, usage = "completed", {}, "", None
+        # A quiet stretch (a long build in a CLI) sends no events, which extend the lease too.
+        extender = asyncio.create_task(self.keep_alive(frame["id"]))
         try:
             outcome = await run_to_result(
                 self.backend,
@@ -712,6 +761,8 @@ class Bridge:
                 raise  # the connection is gone, not a cancel request: the server will retry it
             asyncio.current_task().uncancel()  # handled: we answer the cancel request below
             status, error = "cancelled", "cancelled on request"
+        finally:
+            extender.cancel()
         frame_out = {
             "type": "result",
             "id": frame["id"],

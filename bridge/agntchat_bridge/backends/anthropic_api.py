@@ -99,6 +99,9 @@ class AnthropicBackend(Backend):
                     async for text in stream.text_stream:
                         yield Event("text_delta", {"text": text})
                     final = await stream.get_final_message()
+                if final.stop_reason is None:
+                    # The stream closed before its end (a proxy gave up): half an answer is not one.
+                    raise BackendError("the Anthropic API's answer broke off before its end")
             else:
                 final = await client.messages.create(**kwargs)
                 text = "".join(b.text for b in final.content if b.type == "text")
@@ -127,6 +130,12 @@ class AnthropicBackend(Backend):
             await client.close()
 
 
+CUT_INPUT = (
+    "not run: your reply reached its token limit before this call's input was complete; "
+    "make the input shorter (split the work into several calls)"
+)
+
+
 def round_of(message) -> Round:
     """A Messages API answer as a tool-loop Round."""
     u = message.usage
@@ -137,6 +146,9 @@ def round_of(message) -> Round:
         cache_write_tokens=u.cache_creation_input_tokens or 0,
     )
     blocks, calls = [], []
+    # A tool call the token limit cut off has an input the model never finished (the SDK reads
+    # it as far as it goes): it is not run, and the model hears why.
+    cut = message.content[-1] if message.stop_reason == "max_tokens" and message.content else None
     for block in message.content:
         if block.type == "text":
             blocks.append({"type": "text", "text": block.text})
@@ -145,7 +157,8 @@ def round_of(message) -> Round:
             blocks.append(
                 {"type": "tool_use", "id": block.id, "name": block.name, "input": arguments}
             )
-            calls.append(ToolUse(block.id, block.name, arguments))
+            error = CUT_INPUT if block is cut else ""
+            calls.append(ToolUse(block.id, block.name, arguments, error=error))
     text = "".join(b["text"] for b in blocks if b["type"] == "text")
     return Round(text, calls, usage, {"role": "assistant", "content": blocks})
 

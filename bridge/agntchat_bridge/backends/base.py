@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+import logging
 import os
 import shutil
 import signal
@@ -17,6 +18,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+log = logging.getLogger("agntchat.bridge")
 
 
 @dataclass
@@ -31,6 +34,11 @@ class Usage:
     latency_ms: int = 0
 
 
+# The most of one tool result the model reads (about 25,000 tokens, Claude Code's own cut of an
+# MCP tool's result).
+MAX_TOOL_RESULT_CHARS = 100_000
+
+
 @dataclass
 class ToolOutcome:
     """What one tool call gave: OUTPUT is the text the model reads (JSON text when the tool
@@ -43,8 +51,13 @@ class ToolOutcome:
 
     @property
     def text(self) -> str:
-        """What goes back to the model as the tool's result."""
-        return self.output if self.ok else self.error
+        """What goes back to the model as the tool's result: cut past MAX_TOOL_RESULT_CHARS,
+        saying so (a few whole pages filled the model's context, and the turn failed)."""
+        text = self.output if self.ok else self.error
+        if len(text) <= MAX_TOOL_RESULT_CHARS:
+            return text
+        note = f"\n\n[cut: {len(text):,} characters, over the {MAX_TOOL_RESULT_CHARS:,} a result holds]"
+        return clip(text, MAX_TOOL_RESULT_CHARS - len(note)) + note
 
 
 class ToolCaller(Protocol):
@@ -462,7 +475,15 @@ class JsonlProcess:
         result = None
         try:
             while result is None and (line := await self.next_line()) is not None:
-                for item in parse(line, state):
+                try:
+                    items = parse(line, state)
+                except (AttributeError, TypeError, KeyError, ValueError):
+                    # A known type in a shape we do not know (a newer CLI): passed over, as an
+                    # unknown type is. Raised, it was no BackendError: the item came back and
+                    # the CLI ran again, every lease.
+                    log.warning("a %s CLI line of an unknown shape passed over", self.cli)
+                    continue
+                for item in items:
                     if isinstance(item, Result):
                         result = item
                     else:

@@ -122,7 +122,8 @@ def parse_codex_line(line: dict, state: dict) -> list[Event | Result]:
             )
         ]
     if kind == "turn.failed":
-        message = (line.get("error") or {}).get("message") or "no details"
+        error = line.get("error")
+        message = (error.get("message") if isinstance(error, dict) else error) or "no details"
         raise BackendError(f"the codex CLI failed: {message}")
     if (
         kind == "error"

@@ -108,12 +108,13 @@ class OpenAIBackend(Backend):
                 return
             parts: list[str] = []
             calls: dict[int, dict] = {}  # streamed by index, the arguments in pieces
-            usage = None
+            usage, finished = None, False
             stream = await client.chat.completions.create(**kwargs)
             async for chunk in stream:
                 if chunk.usage is not None:
                     usage = chunk.usage
                 for choice in chunk.choices or []:  # null from some compatible servers
+                    finished = finished or bool(choice.finish_reason)
                     delta = choice.delta
                     if delta and delta.content:
                         parts.append(delta.content)
@@ -126,6 +127,9 @@ class OpenAIBackend(Backend):
                         if piece.function is not None:
                             call["name"] += piece.function.name or ""
                             call["arguments"] += piece.function.arguments or ""
+            if not finished:
+                # The stream closed before its end (a proxy gave up): half an answer is not one.
+                raise BackendError("the OpenAI API's answer broke off before its end")
             yield round_of("".join(parts), [calls[i] for i in sorted(calls)], usage)
 
         try:
