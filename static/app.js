@@ -609,6 +609,16 @@ function showLiveState() {
     [el.textContent, el.dataset.state] = liveState;
   }
   document.body.dataset.live = liveState[1];
+  // A lost socket means nothing new arrives: said above the page, not only in the sidebar.
+  const banner = $("[data-live-banner]");
+  if (banner) {
+    const text =
+      liveState[0] === "Logged out"
+        ? "You are logged out in this tab: reload the page to log in again."
+        : "Connection lost: reconnecting… New messages will appear once it is back.";
+    banner.hidden = liveState[1] !== "offline";
+    if (banner.textContent !== text) banner.textContent = text; // announced once, not per call
+  }
 }
 
 function connectLive() {
@@ -671,6 +681,11 @@ function initShell() {
   };
   toggle.addEventListener("click", () => setOpen(!app.classList.contains("sidebar-open")));
   backdrop.addEventListener("click", () => setOpen(false));
+  // The open drawer covers the page, its toggle included: focus leaving it (Tab past its end)
+  // closes it, or the person would go on typing into the page unseen behind the backdrop.
+  document.addEventListener("focusin", (event) => {
+    if (app.classList.contains("sidebar-open") && !event.target.closest("#sidebar")) setOpen(false);
+  });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && app.classList.contains("sidebar-open")) {
       setOpen(false);

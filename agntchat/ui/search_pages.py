@@ -78,6 +78,7 @@ def search_page(request, membership):
         asked=asked,
         rows=rows,
         errors=errors,
+        rate_limited=status == 429,
         page=page,
         previous_url=_page_url(request, page - 1) if page > 1 else "",
         next_url=_page_url(request, page + 1) if has_more else "",
