@@ -190,6 +190,8 @@ def test_an_agent_page_shows_keys_and_personality_to_its_owner_only(
     client.force_login(alice)
     mine = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
     assert "Create key" in mine and "Save personality" in mine
+    # A new agent: the empty parts say what goes there.
+    assert "No keys yet" in mine and 'placeholder="How Nova speaks' in mine
     client.force_login(bob)
     theirs = client.get(f"/w/{team_a.id}/agents/{nova.id}/").content.decode()
     assert "Create key" not in theirs and "Save personality" not in theirs
