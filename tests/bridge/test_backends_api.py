@@ -442,7 +442,8 @@ async def test_a_model_that_never_stops_calling_is_told_to_answer(server):
     assert len(tools.calls) == 2 and len(server.requests) == 3
     assert server.requests[-1]["json"]["tool_choice"] == "none"
     assert "tool_choice" not in server.requests[0]["json"]
-    assert result.text == ""  # the stand-in ignores tool_choice; the loop stops anyway
+    # The stand-in ignores tool_choice: the loop stops anyway, and says so.
+    assert result.text == "(Stopped after 2 rounds of tool calls, a turn's limit.)"
 
 
 @pytest.mark.parametrize("backend,path", [("anthropic_api", ""), ("openai_api", "/v1")])

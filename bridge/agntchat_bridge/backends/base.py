@@ -229,6 +229,10 @@ async def tool_loop(
             add_usage(total, answer.usage)
             if answer.text:
                 texts.append(answer.text)
+            if last and answer.calls:
+                # It asked for more tools where it was told to answer (a server that ignores
+                # tool_choice): said, or a turn that only acted would end with nothing posted.
+                texts.append(f"(Stopped after {max_rounds} rounds of tool calls, a turn's limit.)")
             if not answer.calls or last:
                 break
             pending = (answer.reply, answer.calls, [])
