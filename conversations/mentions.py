@@ -10,7 +10,8 @@ from workspaces.models import Notification, User
 from workspaces.notifications import conversation_link, notify_person, snippet
 
 
-def _where(conversation: Conversation) -> str:
+def where(conversation: Conversation) -> str:
+    """CONVERSATION as a notice names it: #general, a side thread, a direct message."""
     if conversation.kind == Conversation.Kind.CHANNEL:
         return f"#{conversation.title or 'untitled'}"
     if conversation.kind == Conversation.Kind.THREAD:
@@ -66,7 +67,7 @@ def notify_post(message: Message) -> None:
             user,
             conversation.workspace_id,
             kind,
-            f"{name} {said} {_where(conversation)}: {snippet(message.body)}",
+            f"{name} {said} {where(conversation)}: {snippet(message.body)}",
             conversation_link(conversation.workspace_id, conversation.pk, message.pk),
             actor=author,
             conversation_id=conversation.pk,

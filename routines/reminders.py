@@ -14,6 +14,7 @@ from agents.models import Agent
 from agntchat.core.exceptions import AppError
 from agntchat.core.sweeps import sweep
 from conversations.actions import open_direct, post_message
+from conversations.mentions import where
 from routines.models import Reminder
 from workspaces.models import Notification
 from workspaces.notifications import conversation_link, notify_person
@@ -116,6 +117,10 @@ def fire_due_reminders(now=None) -> int:
             reminder.save(update_fields=["status", "updated_at"])
             return 0
         body = f"⏰ Reminder: {reminder.text}"
+        # Whoever talks to the agent may have it set one: the owner reads where it came from.
+        source = reminder.source_conversation
+        if source is not None and source.pk != reminder.conversation_id:
+            body += f"\n\n(Set in {where(source)}.)"
         if now - reminder.due_at > LATE_AFTER:
             due = reminder.due_at.astimezone(ZoneInfo(reminder.agent.owner.timezone))
             body += f"\n\n(Due {due:%a} {due.day} {due:%b, %H:%M}; sent late.)"
@@ -136,7 +141,7 @@ def fire_due_reminders(now=None) -> int:
         return 1
 
     due = (
-        Reminder.objects.select_related("agent__owner", "conversation")
+        Reminder.objects.select_related("agent__owner", "conversation", "source_conversation")
         .filter(status=Reminder.Status.PENDING, due_at__lte=now)
         .order_by("due_at")
     )

@@ -41,7 +41,8 @@ def test_the_agent_sets_one_in_a_channel_and_it_arrives_in_the_owners_dm(
     assert reminders.fire_due_reminders(now=at) == 1
     assert reminders.fire_due_reminders(now=at) == 0  # once
     (sent,) = Message.objects.filter(body__startswith="⏰")
-    assert sent.body == "⏰ Reminder: Prepare the review"
+    # Set by Bob's message in the channel: the owner reads where it came from.
+    assert sent.body == f"⏰ Reminder: Prepare the review\n\n(Set in #{channel.title}.)"
     assert (sent.conversation, sent.author_agent) == (dm, nova)
     assert not Message.objects.filter(conversation=channel, body__startswith="⏰").exists()
 
