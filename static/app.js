@@ -1049,6 +1049,84 @@ function mentionBox(input, listbox, targets) {
   return listboxKeys(listbox, box, { render, choose, close });
 }
 
+// Who a message names, as the server reads it (conversations/turns.py, MENTION): not after a
+// letter, digit, @ or slash (an address, a link).
+const MENTION = /(?<![\p{L}\p{N}_@/])@([A-Za-z0-9][\p{L}\p{N}_.-]*)/gu;
+// "/task @x …" and "@x please …" hand work to @x wherever it is (turns.py, DELEGATION).
+const DELEGATION = /^\s*(\/|@[\w.-]+[,:]?\s+please\b)/i;
+
+/** The agents of the workspace TEXT names (a handle before a name, as the server matches). */
+function mentionedAgents(text, targets) {
+  const agents = targets.filter((t) => t.kind === "agent");
+  const found = [];
+  for (const [, token] of text.matchAll(MENTION)) {
+    const key = token.toLowerCase().replace(/[.-]+$/, "");
+    const byHandle = agents.filter((a) => a.handle.toLowerCase() === key);
+    for (const agent of byHandle.length ? byHandle : agents.filter((a) => a.name.toLowerCase() === key)) {
+      if (!found.includes(agent)) found.push(agent);
+    }
+  }
+  return found;
+}
+
+/** After a message names agents that do not take part here (they will not answer), tell the
+ * writer only, under the composer, as Slack does for a person not in a channel: with a button
+ * that adds them where the person may add agents (channels). Who takes part is read from the
+ * page's head (its agent pills), which the live socket keeps fresh. */
+function mentionHint(form, input, targets, conversationId) {
+  const hint = $("[data-mention-hint]", form);
+  const text = $("[data-mention-hint-text]", hint);
+  const add = $("[data-mention-hint-add]", hint);
+  const where = form.dataset.where;
+  const scroller = $("[data-scroller]");
+  let absent = [];
+  // Laid over the messages: room under the last one while shown, so it hides none of them.
+  const makeRoom = (px) => {
+    const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 120;
+    scroller.style.paddingBottom = px ? `${px}px` : "";
+    if (atBottom) scroller.scrollTop = scroller.scrollHeight;
+  };
+  const close = (refocus) => {
+    hint.hidden = true;
+    absent = [];
+    makeRoom(0);
+    if (refocus) input.focus();
+  };
+  const names = (agents) => agents.map((a) => a.name).join(" and ");
+  const check = (body) => {
+    const taking = new Set($$(".conv-head__agents [data-agent-id]").map((a) => a.dataset.agentId));
+    absent = DELEGATION.test(body) ? [] : mentionedAgents(body, targets).filter((a) => !taking.has(a.id));
+    if (!absent.length) return close(false);
+    const one = absent.length === 1;
+    const mayAdd = "mayAddAgents" in form.dataset;
+    text.textContent =
+      `${names(absent)} ${one ? "is" : "are"} not in ${where}, so ${one ? "it" : "they"} will not answer.` +
+      (mayAdd ? "" : where.startsWith("#") ? ` Ask an admin of ${where} to add ${one ? "it" : "them"}.` : " Agents are added to channels only.");
+    text.classList.remove("is-failed");
+    add.hidden = !mayAdd;
+    add.disabled = false;
+    add.textContent = `Add ${names(absent)}`;
+    hint.hidden = false;
+    makeRoom(hint.offsetHeight + 12);
+  };
+  add.addEventListener("click", async () => {
+    add.disabled = true;
+    try {
+      for (const agent of absent) await api("POST", `/api/v1/conversations/${conversationId}/agents/`, { agent: agent.id });
+    } catch (error) {
+      text.textContent = error.message;
+      text.classList.add("is-failed");
+      add.disabled = false;
+      return;
+    }
+    close(true);
+    refreshRegions("conv-head", "conv-actions").catch(() => {});
+  });
+  $("[data-mention-hint-close]", hint).addEventListener("click", () => close(true));
+  hint.addEventListener("keydown", (event) => event.key === "Escape" && close(true));
+  return { check };
+}
+
 /** A file as a chip: its name and size (a file not sent yet, or one in a message being sent). */
 function fileChip(file, tag = "div") {
   const chip = document.createElement(tag);
@@ -1919,6 +1997,7 @@ function initConversation() {
 
   // The composer: Enter sends, Shift+Enter is a new line, @ suggests people and agents.
   const mentionKeys = mentionBox(input, $("#mention-list"), targets);
+  const hint = mentionHint($("[data-composer]"), input, targets, conversationId);
   // Issue 28: "/" commands, and edit/delete/react/reply on the messages.
   const slashKeys = slashBox(input, $("[data-slash-list]"), JSON.parse($("#slash-data").textContent));
   const actions = messageActions({ list, input, place, nearBottom, toBottom });
@@ -1987,6 +2066,7 @@ function initConversation() {
     draft.save();
     autosize();
     send(text, newRef(), files);
+    hint.check(text);
   };
   input.addEventListener("input", autosize);
   input.addEventListener("keydown", (event) => {
